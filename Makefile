@@ -1,0 +1,37 @@
+# hubflow developer commands. The two that matter:
+#   make demo   run the main job on embedded defaults (emulator, local Spark)
+#   make test   install everything (first run) and pass ruff and the test suite
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
+export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
+export SPARK_LOCAL_IP := 127.0.0.1
+
+.PHONY: venv test test-all lint demo lock bench clean
+
+venv:
+	@bash scripts/bootstrap.sh
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# The default run: everything but tests marked slow.
+test: lint
+	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
+
+# Every test, the slow soaks included.
+test-all: lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+demo: venv
+	$(PY) scripts/demo.py $(DEMO_ARGS)
+
+# Recompile requirements.lock from requirements.in (needs the package index).
+lock: venv
+	$(VENV)/bin/uv pip compile --quiet requirements.in --python-version 3.11 \
+	  --no-emit-package pyspark-client -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

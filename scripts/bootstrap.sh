@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Creates or refreshes the project's virtualenv (.venv at the repository root) from requirements.lock.
+#
+# The virtualenv is reused while the lock and the local packages' metadata are unchanged (a stamp
+# file records their checksum), so repeated `make test` runs start at once. Java 17+ is checked first
+# because Spark cannot start without it.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+stamp="$venv/.hubflow-stamp"
+uv_version="0.13.9"
+
+check_java() {
+  local java_bin="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+  if ! command -v "$java_bin" >/dev/null 2>&1; then
+    echo "hubflow: Java 17 or newer is required by Spark, and no 'java' was found." >&2
+    echo "  Install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME." >&2
+    exit 3
+  fi
+  local version major
+  version="$("$java_bin" -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')"
+  major="${version%%.*}"
+  if [ -z "$major" ] || [ "$major" -lt 17 ] 2>/dev/null; then
+    echo "hubflow: Java 17 or newer is required by Spark 4; found Java '${version:-unknown}' at $(command -v "$java_bin")." >&2
+    echo "  Install openjdk-17 or point JAVA_HOME at a JDK 17+." >&2
+    exit 3
+  fi
+}
+
+wanted_stamp() {
+  cat "$root/requirements.lock" "$root"/connectors/pyproject.toml "$root"/emulator/pyproject.toml \
+    2>/dev/null | sha256sum | cut -d' ' -f1
+}
+
+check_java
+
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(wanted_stamp)" ] && [ -x "$venv/bin/python" ]; then
+  exit 0
+fi
+
+echo "hubflow: preparing $venv from requirements.lock" >&2
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 11) else 1)' || {
+    echo "hubflow: Python 3.11 or newer is required (python3 is $(python3 --version 2>&1))." >&2
+    exit 3
+  }
+  python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$uv_version"
+# sync installs exactly the lock: pyspark-client is left out of the lock on purpose, because it
+# writes the same pyspark/ files as pyspark and would leave Python files and jars of two versions.
+"$venv/bin/uv" pip sync --quiet --python "$venv/bin/python" "$root/requirements.lock"
+# The project's own packages, editable, without touching their locked dependencies.
+"$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps \
+  -e "$root/connectors" -e "$root/emulator"
+wanted_stamp >"$stamp"

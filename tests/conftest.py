@@ -1,0 +1,63 @@
+"""Fixtures that start the real components: local Spark, a loopback standalone cluster, an Airflow DB.
+
+Every process a fixture starts is stopped when the fixture ends. Spark's Python workers use this
+interpreter (the project's virtualenv), never whatever ``python3`` is first on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+from tests.support.airflow_db import AirflowHome, create_airflow_home, remove_airflow_home  # noqa: E402
+from tests.support.spark_cluster import StandaloneCluster, start_cluster  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """A local[2] SparkSession with the UI off and every directory under a temporary folder."""
+    from pyspark.sql import SparkSession
+
+    base = tmp_path_factory.mktemp("spark")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("hubflow-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(base / "warehouse"))
+        .config("spark.local.dir", str(base / "local"))
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={base / 'derby'}")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A Spark standalone master and one worker on 127.0.0.1, stopped after the session."""
+    cluster = start_cluster(tmp_path_factory.mktemp("spark-cluster"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowHome]:
+    """An Airflow home with a migrated metadata DB (PostgreSQL on 127.0.0.1:5432 when reachable)."""
+    home = create_airflow_home(
+        tmp_path_factory.mktemp("airflow-home"), REPO_ROOT / "dags", REPO_ROOT / "plugins"
+    )
+    yield home
+    remove_airflow_home(home)

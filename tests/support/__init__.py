@@ -1,0 +1,1 @@
+"""Test harness pieces that start real components (Spark cluster, Airflow metadata DB)."""

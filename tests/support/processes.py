@@ -1,0 +1,58 @@
+"""Small helpers to start, wait for and stop the background processes that fixtures own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_background(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``cmd`` in its own process group, its output going to ``log_path``."""
+    log = open(log_path, "ab")  # closed by stop_process
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+    )
+    proc._hubflow_log = log  # type: ignore[attr-defined]
+    return proc
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> None:
+    """Stop a process started by :func:`start_background` and everything in its group."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=timeout)
+    log = getattr(proc, "_hubflow_log", None)
+    if log is not None:
+        log.close()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
+    """Poll ``predicate`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")

@@ -1,0 +1,123 @@
+"""A Spark standalone cluster (one master, one worker) on loopback, from pyspark's own spark-class."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .processes import free_port, start_background, stop_process, wait_until
+
+
+def spark_home() -> str:
+    import pyspark
+
+    return os.path.dirname(pyspark.__file__)
+
+
+def spark_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment every Spark process of the tests runs with."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "SPARK_HOME": spark_home(),
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_NO_DAEMONIZE": "1",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class StandaloneCluster:
+    """A running master and worker; ``master_url`` is what spark-submit's ``--master`` takes."""
+
+    master_url: str
+    master_ui: str
+    work_dir: Path
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def status(self) -> dict:
+        with urllib.request.urlopen(f"{self.master_ui}/json/", timeout=5) as resp:
+            return json.load(resp)
+
+    def stop(self) -> None:
+        for proc in reversed(self.processes):
+            stop_process(proc)
+
+
+def start_cluster(work_dir: Path, worker_cores: int = 1, worker_memory: str = "1g") -> StandaloneCluster:
+    """Start a master and one worker bound to 127.0.0.1 and wait until the worker is registered."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    spark_class = os.path.join(spark_home(), "bin", "spark-class")
+    env = spark_env({"SPARK_LOG_DIR": str(work_dir), "SPARK_WORKER_DIR": str(work_dir / "worker")})
+    port, ui_port, worker_ui = free_port(), free_port(), free_port()
+    master = start_background(
+        [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui_port),
+        ],
+        work_dir / "master.log",
+        env,
+    )
+    cluster = StandaloneCluster(
+        master_url=f"spark://127.0.0.1:{port}",
+        master_ui=f"http://127.0.0.1:{ui_port}",
+        work_dir=work_dir,
+        processes=[master],
+    )
+    try:
+        wait_until(lambda: _answers(cluster), 60, "the Spark master's web UI")
+        worker = start_background(
+            [
+                spark_class,
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(worker_cores),
+                "--memory",
+                worker_memory,
+                "--webui-port",
+                str(worker_ui),
+                "--work-dir",
+                str(work_dir / "worker"),
+                cluster.master_url,
+            ],
+            work_dir / "worker.log",
+            env,
+        )
+        cluster.processes.append(worker)
+        wait_until(lambda: _alive_workers(cluster) >= 1, 60, "the Spark worker to register with the master")
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _answers(cluster: StandaloneCluster) -> bool:
+    try:
+        cluster.status()
+        return True
+    except OSError:
+        return False
+
+
+def _alive_workers(cluster: StandaloneCluster) -> int:
+    try:
+        return sum(1 for w in cluster.status().get("workers", []) if w.get("state") == "ALIVE")
+    except OSError:
+        return 0
