@@ -1,0 +1,325 @@
+"""Read the plain-text logs Spark keeps in a Structured Streaming checkpoint, through fsspec.
+
+Spark owns the checkpoint: these helpers only list and read, never write. They know the layout
+described in ``docs/checkpoints.md``:
+
+* ``metadata``: ``{"id": "<query id>"}``
+* ``offsets/<batchId>``: a version line (``v1``/``v2``), a metadata JSON line (``batchTimestampMs``...),
+  then one line per source with its end offset (v1: by position; v2: ``<sourceId>:<offset json>``).
+* ``commits/<batchId>``: a version line and one JSON line, written after the batch's sink committed.
+* ``sources/<n>/<logOffset>[.compact]``: the file source's log of files it has taken, one JSON
+  ``{"path", "timestamp", "batchId"}`` per line; ``.compact`` files repeat every earlier entry.
+
+Every function works on an already opened filesystem and a protocol-stripped path, so the callers decide
+how to authenticate (local paths in tests, ``abfss://`` in production).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fsspec import AbstractFileSystem
+
+COMPACT_SUFFIX = ".compact"
+_VERSION_LINE = re.compile(r"^v(\d+)$")
+
+
+class CheckpointFormatError(ValueError):
+    """A checkpoint file exists but its content is not what Spark writes (truncated, garbage, unknown)."""
+
+    def __init__(self, file: str, problem: str) -> None:
+        super().__init__(f"{file}: {problem}")
+        self.file = file
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    """The end offset of one source in one batch, exactly as Spark wrote it (``None`` for ``-``)."""
+
+    source: str
+    raw: str | None
+
+    @property
+    def file_log_offset(self) -> int | None:
+        """The file source's log offset (``{"logOffset": N}``), or ``None`` for any other source."""
+        if self.raw is None:
+            return None
+        try:
+            value = json.loads(self.raw)
+        except ValueError:
+            return None
+        if isinstance(value, dict) and set(value) == {"logOffset"} and isinstance(value["logOffset"], int):
+            return value["logOffset"]
+        return None
+
+
+@dataclass(frozen=True)
+class OffsetsFile:
+    """One parsed ``offsets/<batchId>`` file."""
+
+    batch_id: int
+    version: int
+    metadata: dict[str, Any]
+    sources: list[SourceOffset] = field(default_factory=list)
+
+    @property
+    def batch_timestamp(self) -> datetime | None:
+        """When Spark planned the batch (``batchTimestampMs``), in UTC."""
+        ms = self.metadata.get("batchTimestampMs")
+        if isinstance(ms, int | float) and ms > 0:
+            return datetime.fromtimestamp(ms / 1000, tz=UTC)
+        return None
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One line of a file source log: a file the query took in log offset ``batch_id``."""
+
+    path: str  # URI-encoded, as Spark wrote it (``file:/...``, ``abfss://...``)
+    timestamp: int
+    batch_id: int
+
+
+def join(base: str, *parts: str) -> str:
+    """Join fsspec path parts with ``/`` (fsspec paths always use forward slashes)."""
+    return posixpath.join(base.rstrip("/") or "/", *parts)
+
+
+def list_batch_ids(fs: AbstractFileSystem, directory: str) -> list[int]:
+    """Sorted batch ids of a metadata log directory (``offsets/`` or ``commits/``).
+
+    Only the names are listed; no file is opened. Hidden files (Hadoop ``.crc`` checksums, Spark's
+    ``.<uuid>.tmp`` files being written) and names that are not integers are ignored.
+    """
+    ids = []
+    for name in _names(fs, directory):
+        if name.isdigit():
+            ids.append(int(name))
+    return sorted(ids)
+
+
+def list_file_log(fs: AbstractFileSystem, directory: str) -> dict[int, str]:
+    """Log offset → file name for a file source log directory (``sources/<n>/``), names only."""
+    files: dict[int, str] = {}
+    for name in _names(fs, directory):
+        stem = name[: -len(COMPACT_SUFFIX)] if name.endswith(COMPACT_SUFFIX) else name
+        if stem.isdigit():
+            # A compact file and a delta with the same id do not coexist; prefer the compact one.
+            if int(stem) not in files or name.endswith(COMPACT_SUFFIX):
+                files[int(stem)] = name
+    return files
+
+
+def _names(fs: AbstractFileSystem, directory: str) -> list[str]:
+    try:
+        paths = fs.ls(directory, detail=False)
+    except FileNotFoundError:
+        return []
+    names = [posixpath.basename(p.rstrip("/")) for p in paths]
+    return [n for n in names if n and not n.startswith(".")]
+
+
+def read_text(fs: AbstractFileSystem, path: str) -> str:
+    """The whole file as UTF-8 text; undecodable bytes raise :class:`CheckpointFormatError`."""
+    with fs.open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckpointFormatError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
+def _version(path: str, line: str, supported: tuple[int, ...]) -> int:
+    match = _VERSION_LINE.match(line.strip())
+    if not match:
+        shown = line.strip()[:40] or "an empty line"
+        raise CheckpointFormatError(path, f"first line should be a log version like 'v1', found {shown!r}")
+    version = int(match.group(1))
+    if version not in supported:
+        raise CheckpointFormatError(path, f"log version v{version} is not one this tool knows ({supported})")
+    return version
+
+
+def _json_object(path: str, line: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except ValueError as exc:
+        raise CheckpointFormatError(path, f"{what} is not valid JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise CheckpointFormatError(path, f"{what} should be a JSON object, found {type(value).__name__}")
+    return value
+
+
+def read_metadata(fs: AbstractFileSystem, checkpoint: str) -> dict[str, Any]:
+    """The checkpoint's ``metadata`` file: ``{"id": "<query id>"}``."""
+    path = join(checkpoint, "metadata")
+    value = _json_object(path, read_text(fs, path).strip(), "the metadata file")
+    if not isinstance(value.get("id"), str):
+        raise CheckpointFormatError(path, "has no query 'id'")
+    return value
+
+
+def parse_offsets(path: str, batch_id: int, text: str) -> OffsetsFile:
+    """Parse an ``offsets/<batchId>`` file (format v1 or v2)."""
+    lines = text.removesuffix("\n").split("\n")
+    if len(lines) < 2:
+        raise CheckpointFormatError(path, "is truncated: it should hold a version line and a metadata line")
+    version = _version(path, lines[0], (1, 2))
+    metadata = _json_object(path, lines[1], "the metadata line")
+    sources: list[SourceOffset] = []
+    for index, line in enumerate(lines[2:]):
+        if version == 1:
+            source, raw = str(index), line.strip()
+        else:
+            source, sep, raw = line.partition(":")
+            if not sep:
+                raise CheckpointFormatError(path, f"v2 source line {index + 1} has no 'sourceId:' prefix")
+            raw = raw.strip()
+        if raw == "-":
+            sources.append(SourceOffset(source, None))
+            continue
+        try:
+            json.loads(raw)
+        except ValueError as exc:
+            raise CheckpointFormatError(
+                path, f"end offset of source {source} is not valid JSON ({exc})"
+            ) from exc
+        sources.append(SourceOffset(source, raw))
+    return OffsetsFile(batch_id=batch_id, version=version, metadata=metadata, sources=sources)
+
+
+def read_offsets(fs: AbstractFileSystem, checkpoint: str, batch_id: int) -> OffsetsFile:
+    """Read and parse ``offsets/<batch_id>``."""
+    path = join(checkpoint, "offsets", str(batch_id))
+    return parse_offsets(path, batch_id, read_text(fs, path))
+
+
+def read_commit(fs: AbstractFileSystem, checkpoint: str, batch_id: int) -> dict[str, Any]:
+    """Read and parse ``commits/<batch_id>``; returns its JSON (``nextBatchWatermarkMs``...)."""
+    path = join(checkpoint, "commits", str(batch_id))
+    lines = read_text(fs, path).split("\n")
+    if len(lines) < 2:
+        raise CheckpointFormatError(path, "is truncated: it should hold a version line and a JSON line")
+    _version(path, lines[0], (1, 2))
+    return _json_object(path, lines[1], "the commit line")
+
+
+def iter_file_log(fs: AbstractFileSystem, path: str) -> Iterator[FileEntry]:
+    """Stream the entries of one file source log file (a delta or a ``.compact``).
+
+    Streams line by line because compact files list every file the query ever took.
+    Raises :class:`CheckpointFormatError` when the file is not a file source log.
+    """
+    with fs.open(path, "rb") as handle:
+        first = handle.readline().decode("utf-8", errors="replace")
+        _version(path, first, (1,))
+        for number, raw in enumerate(handle, start=2):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise CheckpointFormatError(path, f"line {number} is not UTF-8 text") from exc
+            if not line:
+                continue
+            entry = _json_object(path, line, f"line {number}")
+            try:
+                yield FileEntry(str(entry["path"]), int(entry.get("timestamp", 0)), int(entry["batchId"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise CheckpointFormatError(
+                    path, f"line {number} is not a file source entry (needs 'path' and 'batchId')"
+                ) from exc
+
+
+def is_file_log(fs: AbstractFileSystem, path: str) -> bool:
+    """True when ``path`` looks like a file source log (``v1`` then ``{"path": ...}`` lines).
+
+    Other sources also keep files under ``sources/<n>/`` (the rate source stores its start time), so
+    the directory name alone does not say which source wrote it.
+    """
+    with fs.open(path, "rb") as handle:
+        first = handle.readline().decode("utf-8", errors="replace").strip()
+        second = handle.readline().decode("utf-8", errors="replace").strip()
+    if first != "v1":
+        return False
+    if not second:
+        return True  # an empty log file (v1 header only) can only be a file source log
+    try:
+        value = json.loads(second)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "path" in value and "batchId" in value
+
+
+def committed_file_entries(
+    fs: AbstractFileSystem, log_dir: str, up_to_log_offset: int
+) -> Iterator[FileEntry]:
+    """Every file a file source took in log offsets ``0..up_to_log_offset`` (inclusive).
+
+    Reads the newest ``.compact`` file at or below the offset plus the deltas after it, as Spark does.
+    Entries above the offset (files of a batch that is not committed) are never returned, even when
+    a compact file written for such a batch is the only copy left.
+    """
+    files = list_file_log(fs, log_dir)
+    wanted = sorted(i for i in files if i <= up_to_log_offset)
+    compacts = [i for i in wanted if files[i].endswith(COMPACT_SUFFIX)]
+    start = compacts[-1] if compacts else 0
+    needed = list(range(start, up_to_log_offset + 1))
+    missing = [i for i in needed if i not in files]
+    if missing and not compacts:
+        # Spark deletes deltas once a later compact exists; that compact may belong to an uncommitted
+        # batch, so fall back to it and filter by batch id.
+        later = sorted(i for i in files if i > up_to_log_offset and files[i].endswith(COMPACT_SUFFIX))
+        if later:
+            for entry in iter_file_log(fs, join(log_dir, files[later[0]])):
+                if entry.batch_id <= up_to_log_offset:
+                    yield entry
+            return
+    if missing:
+        raise CheckpointFormatError(
+            log_dir,
+            f"file source log is missing log offsets {id_ranges(missing)} needed to list the files of "
+            f"committed batches (up to log offset {up_to_log_offset})",
+        )
+    for offset in needed:
+        for entry in iter_file_log(fs, join(log_dir, files[offset])):
+            if entry.batch_id <= up_to_log_offset:
+                yield entry
+
+
+def id_ranges(ids: list[int]) -> str:
+    """``[1, 2, 3, 7]`` → ``"1-3, 7"`` for messages."""
+    parts: list[str] = []
+    start = prev = ids[0]
+    for i in ids[1:]:
+        if i != prev + 1:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = i
+        prev = i
+    parts.append(str(start) if start == prev else f"{start}-{prev}")
+    return ", ".join(parts)
+
+
+def modification_time(fs: AbstractFileSystem, path: str) -> datetime | None:
+    """A file's modification time in UTC from ``fs.info`` (local ``mtime``, adlfs/s3 ``last_modified``)."""
+    info = fs.info(path)
+    for key in ("mtime", "last_modified", "LastModified", "modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(float(value), tz=UTC)
+        if isinstance(value, str):
+            try:
+                parsed = datetime.fromisoformat(value)
+            except ValueError:
+                continue
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None
