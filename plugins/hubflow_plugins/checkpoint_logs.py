@@ -306,8 +306,12 @@ def id_ranges(ids: list[int]) -> str:
 
 
 def modification_time(fs: AbstractFileSystem, path: str) -> datetime | None:
-    """A file's modification time in UTC from ``fs.info`` (local ``mtime``, adlfs/s3 ``last_modified``)."""
-    info = fs.info(path)
+    """A file's modification time in UTC from ``fs.info``."""
+    return info_time(fs.info(path))
+
+
+def info_time(info: dict[str, Any]) -> datetime | None:
+    """The modification time in an fsspec info dict, in UTC (local ``mtime``, adlfs ``last_modified``)."""
     for key in ("mtime", "last_modified", "LastModified", "modified", "created"):
         value = info.get(key)
         if value is None:

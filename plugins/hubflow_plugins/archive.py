@@ -1,0 +1,371 @@
+"""Move the landing files a file-source streaming query has finished with into an archive.
+
+``archive_processed_files(checkpoint, landing_root, archive_root)`` reads the query's file source log
+(``sources/<n>/`` in the checkpoint) up to the log offset of the newest **committed** batch, and moves
+every file listed there that still sits under ``landing_root`` to the same relative path under
+``archive_root``. Files of a batch that is planned but not committed are never touched, nor is any path
+outside ``landing_root``.
+
+Each file moves in three steps: copy to a hidden temporary name beside its archive path, rename it to the
+archive path, delete the landing copy. A run killed at any moment can simply be run again:
+
+* killed during the copy or before the rename → the landing copy is intact, the copy is redone;
+* killed after the rename, before the delete → the file is in both places with the same size, so the
+  rerun deletes the landing copy;
+* already archived → the file is no longer in the landing listing, nothing to do.
+
+So nothing is lost and nothing lands twice. ``purge_archive`` deletes archived files older than a
+retention period. Neither function imports Airflow; the Airflow operator passes its task logger as ``log``.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import fsspec
+from fsspec import AbstractFileSystem
+
+from hubflow_plugins.checkpoint_logs import (
+    committed_file_entries,
+    info_time,
+    join,
+    list_batch_ids,
+    read_offsets,
+)
+
+TEMP_SUFFIX = ".hubflow-archiving"
+"""Suffix of the hidden temporary copy (``.<name>.hubflow-archiving``) written before the rename."""
+
+Log = Callable[[str], Any]
+
+
+class ArchiveError(RuntimeError):
+    """Archiving could not finish; ``result`` says what was done before it stopped."""
+
+    def __init__(self, message: str, result: ArchiveResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class ArchiveResult:
+    """What one archive run did (or, with ``dry_run``, would do). Paths are relative to the roots."""
+
+    dry_run: bool
+    committed_batch_id: int | None = None
+    committed_files: int = 0
+    moved: list[str] = field(default_factory=list)
+    landing_copies_removed: list[str] = field(default_factory=list)
+    already_archived: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line for the task log."""
+        verb = "would move" if self.dry_run else "moved"
+        return (
+            f"{verb} {len(self.moved)} file(s); removed {len(self.landing_copies_removed)} landing copies "
+            f"already archived; {self.already_archived} committed file(s) were archived before; "
+            f"{len(self.conflicts)} conflict(s); {len(self.refused)} path(s) refused; "
+            f"{len(self.errors)} error(s) (committed batch {self.committed_batch_id}, "
+            f"{self.committed_files} file(s) in committed batches)"
+        )
+
+
+@dataclass
+class PurgeResult:
+    """What one retention run deleted (or would delete)."""
+
+    dry_run: bool
+    deleted: list[str] = field(default_factory=list)
+    bytes_deleted: int = 0
+
+
+def _open_fs(
+    url: str, fs: AbstractFileSystem | None, storage_options: dict[str, Any] | None
+) -> tuple[AbstractFileSystem, str]:
+    if fs is not None:
+        return fs, fs._strip_protocol(url)
+    return fsspec.core.url_to_fs(url, **(storage_options or {}))
+
+
+def _is_local(fs: AbstractFileSystem) -> bool:
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    return "file" in protocols
+
+
+class _LandingRoot:
+    """Turns the URI-encoded paths of a file source log into paths relative to the landing root."""
+
+    def __init__(self, url: str, fs: AbstractFileSystem, root: str) -> None:
+        self.fs = fs
+        self.local = _is_local(fs)
+        self.protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+        self.netloc = urlsplit(url).netloc.lower() if "://" in url else ""
+        root = posixpath.normpath(root)
+        self.root = os.path.realpath(root) if self.local else root.rstrip("/")
+
+    def relative(self, logged: str) -> tuple[str | None, str | None]:
+        """``(relative path, None)`` for a file under the root, else ``(None, why it is refused)``."""
+        parts = urlsplit(logged)
+        scheme = parts.scheme or "file"
+        if scheme not in self.protocols:
+            return None, f"is on another filesystem ({scheme}://) than the landing root"
+        path = unquote(parts.path)
+        if ".." in path.split("/"):
+            return None, "contains '..'; archiving never follows such paths"
+        if self.local:
+            resolved = os.path.realpath(path)
+        else:
+            if self.netloc and parts.netloc.lower() != self.netloc:
+                return None, "is in another container or storage account than the landing root"
+            resolved = posixpath.normpath(self.fs._strip_protocol(f"{scheme}://{parts.netloc}{path}"))
+        if not resolved.startswith(self.root.rstrip("/") + "/"):
+            return None, "is outside the landing root"
+        return resolved[len(self.root.rstrip("/")) + 1 :], None
+
+    def listing(self) -> set[str]:
+        """Relative paths of every file now under the landing root (one recursive listing)."""
+        prefix = self.root.rstrip("/") + "/"
+        try:
+            found = self.fs.find(self.root)
+        except FileNotFoundError:
+            return set()
+        return {p[len(prefix) :] for p in found if p.startswith(prefix)}
+
+
+def archive_processed_files(
+    checkpoint: str,
+    landing_root: str,
+    archive_root: str,
+    *,
+    dry_run: bool = False,
+    max_workers: int = 8,
+    log: Log = print,
+    progress_every: int = 100,
+    fs: AbstractFileSystem | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> ArchiveResult:
+    """Move the files consumed by committed batches from ``landing_root`` to ``archive_root``.
+
+    Args:
+        checkpoint: the query's checkpoint location (fsspec URL or local path).
+        landing_root: the folder the query reads; only files below it are ever moved.
+        archive_root: where files go, at the same path relative to ``landing_root``.
+        dry_run: list what would be done, change nothing.
+        max_workers: files moved in parallel (threads; the work is I/O).
+        log: called with one line of progress every ``progress_every`` files and a summary.
+        fs: an authenticated fsspec filesystem used for all three locations instead of resolving them.
+        storage_options: passed to ``fsspec.core.url_to_fs`` for each location (credentials...).
+
+    Returns an :class:`ArchiveResult`. Raises :class:`ArchiveError` (carrying the result) when some
+    files could not be moved; running again is safe and finishes the job.
+    """
+    ck_fs, ck_root = _open_fs(checkpoint, fs, storage_options)
+    land_fs, land_root = _open_fs(landing_root, fs, storage_options)
+    arch_fs, arch_root = _open_fs(archive_root, fs, storage_options)
+    landing = _LandingRoot(landing_root, land_fs, land_root)
+    arch_root = posixpath.normpath(arch_root)
+    if _is_local(arch_fs):
+        arch_root = os.path.realpath(arch_root)
+    if _overlaps(landing.root, arch_root) and land_fs.protocol == arch_fs.protocol:
+        raise ArchiveError(
+            f"The archive root {archive_root} and the landing root {landing_root} overlap; choose an "
+            "archive folder outside the landing folder (and the other way round)."
+        )
+
+    result = ArchiveResult(dry_run=dry_run)
+    commits = list_batch_ids(ck_fs, join(ck_root, "commits"))
+    if not commits:
+        log(f"No committed batch in {checkpoint} yet: nothing to archive.")
+        return result
+    result.committed_batch_id = commits[-1]
+    offsets = read_offsets(ck_fs, ck_root, commits[-1])
+    file_sources = [(s.source, s.file_log_offset) for s in offsets.sources if s.file_log_offset is not None]
+    if not file_sources:
+        raise ArchiveError(
+            f"The query at {checkpoint} has no file source in batch {commits[-1]}, so there is no list of "
+            "processed files to archive. Check that this is the checkpoint of the file-reading job.",
+            result,
+        )
+
+    committed: set[str] = set()
+    for source, log_offset in file_sources:
+        log_dir = join(ck_root, "sources", source)
+        for entry in committed_file_entries(ck_fs, log_dir, log_offset):
+            relative, refusal = landing.relative(entry.path)
+            if relative is None:
+                result.refused[entry.path] = refusal or "refused"
+            else:
+                committed.add(relative)
+    result.committed_files = len(committed)
+    for path, why in sorted(result.refused.items())[:20]:
+        log(f"Refused {path}: it {why}.")
+
+    present = landing.listing()
+    todo = sorted(committed & present)
+    result.already_archived = len(committed - present)
+    log(
+        f"{'Dry run: ' if dry_run else ''}{len(todo)} file(s) of committed batches (up to batch "
+        f"{commits[-1]}) still in {landing_root}; archiving to {archive_root} with {max_workers} worker(s)."
+    )
+
+    mover = _Mover(land_fs, landing.root, arch_fs, arch_root, dry_run)
+    done = 0
+    with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="archive") as pool:
+        futures = {pool.submit(mover.archive, relative): relative for relative in todo}
+        for future in as_completed(futures):
+            relative = futures[future]
+            try:
+                action = future.result()
+            except Exception as exc:  # one file's failure must not stop the others
+                result.errors[relative] = f"{type(exc).__name__}: {exc}"
+                log(f"Could not archive {relative}: {type(exc).__name__}: {exc}")
+            else:
+                if action == "moved":
+                    result.moved.append(relative)
+                elif action == "landing-copy-removed":
+                    result.landing_copies_removed.append(relative)
+                elif action == "conflict":
+                    result.conflicts.append(relative)
+                    log(
+                        f"Conflict: {relative} is in the archive with a different size; both copies "
+                        "left as they are. Compare them and remove the wrong one by hand."
+                    )
+            done += 1
+            if progress_every and done % progress_every == 0 and done < len(todo):
+                log(f"Archived {done}/{len(todo)} file(s)...")
+    for items in (result.moved, result.landing_copies_removed, result.conflicts):
+        items.sort()
+    log(("Dry run: " if dry_run else "") + result.summary())
+    if result.errors:
+        raise ArchiveError(
+            f"{len(result.errors)} file(s) could not be archived (first: "
+            f"{next(iter(sorted(result.errors.items())))}). Running the archive again is safe: it "
+            "finishes what this run left.",
+            result,
+        )
+    return result
+
+
+def _overlaps(a: str, b: str) -> bool:
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
+class _Mover:
+    """Moves one file, in steps that a rerun can always complete (see the module docstring)."""
+
+    def __init__(
+        self,
+        land_fs: AbstractFileSystem,
+        land_root: str,
+        arch_fs: AbstractFileSystem,
+        arch_root: str,
+        dry_run: bool,
+    ) -> None:
+        self.land_fs, self.land_root = land_fs, land_root
+        self.arch_fs, self.arch_root = arch_fs, arch_root
+        self.dry_run = dry_run
+
+    def archive(self, relative: str) -> str:
+        source = join(self.land_root, relative)
+        target = join(self.arch_root, relative)
+        try:
+            size = self.land_fs.size(source)
+        except FileNotFoundError:
+            return "gone"  # removed since the listing (by another run or by hand)
+        if self.arch_fs.exists(target):
+            if self.arch_fs.size(target) != size:
+                return "conflict"
+            if not self.dry_run:
+                self.land_fs.rm_file(source)
+            return "landing-copy-removed"
+        if self.dry_run:
+            return "moved"
+        parent, name = posixpath.split(target)
+        temporary = join(parent, f".{name}{TEMP_SUFFIX}")
+        self.arch_fs.makedirs(parent, exist_ok=True)
+        self._copy(source, temporary)
+        copied = self.arch_fs.size(temporary)
+        if copied != size:
+            raise OSError(f"copy of {relative} has {copied} bytes, the landing file {size}; nothing removed")
+        self.arch_fs.mv(temporary, target)
+        self.land_fs.rm_file(source)
+        return "moved"
+
+    def _copy(self, source: str, temporary: str) -> None:
+        if self.land_fs is self.arch_fs:
+            self.arch_fs.cp_file(source, temporary)
+            return
+        with self.land_fs.open(source, "rb") as reader, self.arch_fs.open(temporary, "wb") as writer:
+            shutil.copyfileobj(reader, writer, length=8 * 1024 * 1024)
+
+
+def purge_archive(
+    archive_root: str,
+    older_than: timedelta,
+    *,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    log: Log = print,
+    fs: AbstractFileSystem | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> PurgeResult:
+    """Delete archived files last modified more than ``older_than`` ago (retention).
+
+    Archiving writes a fresh copy, so a file's modification time is when it was archived. Leftover
+    temporary copies from killed runs are purged by the same rule. Emptied folders are removed.
+    """
+    if older_than <= timedelta(0):
+        raise ValueError(f"older_than must be a positive duration, got {older_than}")
+    now = now or datetime.now(UTC)
+    cutoff = now - older_than
+    arch_fs, root = _open_fs(archive_root, fs, storage_options)
+    root = root.rstrip("/")
+    result = PurgeResult(dry_run=dry_run)
+    try:
+        found = arch_fs.find(root, detail=True)
+    except FileNotFoundError:
+        found = {}
+    parents: set[str] = set()
+    for path, info in sorted(found.items()):
+        modified = info_time(info)
+        if modified is None or modified >= cutoff:
+            continue
+        if not dry_run:
+            arch_fs.rm_file(path)
+        result.deleted.append(path[len(root) + 1 :] if path.startswith(root + "/") else path)
+        result.bytes_deleted += int(info.get("size") or 0)
+        parents.add(posixpath.dirname(path))
+    if not dry_run:
+        _remove_empty_dirs(arch_fs, root, parents)
+    log(
+        f"{'Dry run: would delete' if dry_run else 'Deleted'} {len(result.deleted)} archived file(s) "
+        f"({result.bytes_deleted} bytes) older than {cutoff.isoformat()} from {archive_root}."
+    )
+    return result
+
+
+def _remove_empty_dirs(fs: AbstractFileSystem, root: str, parents: set[str]) -> None:
+    """Remove folders emptied by a purge, deepest first, never the archive root itself."""
+    candidates: set[str] = set()
+    for parent in parents:
+        while parent.startswith(root + "/"):
+            candidates.add(parent)
+            parent = posixpath.dirname(parent)
+    for folder in sorted(candidates, key=lambda p: p.count("/"), reverse=True):
+        try:
+            if not fs.ls(folder, detail=False):
+                fs.rmdir(folder)
+        except (FileNotFoundError, OSError, NotImplementedError):
+            continue  # object stores have no real folders; a non-empty folder stays
