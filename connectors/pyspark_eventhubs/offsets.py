@@ -1,0 +1,126 @@
+"""The streaming offset (what Spark writes to the checkpoint) and the admission-control split.
+
+The offset is the Scala connector's JSON: ``{"<hub>": {"0": 456, "1": 789}}`` — sequence numbers
+only, start inclusive, end exclusive. It holds no secret and no namespace, so checkpoints written
+by azure-event-hubs-spark and by this connector are interchangeable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+SeqMap = dict[str, int]
+
+
+def make_offset(eventhub_name: str, seqs: Mapping[str, int]) -> dict:
+    """The offset dict for one hub, partitions in numeric order (stable JSON in the checkpoint)."""
+    ordered = {pid: int(seqs[pid]) for pid in sorted(seqs, key=_partition_sort_key)}
+    return {eventhub_name: ordered}
+
+
+def offset_seqs(offset: Mapping | None, eventhub_name: str) -> SeqMap:
+    """Sequence numbers per partition from an offset dict; empty if the hub is not in it.
+
+    A checkpoint written for another hub name is an error: resuming it would silently re-read
+    or skip everything.
+    """
+    if not offset:
+        return {}
+    if eventhub_name not in offset:
+        raise ValueError(
+            f"The checkpoint offset names event hub(s) {sorted(offset)} but this query reads "
+            f"{eventhub_name!r}; use a new checkpoint location for a different hub."
+        )
+    return {str(pid): int(seq) for pid, seq in offset[eventhub_name].items()}
+
+
+def _partition_sort_key(pid: str) -> tuple[int, str]:
+    return (int(pid), pid) if pid.isdigit() else (1 << 62, pid)
+
+
+def sorted_partitions(pids: object) -> list[str]:
+    """Partition ids in numeric order ("2" before "10")."""
+    return sorted((str(p) for p in pids), key=_partition_sort_key)  # type: ignore[attr-defined]
+
+
+def split_limit(start: Mapping[str, int], latest: Mapping[str, int], limit: int) -> SeqMap:
+    """End offsets that admit at most ``limit`` events, shared by backlog.
+
+    Each partition with a backlog gets one event, then the rest of the limit is shared in
+    proportion to the remaining backlogs, rounded down; the events left over by rounding go one
+    each to the partitions with the largest remainders. The batch holds exactly
+    ``min(limit, total backlog)`` events. Partitions in ``latest`` but not in ``start`` are not
+    this function's business: callers resolve their start first.
+    """
+    if limit < 0:
+        raise ValueError("limit must be >= 0")
+    backlog = {pid: max(0, latest[pid] - start[pid]) for pid in start if pid in latest}
+    total = sum(backlog.values())
+    if total <= limit:
+        return {pid: max(start[pid], latest.get(pid, start[pid])) for pid in start}
+    waiting = [pid for pid, size in backlog.items() if size > 0]
+    # Every partition with a backlog first gets one event (the largest backlogs when the limit
+    # is smaller than the number of such partitions), so a small partition is never starved.
+    waiting.sort(key=lambda pid: (-backlog[pid], _partition_sort_key(pid)))
+    shares = {pid: 0 for pid in backlog}
+    for pid in waiting[:limit]:
+        shares[pid] = 1
+    left = limit - sum(shares.values())
+    rest = {pid: backlog[pid] - shares[pid] for pid in backlog}
+    rest_total = sum(rest.values())
+    if left > 0 and rest_total > 0:
+        remainders: list[tuple[int, str]] = []
+        for pid, size in rest.items():
+            numerator = left * size
+            shares[pid] += numerator // rest_total
+            remainders.append((numerator % rest_total, pid))
+        left = limit - sum(shares.values())
+        # Largest remainder first; ties go to the lower partition id for determinism.
+        remainders.sort(key=lambda item: (-item[0], _partition_sort_key(item[1])))
+        for _, pid in remainders:
+            if left == 0:
+                break
+            if shares[pid] < backlog[pid]:
+                shares[pid] += 1
+                left -= 1
+    return {pid: start[pid] + shares.get(pid, 0) for pid in start}
+
+
+def split_range(start: int, end: int, pieces: int) -> list[tuple[int, int]]:
+    """Cut ``[start, end)`` into at most ``pieces`` contiguous, non-empty, near-equal ranges."""
+    size = end - start
+    if size <= 0:
+        return []
+    pieces = max(1, min(pieces, size))
+    step, extra = divmod(size, pieces)
+    ranges = []
+    lo = start
+    for i in range(pieces):
+        hi = lo + step + (1 if i < extra else 0)
+        ranges.append((lo, hi))
+        lo = hi
+    return ranges
+
+
+def plan_ranges(
+    start: Mapping[str, int], end: Mapping[str, int], min_partitions: int | None
+) -> list[tuple[str, int, int]]:
+    """``(partition id, from, until)`` for every non-empty partition range of a batch.
+
+    One range per Event Hubs partition; with ``min_partitions`` larger than the number of
+    non-empty ranges, the largest ranges are split (in proportion to their size) so the batch can
+    use more cores than the hub has partitions.
+    """
+    ranges = [
+        (pid, start[pid], end[pid])
+        for pid in sorted_partitions(end)
+        if pid in start and end[pid] > start[pid]
+    ]
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(hi - lo for _, lo, hi in ranges)
+    result: list[tuple[str, int, int]] = []
+    for pid, lo, hi in ranges:
+        pieces = max(1, round(min_partitions * (hi - lo) / total))
+        result.extend((pid, a, b) for a, b in split_range(lo, hi, pieces))
+    return result

@@ -1,0 +1,282 @@
+"""Parse and validate the options of ``format("eventhubs")`` into one immutable object.
+
+Option names follow azure-event-hubs-spark (case-insensitive), so existing PySpark code moves over
+unchanged. Everything is checked here, when Spark creates the data source on the driver, so a bad
+option fails the query at start with a message that names the option — never deep inside a task.
+Secrets (the connection string, a client secret) are kept but never put into any message.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import isodate
+
+from .errors import EventHubsOptionError
+from .positions import EventPosition, PositionMap, parse_position, parse_positions
+
+log = logging.getLogger(__name__)
+
+# Every option this connector understands, as documented (matching is case-insensitive).
+# Values are a one-line description (used in the "unknown option" message and the docs).
+KNOWN_OPTIONS: dict[str, str] = {
+    "eventhubs.connectionString": "SAS connection string (plain text); EntityPath or eventhubs.name",
+    "eventhubs.name": "event hub name when the connection string has no EntityPath",
+    "eventhubs.consumerGroup": "consumer group, default $Default",
+    "eventhubs.startingPosition": "EventPosition JSON for every partition",
+    "eventhubs.startingPositions": "per-partition EventPosition JSON map",
+    "eventhubs.endingPosition": "EventPosition JSON (batch reads)",
+    "eventhubs.endingPositions": "per-partition EventPosition JSON map (batch reads)",
+    "eventhubs.maxEventsPerTrigger": "alias of maxEventsPerTrigger",
+    "eventhubs.receiverTimeout": "ISO-8601 duration a task waits for events, default PT60S",
+    "eventhubs.operationTimeout": "ISO-8601 duration for management calls, default PT300S",
+    "eventhubs.prefetchCount": "receiver prefetch (link credit), 1..4000, default 500",
+    "eventhubs.useExclusiveReceiver": "epoch (exclusive) receivers, default false",
+    "eventhubs.useAadAuth": "true to use Azure AD (azure-identity) instead of a SAS key",
+    "eventhubs.fullyQualifiedNamespace": "AAD: namespace host, e.g. myns.servicebus.windows.net",
+    "eventhubs.tenantId": "AAD service principal: tenant id",
+    "eventhubs.clientId": "AAD service principal: client id",
+    "eventhubs.clientSecret": "AAD service principal: client secret",
+}
+NON_PREFIXED_OPTIONS: dict[str, str] = {
+    "maxEventsPerTrigger": "max events per micro-batch, split across partitions by backlog",
+    "failOnDataLoss": "fail when events expired before they were read, default true",
+    "minPartitions": "split partition ranges so a batch has at least this many Spark tasks",
+}
+# Options of the Scala connector that make no sense here; accepted (with a warning) so that
+# existing code keeps working.
+IGNORED_SCALA_OPTIONS = {
+    "eventhubs.threadpoolsize",
+    "eventhubs.maxsilenttime",
+    "eventhubs.dynamicpartitiondiscovery",
+    "eventhubs.slowpartitionadjustment",
+    "eventhubs.maxacceptablebatchreceivetime",
+    "eventhubs.maxratesperpartition",
+    "eventhubs.maxrateperpartition",
+    "eventhubs.throttlingstatusplugin",
+    "eventhubs.metricplugin",
+    "partitionpreferredlocationstrategy",
+}
+_KNOWN_LOWER = {k.lower() for k in KNOWN_OPTIONS} | {k.lower() for k in NON_PREFIXED_OPTIONS}
+
+DEFAULT_CONSUMER_GROUP = "$Default"
+DEFAULT_PREFETCH = 500
+DEFAULT_RECEIVER_TIMEOUT = datetime.timedelta(seconds=60)
+DEFAULT_OPERATION_TIMEOUT = datetime.timedelta(seconds=300)
+
+
+@dataclass(frozen=True)
+class EventHubsOptions:
+    """All settings of one reader or writer, validated. ``repr`` never shows a secret."""
+
+    connection_string: str | None = field(repr=False)
+    eventhub_name: str
+    namespace: str
+    consumer_group: str = DEFAULT_CONSUMER_GROUP
+    starting_position: EventPosition | None = None
+    starting_positions: PositionMap = field(default_factory=dict)
+    ending_position: EventPosition | None = None
+    ending_positions: PositionMap = field(default_factory=dict)
+    max_events_per_trigger: int | None = None
+    receiver_timeout: float = DEFAULT_RECEIVER_TIMEOUT.total_seconds()
+    operation_timeout: float = DEFAULT_OPERATION_TIMEOUT.total_seconds()
+    prefetch_count: int = DEFAULT_PREFETCH
+    use_exclusive_receiver: bool = False
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    use_aad_auth: bool = False
+    tenant_id: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+
+    @property
+    def description(self) -> str:
+        """``namespace/hub``: what logs, errors and the Spark UI may show about the hub."""
+        return f"{self.namespace}/{self.eventhub_name}"
+
+    def starting_position_for(self, partition_id: str, default: EventPosition | None = None) -> EventPosition:
+        """The configured start of one partition; default end of stream (streams, as in Scala)."""
+        return self.starting_positions.get(
+            partition_id, self.starting_position or default or EventPosition.end_of_stream()
+        )
+
+    def ending_position_for(self, partition_id: str) -> EventPosition:
+        """The configured end of one partition (batch reads); default is the end of stream."""
+        return self.ending_positions.get(partition_id, self.ending_position or EventPosition.end_of_stream())
+
+
+def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = options.get(key)
+    if raw is None:
+        return default
+    value = str(raw).strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    raise EventHubsOptionError(f"Option '{key}' must be 'true' or 'false', got {raw!r}.")
+
+
+def _positive_int(options: Mapping[str, str], key: str, low: int = 1, high: int | None = None) -> int | None:
+    raw = options.get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise EventHubsOptionError(f"Option '{key}' must be an integer, got {raw!r}.") from None
+    if value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise EventHubsOptionError(f"Option '{key}' must be {bounds}, got {value}.")
+    return value
+
+
+def parse_duration(key: str, raw: str) -> float:
+    """Seconds of an ISO-8601 duration such as ``PT60S`` or ``PT1M30S`` (the Scala format)."""
+    try:
+        value = isodate.parse_duration(str(raw).strip())
+    except (isodate.ISO8601Error, ValueError):
+        raise EventHubsOptionError(
+            f"Option '{key}' must be an ISO-8601 duration such as PT60S, got {raw!r}."
+        ) from None
+    if not isinstance(value, datetime.timedelta):  # years/months have no fixed length
+        raise EventHubsOptionError(
+            f"Option '{key}' must use days, hours, minutes or seconds (e.g. PT60S), got {raw!r}."
+        )
+    seconds = value.total_seconds()
+    if seconds <= 0:
+        raise EventHubsOptionError(f"Option '{key}' must be a positive duration, got {raw!r}.")
+    return seconds
+
+
+def _check_known(options: Mapping[str, str]) -> None:
+    for key in options:
+        if key in _KNOWN_LOWER:
+            continue
+        if key in IGNORED_SCALA_OPTIONS:
+            log.warning("Option '%s' of azure-event-hubs-spark has no effect here; ignored.", key)
+            continue
+        if key.startswith("eventhubs."):
+            if key in ("eventhubs.aadauthcallback", "eventhubs.aadauthcallbackparams"):
+                raise EventHubsOptionError(
+                    f"Option '{key}' (a JVM callback class) is not supported: set "
+                    "eventhubs.useAadAuth=true with eventhubs.tenantId/clientId/clientSecret, or "
+                    "without them to use azure-identity's DefaultAzureCredential."
+                )
+            valid = ", ".join(sorted(KNOWN_OPTIONS) + sorted(NON_PREFIXED_OPTIONS))
+            raise EventHubsOptionError(
+                f"Unknown option '{key}'. Valid options (case-insensitive) are: {valid}."
+            )
+
+
+def _parse_connection_string(conn: str) -> dict[str, str]:
+    """Key/value pairs of a connection string, keys lower-cased; errors never echo the value."""
+    parts: dict[str, str] = {}
+    for segment in conn.split(";"):
+        if not segment.strip():
+            continue
+        key, sep, value = segment.partition("=")
+        if not sep:
+            raise EventHubsOptionError(
+                "Option 'eventhubs.connectionString' is malformed: expected 'Key=Value' pairs "
+                "separated by ';' (value not shown)."
+            )
+        parts[key.strip().lower()] = value.strip()
+    return parts
+
+
+def namespace_from_endpoint(endpoint: str) -> str:
+    """The host (and port) of an ``sb://host[:port]/`` endpoint, or the input if it has none."""
+    host = endpoint.split("://", 1)[-1]
+    return host.strip("/").split("/", 1)[0]
+
+
+def parse_options(raw: Mapping[str, str]) -> EventHubsOptions:
+    """Validate Spark's option map into :class:`EventHubsOptions`; raise EventHubsOptionError."""
+    options = {str(k).lower(): v for k, v in raw.items() if v is not None}
+    _check_known(options)
+
+    use_aad = _bool(options, "eventhubs.useaadauth", False)
+    conn = options.get("eventhubs.connectionstring")
+    name = options.get("eventhubs.name")
+    namespace = options.get("eventhubs.fullyqualifiednamespace")
+    if conn:
+        parts = _parse_connection_string(conn)
+        if "endpoint" not in parts:
+            raise EventHubsOptionError(
+                "Option 'eventhubs.connectionString' has no Endpoint=sb://<namespace>/ part."
+            )
+        namespace = namespace_from_endpoint(parts["endpoint"])
+        name = name or parts.get("entitypath")
+        has_key = "sharedaccesskey" in parts or "sharedaccesssignature" in parts
+        if not use_aad and not has_key:
+            raise EventHubsOptionError(
+                "Option 'eventhubs.connectionString' has no SharedAccessKey or "
+                "SharedAccessSignature; add one, or set eventhubs.useAadAuth=true."
+            )
+    elif not use_aad:
+        raise EventHubsOptionError(
+            "Option 'eventhubs.connectionString' is required (or eventhubs.useAadAuth=true with "
+            "eventhubs.fullyQualifiedNamespace and eventhubs.name)."
+        )
+    if use_aad and not namespace:
+        raise EventHubsOptionError(
+            "Option 'eventhubs.fullyQualifiedNamespace' is required with eventhubs.useAadAuth=true "
+            "(or give a connection string without a key)."
+        )
+    if not name:
+        raise EventHubsOptionError(
+            "Option 'eventhubs.name' is required when the connection string has no EntityPath."
+        )
+    sp = [options.get(k) for k in ("eventhubs.tenantid", "eventhubs.clientid")]
+    if use_aad and any(sp) and not (all(sp) and options.get("eventhubs.clientsecret")):
+        raise EventHubsOptionError(
+            "Options 'eventhubs.tenantId', 'eventhubs.clientId' and 'eventhubs.clientSecret' "
+            "must be set together (service principal), or none of them (default credential)."
+        )
+
+    receiver_timeout = DEFAULT_RECEIVER_TIMEOUT.total_seconds()
+    if "eventhubs.receivertimeout" in options:
+        receiver_timeout = parse_duration("eventhubs.receiverTimeout", options["eventhubs.receivertimeout"])
+    operation_timeout = DEFAULT_OPERATION_TIMEOUT.total_seconds()
+    if "eventhubs.operationtimeout" in options:
+        operation_timeout = parse_duration(
+            "eventhubs.operationTimeout", options["eventhubs.operationtimeout"]
+        )
+    if receiver_timeout > operation_timeout:
+        raise EventHubsOptionError(
+            "Option 'eventhubs.receiverTimeout' must not exceed 'eventhubs.operationTimeout'."
+        )
+
+    max_events = _positive_int(options, "maxeventspertrigger")
+    if max_events is None:
+        max_events = _positive_int(options, "eventhubs.maxeventspertrigger")
+
+    def position(key: str) -> EventPosition | None:
+        return parse_position(key, options[key]) if key in options else None
+
+    def positions(key: str) -> PositionMap:
+        return parse_positions(key, options[key], name) if key in options else {}
+
+    return EventHubsOptions(
+        connection_string=conn,
+        eventhub_name=name,
+        namespace=namespace or "unknown-namespace",
+        consumer_group=options.get("eventhubs.consumergroup") or DEFAULT_CONSUMER_GROUP,
+        starting_position=position("eventhubs.startingposition"),
+        starting_positions=positions("eventhubs.startingpositions"),
+        ending_position=position("eventhubs.endingposition"),
+        ending_positions=positions("eventhubs.endingpositions"),
+        max_events_per_trigger=max_events,
+        receiver_timeout=receiver_timeout,
+        operation_timeout=operation_timeout,
+        prefetch_count=_positive_int(options, "eventhubs.prefetchcount", 1, 4000) or DEFAULT_PREFETCH,
+        use_exclusive_receiver=_bool(options, "eventhubs.useexclusivereceiver", False),
+        fail_on_data_loss=_bool(options, "failondataloss", True),
+        min_partitions=_positive_int(options, "minpartitions"),
+        use_aad_auth=use_aad,
+        tenant_id=options.get("eventhubs.tenantid"),
+        client_id=options.get("eventhubs.clientid"),
+        client_secret=options.get("eventhubs.clientsecret"),
+    )

@@ -1,0 +1,180 @@
+"""The streaming reader: offsets and planning on the driver, exact range reads on executors.
+
+Driver side (one long-lived Python worker per query run, so instance state lives as long as the
+run): ``initialOffset`` resolves the starting positions once; ``latestOffset(start, limit)`` asks
+the broker for every partition's retained range, picks up new partitions at their earliest event,
+applies admission control (``maxEventsPerTrigger`` split by backlog) and, under
+``Trigger.AvailableNow``, never goes past the target recorded when the run started.
+
+Executor side: ``read()`` gets a pickled reader plus one :class:`EventHubsPartition` and reads
+exactly ``[from, until)`` of one partition (see ``receiver_cache.read_range``). All resumable
+state is in the offset dict, which is all Spark's checkpoint holds for a Python source.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from .client import HubMetadata, PartitionBounds
+from .offsets import SeqMap, make_offset, offset_seqs, plan_ranges, split_limit
+from .options import EventHubsOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EventHubsPartition(InputPartition):
+    """One Spark task: events ``[from_seq, until_seq)`` of Event Hubs partition ``partition_id``."""
+
+    partition_id: str
+    from_seq: int
+    until_seq: int
+
+    def __post_init__(self) -> None:
+        self.value = None
+
+
+class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("eventhubs")``: micro-batches with admission control."""
+
+    def __init__(self, options: EventHubsOptions) -> None:
+        self.options = options
+        self._metadata: HubMetadata | None = None
+        self._bounds: dict[str, PartitionBounds] = {}
+        self._available_now_target: SeqMap | None = None
+
+    # The metadata client holds sockets; the pickled copy sent to executors must not carry it.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_metadata"] = None
+        state["_bounds"] = {}
+        return state
+
+    def _hub(self) -> HubMetadata:
+        if self._metadata is None:
+            self._metadata = HubMetadata(self.options)
+        return self._metadata
+
+    def _refresh_bounds(self) -> dict[str, PartitionBounds]:
+        self._bounds = self._hub().bounds()
+        return self._bounds
+
+    def initialOffset(self) -> dict:
+        """Starting positions resolved to sequence numbers (done once, for a new checkpoint)."""
+        bounds = self._refresh_bounds()
+        seqs = {
+            pid: self._hub().resolve(self.options.starting_position_for(pid), b) for pid, b in bounds.items()
+        }
+        log.info("Event hub %s: starting at %s", self.options.description, seqs)
+        return make_offset(self.options.eventhub_name, seqs)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxEventsPerTrigger`` as ``ReadMaxRows``; without it, everything available."""
+        if self.options.max_events_per_trigger:
+            return ReadMaxRows(self.options.max_events_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Record what is in the hub now: this run reads up to here and then ends."""
+        self._available_now_target = {pid: b.latest for pid, b in self._refresh_bounds().items()}
+        log.info(
+            "Event hub %s: availableNow target %s",
+            self.options.description,
+            self._available_now_target,
+        )
+
+    def _with_new_partitions(self, seqs: SeqMap) -> SeqMap:
+        """``seqs`` plus partitions that appeared since, starting at their earliest event."""
+        full = dict(seqs)
+        for pid, b in self._bounds.items():
+            if pid not in full:
+                log.info(
+                    "Event hub %s: new partition %s, starting at its earliest event %d",
+                    self.options.description,
+                    pid,
+                    b.earliest,
+                )
+                full[pid] = b.earliest
+        return full
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next micro-batch, within ``limit`` and the availableNow target."""
+        bounds = self._refresh_bounds()
+        begin = offset_seqs(start, self.options.eventhub_name)
+        target = self._available_now_target
+        if target is not None:
+            # Only partitions that existed when the run started; never past the target.
+            for pid in target:
+                begin.setdefault(pid, bounds[pid].earliest if pid in bounds else target[pid])
+            latest = {
+                pid: min(bounds[pid].latest, target.get(pid, seq))
+                for pid, seq in begin.items()
+                if pid in bounds
+            }
+        else:
+            begin = self._with_new_partitions(begin)
+            latest = {pid: bounds[pid].latest for pid in begin if pid in bounds}
+        # Never move backwards (a recreated hub or a lagging replica): keep the start.
+        latest = {pid: max(seq, latest.get(pid, seq)) for pid, seq in begin.items()}
+
+        if isinstance(limit, ReadMaxRows):
+            end = split_limit(begin, latest, limit.max_rows)
+        elif isinstance(limit, ReadMinRows):
+            backlog = sum(latest[pid] - begin[pid] for pid in begin)
+            end = latest if backlog >= limit.min_rows else dict(begin)
+        else:
+            end = latest
+        if end == offset_seqs(start, self.options.eventhub_name):
+            return start
+        return make_offset(self.options.eventhub_name, end)
+
+    def reportLatestOffset(self) -> dict | None:
+        """The newest sequence numbers seen by the last ``latestOffset`` (Spark shows the lag)."""
+        if not self._bounds:
+            return None
+        return make_offset(self.options.eventhub_name, {pid: b.latest for pid, b in self._bounds.items()})
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        """One task per partition range (more with ``minPartitions``)."""
+        begin = offset_seqs(start, self.options.eventhub_name)
+        until = offset_seqs(end, self.options.eventhub_name)
+        missing = [pid for pid in until if pid not in begin]
+        if missing:
+            if not all(pid in self._bounds for pid in missing):
+                self._refresh_bounds()
+            for pid in missing:
+                bounds = self._bounds.get(pid)
+                begin[pid] = min(bounds.earliest if bounds else 0, until[pid])
+        return [
+            EventHubsPartition(pid, lo, hi)
+            for pid, lo, hi in plan_ranges(begin, until, self.options.min_partitions)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Executor: Arrow batches with exactly the partition's range, or an error."""
+        from .receiver_cache import read_range
+
+        assert isinstance(partition, EventHubsPartition)
+        return read_range(self.options, partition.partition_id, partition.from_seq, partition.until_seq)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: Spark's checkpoint is the only record of progress."""
+
+    def stop(self) -> None:
+        """Close the driver's broker connection when the query run ends."""
+        if self._metadata is not None:
+            self._metadata.close()
+            self._metadata = None

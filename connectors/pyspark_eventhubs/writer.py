@@ -1,0 +1,271 @@
+"""The sink: ``df.write`` / ``df.writeStream.format("eventhubs")``.
+
+Columns: ``body`` (string or binary, required), ``partitionKey`` (string) or ``partitionId``
+(alias ``partition``; string or integer), ``properties`` (map<string,string>). Other columns are
+ignored. Every task packs its rows into ``EventDataBatch`` objects — one open batch per route
+(partition id, partition key, or round-robin), each up to the hub's maximum message size — and
+sends a batch when it is full. Sends are retried with exponential backoff on transient errors and
+throttling (server busy).
+
+Delivery is **at-least-once**: a retried send whose first attempt did reach the broker, a task
+retried by Spark, or a streaming batch re-run after a restart sends its events again. Make
+consumers idempotent (e.g. a message id in ``properties``) if duplicates matter.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+from .client import producer_client, redact
+from .errors import EventHubsOptionError
+from .options import EventHubsOptions
+
+log = logging.getLogger(__name__)
+
+# Open batches per task before all are flushed (bounds memory with many distinct keys).
+MAX_OPEN_BATCHES = 64
+SEND_ATTEMPTS = 6
+
+
+@dataclass(frozen=True)
+class SinkColumns:
+    """Which input columns feed the event; checked on the driver before any task runs."""
+
+    body: str
+    partition_key: str | None
+    partition_id: str | None
+    properties: str | None
+
+
+def sink_columns(schema: StructType) -> SinkColumns:
+    """Validate the DataFrame schema for the sink; raise EventHubsOptionError naming the column."""
+    fields = {f.name.lower(): f for f in schema.fields}
+    body = fields.get("body")
+    if body is None:
+        raise EventHubsOptionError(
+            "The eventhubs sink needs a 'body' column (string or binary); got columns "
+            f"{[f.name for f in schema.fields]}."
+        )
+    if not isinstance(body.dataType, (StringType, BinaryType)):
+        raise EventHubsOptionError(
+            f"Column 'body' must be string or binary, not {body.dataType.simpleString()}."
+        )
+    key = fields.get("partitionkey")
+    if key is not None and not isinstance(key.dataType, StringType):
+        raise EventHubsOptionError(
+            f"Column 'partitionKey' must be a string, not {key.dataType.simpleString()}."
+        )
+    pid = fields.get("partitionid") or fields.get("partition")
+    if pid is not None and not isinstance(pid.dataType, (StringType, IntegerType, LongType, ShortType)):
+        raise EventHubsOptionError(
+            f"Column '{pid.name}' must be a string or integer partition id, not "
+            f"{pid.dataType.simpleString()}."
+        )
+    if key is not None and pid is not None:
+        raise EventHubsOptionError(
+            f"Columns 'partitionKey' and '{pid.name}' are both present; route each event either "
+            "by key or by partition id: drop one of them."
+        )
+    props = fields.get("properties")
+    if props is not None and not (
+        isinstance(props.dataType, MapType)
+        and isinstance(props.dataType.keyType, StringType)
+        and isinstance(props.dataType.valueType, StringType)
+    ):
+        raise EventHubsOptionError(
+            f"Column 'properties' must be map<string,string>, not {props.dataType.simpleString()}."
+        )
+    return SinkColumns(
+        body=body.name,
+        partition_key=key.name if key is not None else None,
+        partition_id=pid.name if pid is not None else None,
+        properties=props.name if props is not None else None,
+    )
+
+
+@dataclass
+class EventHubsCommitMessage(WriterCommitMessage):
+    """What one task sent."""
+
+    events: int
+    batches: int
+
+
+def _is_transient(exc: BaseException) -> bool:
+    from azure.eventhub.exceptions import (
+        AuthenticationError,
+        ConnectError,
+        ConnectionLostError,
+        EventDataSendError,
+        EventHubError,
+        OperationTimeoutError,
+    )
+
+    if isinstance(exc, AuthenticationError):
+        return False
+    if isinstance(exc, (ConnectError, ConnectionLostError, OperationTimeoutError)):
+        return True
+    text = str(exc).lower()
+    throttled = any(w in text for w in ("server-busy", "serverbusy", "throttl", "timeout"))
+    return isinstance(exc, (EventDataSendError, EventHubError)) and throttled
+
+
+class _BatchSender:
+    """Packs events into EventDataBatch objects per route and sends them with retries."""
+
+    def __init__(self, options: EventHubsOptions) -> None:
+        self.options = options
+        self.producer = producer_client(options)
+        self.open: dict[tuple[str, str], Any] = {}
+        self.events = 0
+        self.batches = 0
+
+    def add(self, event: Any, route: tuple[str, str]) -> None:
+        batch = self.open.get(route)
+        if batch is None:
+            batch = self._new_batch(route)
+        try:
+            batch.add(event)
+        except ValueError:  # batch full: send it, start a new one
+            if len(batch) == 0:
+                raise EventHubsOptionError(
+                    "One event is larger than the hub's maximum message size; shrink 'body'."
+                ) from None
+            self._send(batch)
+            batch = self._new_batch(route)
+            batch.add(event)
+        self.open[route] = batch
+        if len(self.open) > MAX_OPEN_BATCHES:
+            self.flush()
+
+    def _new_batch(self, route: tuple[str, str]) -> Any:
+        kind, value = route
+        kwargs = {"partition_id": value} if kind == "id" else {}
+        if kind == "key":
+            kwargs = {"partition_key": value}
+        return self._retrying(lambda: self.producer.create_batch(**kwargs))
+
+    def _send(self, batch: Any) -> None:
+        count = len(batch)
+        self._retrying(lambda: self.producer.send_batch(batch))
+        self.events += count
+        self.batches += 1
+
+    def _retrying(self, action: Any) -> Any:
+        from tenacity import (
+            Retrying,
+            retry_if_exception,
+            stop_after_attempt,
+            wait_exponential_jitter,
+        )
+
+        try:
+            for attempt in Retrying(
+                retry=retry_if_exception(_is_transient),
+                stop=stop_after_attempt(SEND_ATTEMPTS),
+                wait=wait_exponential_jitter(initial=0.5, max=30),
+                reraise=True,
+            ):
+                with attempt:
+                    return action()
+        except EventHubsOptionError:
+            raise
+        except Exception as exc:
+            raise RuntimeError(
+                f"Event hub {self.options.description}: sending events failed: "
+                f"{redact(f'{type(exc).__name__}: {exc}', self.options)}"
+            ) from None
+        return None  # pragma: no cover
+
+    def flush(self) -> None:
+        for batch in self.open.values():
+            if len(batch):
+                self._send(batch)
+        self.open.clear()
+
+    def close(self) -> None:
+        try:
+            self.producer.close()
+        except Exception:
+            log.debug("closing the producer of %s failed", self.options.description)
+
+
+def _write_rows(options: EventHubsOptions, columns: SinkColumns, rows: Iterator[Any]) -> Any:
+    from azure.eventhub import EventData
+
+    sender = _BatchSender(options)
+    try:
+        for row in rows:
+            body = row[columns.body]
+            if body is None:
+                raise ValueError("Column 'body' is null in a row; every event needs a body.")
+            event = EventData(body if isinstance(body, (bytes, bytearray)) else str(body))
+            if columns.properties is not None:
+                props = row[columns.properties]
+                if props:
+                    if any(k is None or v is None for k, v in props.items()):
+                        raise ValueError("Column 'properties' holds a null key or value.")
+                    event.properties = dict(props)
+            route = ("any", "")
+            if columns.partition_id is not None and row[columns.partition_id] is not None:
+                route = ("id", str(row[columns.partition_id]))
+            elif columns.partition_key is not None and row[columns.partition_key] is not None:
+                route = ("key", str(row[columns.partition_key]))
+            sender.add(event, route)
+        sender.flush()
+        return EventHubsCommitMessage(events=sender.events, batches=sender.batches)
+    finally:
+        sender.close()
+
+
+class EventHubsBatchWriter(DataSourceWriter):
+    """``df.write.format("eventhubs").mode("append").save()``."""
+
+    def __init__(self, options: EventHubsOptions, schema: StructType) -> None:
+        self.options = options
+        self.columns = sink_columns(schema)
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        """Executor: send this task's rows in batches; returns the counts."""
+        return _write_rows(self.options, self.columns, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        events = sum(m.events for m in messages if isinstance(m, EventHubsCommitMessage))
+        log.info("Event hub %s: wrote %d events", self.options.description, events)
+
+
+class EventHubsStreamWriter(DataSourceStreamWriter):
+    """``df.writeStream.format("eventhubs")``: each micro-batch's rows, at-least-once."""
+
+    def __init__(self, options: EventHubsOptions, schema: StructType) -> None:
+        self.options = options
+        self.columns = sink_columns(schema)
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        """Executor: send this task's rows in batches; returns the counts."""
+        return _write_rows(self.options, self.columns, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        events = sum(m.events for m in messages if isinstance(m, EventHubsCommitMessage))
+        log.info("Event hub %s: micro-batch %d wrote %d events", self.options.description, batchId, events)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning(
+            "Event hub %s: micro-batch %d aborted; events already sent stay in the hub (at-least-once)",
+            self.options.description,
+            batchId,
+        )

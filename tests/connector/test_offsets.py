@@ -1,0 +1,70 @@
+"""Checkpoint offset JSON and admission control: batches never exceed the limit."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from pyspark_eventhubs.offsets import (
+    make_offset,
+    offset_seqs,
+    plan_ranges,
+    sorted_partitions,
+    split_limit,
+    split_range,
+)
+
+
+def test_offset_json_is_the_scala_format() -> None:
+    offset = make_offset("hub1", {"10": 5, "2": 7, "0": 0})
+    assert json.dumps(offset) == '{"hub1": {"0": 0, "2": 7, "10": 5}}'
+    assert offset_seqs(offset, "hub1") == {"0": 0, "2": 7, "10": 5}
+    assert offset_seqs(json.loads('{"ehName1":{"0":456,"1":789}}'), "ehName1") == {"0": 456, "1": 789}
+    with pytest.raises(ValueError, match="new checkpoint"):
+        offset_seqs(offset, "hub2")
+
+
+def test_split_is_proportional_to_backlog() -> None:
+    start = {"0": 0, "1": 100, "2": 50}
+    latest = {"0": 300, "1": 200, "2": 50}
+    end = split_limit(start, latest, 100)
+    assert end == {"0": 75, "1": 125, "2": 50}
+
+
+def test_split_never_exceeds_the_limit_and_uses_it_fully() -> None:
+    rng = random.Random(7)
+    for _ in range(500):
+        n = rng.randint(1, 12)
+        start = {str(i): rng.randint(0, 1000) for i in range(n)}
+        latest = {pid: seq + rng.choice([0, 0, 1, 3, 50, 5000]) for pid, seq in start.items()}
+        limit = rng.randint(1, 3000)
+        end = split_limit(start, latest, limit)
+        taken = sum(end[p] - start[p] for p in start)
+        backlog = sum(latest[p] - start[p] for p in start)
+        assert taken == min(limit, backlog)
+        assert all(start[p] <= end[p] <= latest[p] for p in start)
+
+
+def test_small_backlogs_are_not_starved() -> None:
+    start = {"0": 0, "1": 0}
+    end = split_limit(start, {"0": 10_000, "1": 1}, 10)
+    assert end["1"] == 1 and end["0"] == 9
+
+
+def test_ranges_split_for_min_partitions() -> None:
+    assert split_range(0, 10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert split_range(5, 7, 10) == [(5, 6), (6, 7)]
+    assert split_range(5, 5, 2) == []
+    ranges = plan_ranges({"0": 0, "1": 0, "2": 9}, {"0": 100, "1": 300, "2": 9}, 4)
+    assert [r for r in ranges if r[0] == "2"] == []
+    covered = {pid: sorted((lo, hi) for p, lo, hi in ranges if p == pid) for pid in ("0", "1")}
+    assert covered["0"][0][0] == 0 and covered["0"][-1][1] == 100
+    assert covered["1"][0][0] == 0 and covered["1"][-1][1] == 300
+    assert len(ranges) >= 4
+    assert plan_ranges({"0": 3}, {"0": 8}, None) == [("0", 3, 8)]
+
+
+def test_partitions_sort_numerically() -> None:
+    assert sorted_partitions(["10", "2", "0"]) == ["0", "2", "10"]
