@@ -1,0 +1,17 @@
+"""spark-submit entry point of the file-landing job: ``spark-submit jobs/files_to_lake.py --config FILE``.
+
+Reads files landing in a folder into the lake as parquet, quarantining records that do not parse;
+see ``hubflow_jobs.file_landing`` and docs/jobs.md.
+"""
+
+import sys
+
+from hubflow_jobs.file_landing import FilesToLakeConfig, start_files_to_lake
+from hubflow_jobs.runner import main
+
+if __name__ == "__main__":
+    sys.exit(
+        main(
+            sys.argv[1:], FilesToLakeConfig, start_files_to_lake, description="file landing -> lake (parquet)"
+        )
+    )

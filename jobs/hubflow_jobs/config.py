@@ -1,0 +1,208 @@
+"""YAML job config, validated with pydantic before Spark starts.
+
+Every job config has the common section (:class:`JobConfig`): ``name``, ``trigger``,
+``checkpoint_root``, ``status_root``, ``spark_conf`` and ``runtime``; a job adds its own sections by
+subclassing it (see :mod:`hubflow_jobs.file_landing`). :func:`load_config` turns every problem -
+unknown keys, missing keys or paths, bad durations, bad numbers - into one :class:`ConfigError`
+whose message names the key, e.g. ``jobs config error: source.max_files_per_trigger: must be > 0``.
+The schema is documented in ``docs/jobs.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .durations import parse_duration
+
+JOB_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
+
+
+class ConfigError(Exception):
+    """The job config cannot be used; ``str(error)`` is the one line to show the user."""
+
+
+class KeyedValueError(ValueError):
+    """Raised by a section's cross-field check to name the key inside the section that is wrong."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(problem)
+        self.key = key
+
+
+class StrictModel(BaseModel):
+    """A config section: unknown keys are errors, values are not coerced between types silently."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+def _check_duration(value: str) -> str:
+    parse_duration(value)
+    return value
+
+
+class TriggerConfig(StrictModel):
+    """Either ``processingTime: "30 seconds"`` (long-running) or ``availableNow: true`` (scheduled)."""
+
+    processing_time: str | None = Field(default=None, alias="processingTime")
+    available_now: bool = Field(default=False, alias="availableNow")
+
+    @field_validator("processing_time")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        return None if value is None else _check_duration(value)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TriggerConfig:
+        if (self.processing_time is None) == (not self.available_now):
+            raise ValueError('set exactly one of processingTime: "<duration>" or availableNow: true')
+        return self
+
+    def spark_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments for ``DataStreamWriter.trigger``."""
+        if self.available_now:
+            return {"availableNow": True}
+        return {"processingTime": self.processing_time}
+
+
+class RuntimeConfig(StrictModel):
+    """How the shared runtime supervises the query; the defaults suit most jobs."""
+
+    heartbeat_interval: str = "5 seconds"
+    stale_lock_after: str = "2 minutes"
+    stop_timeout: str = "10 minutes"
+    poll_interval: str = "1 second"
+
+    @field_validator("heartbeat_interval", "stale_lock_after", "stop_timeout", "poll_interval")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        return _check_duration(value)
+
+    def seconds(self, field: str) -> float:
+        """The value of the duration ``field`` in seconds."""
+        return parse_duration(getattr(self, field))
+
+
+class JobConfig(StrictModel):
+    """The common section every job config has."""
+
+    name: str = Field(pattern=JOB_NAME_PATTERN)
+    trigger: TriggerConfig
+    checkpoint_root: str = Field(min_length=1)
+    status_root: str = Field(min_length=1)
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+
+    @field_validator("spark_conf", mode="before")
+    @classmethod
+    def _conf_values_as_text(cls, value: Any) -> Any:
+        # YAML turns 4 into an int and true into a bool; Spark conf values are strings.
+        if isinstance(value, dict):
+            return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+        return value
+
+    @property
+    def checkpoint_location(self) -> str:
+        """``<checkpoint_root>/<name>``: the folder Spark owns."""
+        return join_path(self.checkpoint_root, self.name)
+
+    @property
+    def status_dir(self) -> str:
+        """``<status_root>/<name>``: status.json, STOP and lock live here (beside the checkpoint)."""
+        return join_path(self.status_root, self.name)
+
+
+def join_path(root: str, *parts: str) -> str:
+    """Join a local path or URL (``abfss://...``) with more parts using ``/``."""
+    return "/".join([root.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def is_local(path: str) -> bool:
+    """True for plain paths and ``file:`` URLs, which we can check before Spark starts."""
+    return urlparse(path).scheme in ("", "file")
+
+
+def local_path(path: str) -> Path:
+    """A local path or ``file:`` URL as a :class:`Path`."""
+    return Path(urlparse(path).path if path.startswith("file:") else path)
+
+
+def declared_column_names(ddl: str) -> list[str]:
+    """The top-level column names of a DDL schema such as ``"id BIGINT, tags ARRAY<STRING>"``.
+
+    Only the names are read (types are left to Spark), so required columns can be checked before
+    Spark starts.
+    """
+    names, depth, current = [], 0, ""
+    for char in ddl + ",":
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        if char == "," and depth == 0:
+            field = current.strip()
+            if field:
+                match = re.match(r"^`([^`]+)`|^(\S+)", field)
+                names.append((match.group(1) or match.group(2)) if match else field)
+            current = ""
+        else:
+            current += char
+    return names
+
+
+ConfigT = TypeVar("ConfigT", bound=JobConfig)
+
+
+def load_config(path: str | os.PathLike[str], model: type[ConfigT]) -> ConfigT:
+    """Read the YAML file at ``path`` and validate it as ``model``.
+
+    Raises :class:`ConfigError` with one line naming every key that is wrong.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"jobs config error: cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"jobs config error: {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"jobs config error: {path} must hold a mapping of keys (name, trigger, ...)")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError("jobs config error: " + "; ".join(_describe(e) for e in exc.errors())) from None
+
+
+def _describe(error: Any) -> str:
+    """One ``key: problem`` phrase for a pydantic error."""
+    parts = [str(part) for part in error["loc"]]
+    kind, ctx = error["type"], error.get("ctx", {})
+    if isinstance(ctx.get("error"), KeyedValueError):
+        parts.append(ctx["error"].key)
+    key = ".".join(parts) or "(top level)"
+    if kind == "missing":
+        problem = "is required"
+    elif kind == "extra_forbidden":
+        problem = "unknown key"
+    elif kind == "greater_than":
+        problem = f"must be > {ctx.get('gt')}"
+    elif kind == "greater_than_equal":
+        problem = f"must be >= {ctx.get('ge')}"
+    elif kind == "string_pattern_mismatch":
+        problem = f"{error['input']!r} must match {ctx.get('pattern')}"
+    elif kind == "string_too_short":
+        problem = "must not be empty"
+    elif kind == "value_error":
+        problem = str(ctx.get("error", error["msg"]))
+    elif kind == "literal_error":
+        problem = f"{error['input']!r} is not one of {ctx.get('expected')}"
+    else:
+        problem = error["msg"][:1].lower() + error["msg"][1:]
+    return f"{key}: {problem}"

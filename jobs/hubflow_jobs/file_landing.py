@@ -1,0 +1,217 @@
+"""Job ``files_to_lake``: files landing in a folder -> parquet in the lake, bad records quarantined.
+
+Spark's streaming file source reads the landing folder (json, csv or parquet, with the schema
+declared in the config), at most ``max_files_per_trigger`` files per micro-batch, and archives each
+file into ``archive_dir`` once its batch is committed (``cleanSource=archive``). Every batch is split:
+
+* records that parse and have all ``required_columns`` go to ``sink.output_path``, partitioned by
+  ``ingest_date`` (the UTC date the batch ran), with ``_source_file`` and ``_ingested_at`` added;
+* the others go to ``sink.quarantine_path`` with the raw record, the source file and the reason.
+
+Both outputs are Spark file sinks (exactly once through ``_spark_metadata``), and each batch checks
+that rows read = rows written + rows quarantined before anything is committed.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .config import (
+    JobConfig,
+    KeyedValueError,
+    StrictModel,
+    declared_column_names,
+    is_local,
+    local_path,
+)
+from .file_sink import ExactlyOnceFileSink
+from .status import JobStatus
+
+#: Hidden column that Spark's json/csv readers fill with the raw text of a record that does not parse.
+RAW_RECORD_COLUMN = "_hubflow_raw_record"
+INGEST_DATE_COLUMN = "ingest_date"
+#: Options the job sets itself; a config may not override them through ``source.options``.
+RESERVED_OPTIONS = {
+    "mode",
+    "columnnameofcorruptrecord",
+    "cleansource",
+    "sourcearchivedir",
+    "maxfilespertrigger",
+    "maxbytespertrigger",
+    "path",
+}
+
+
+class FileSourceConfig(StrictModel):
+    """``source:`` of files_to_lake."""
+
+    path: str = Field(min_length=1)
+    format: Literal["json", "csv", "parquet"]
+    schema_ddl: str = Field(alias="schema", min_length=1)
+    options: dict[str, str] = Field(default_factory=dict)
+    max_files_per_trigger: int = Field(default=100, gt=0)
+    archive_dir: str = Field(min_length=1)
+    required_columns: list[str] = Field(default_factory=list)
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options_as_text(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _landing_exists(cls, value: str) -> str:
+        if is_local(value) and not local_path(value).is_dir():
+            raise ValueError(f"landing folder {value} does not exist; create it or fix the path")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FileSourceConfig:
+        for key in self.options:
+            if key.lower() in RESERVED_OPTIONS:
+                raise KeyedValueError(
+                    f"options.{key}", "is set by the job itself; use the source keys (see docs/jobs.md)"
+                )
+        columns = declared_column_names(self.schema_ddl)
+        for column in self.required_columns:
+            if column not in columns:
+                raise KeyedValueError(
+                    "required_columns", f"{column!r} is not a column of the declared schema {columns}"
+                )
+        if is_local(self.path) and is_local(self.archive_dir):
+            landing = PurePosixPath(local_path(self.path).resolve().as_posix())
+            archive = PurePosixPath(local_path(self.archive_dir).resolve().as_posix())
+            if archive == landing or landing in archive.parents:
+                raise KeyedValueError("archive_dir", f"{self.archive_dir} must not lie inside source.path")
+        return self
+
+
+class LakeSinkConfig(StrictModel):
+    """``sink:`` of files_to_lake."""
+
+    output_path: str = Field(min_length=1)
+    quarantine_path: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> LakeSinkConfig:
+        if self.output_path.rstrip("/") == self.quarantine_path.rstrip("/"):
+            raise KeyedValueError("quarantine_path", "must differ from output_path")
+        return self
+
+
+class FilesToLakeConfig(JobConfig):
+    """The whole config of files_to_lake: the common section plus ``source`` and ``sink``."""
+
+    source: FileSourceConfig
+    sink: LakeSinkConfig
+
+
+def start_files_to_lake(spark: Any, config: FilesToLakeConfig, status: JobStatus) -> Any:
+    """Start the streaming query of files_to_lake and return it."""
+    source = config.source
+    parses_text = source.format in ("json", "csv")
+    schema = source.schema_ddl + (f", {RAW_RECORD_COLUMN} STRING" if parses_text else "")
+    reader = (
+        spark.readStream.format(source.format)
+        .schema(schema)
+        .options(**source.options)
+        .option("maxFilesPerTrigger", str(source.max_files_per_trigger))
+        .option("cleanSource", "archive")
+        .option("sourceArchiveDir", source.archive_dir)
+    )
+    if parses_text:
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", RAW_RECORD_COLUMN)
+    frame = reader.load(source.path).withColumn("_source_file", _file_path_column())
+
+    batches = LandingBatchWriter(spark, config, status)
+    return (
+        frame.writeStream.queryName(config.name)
+        .foreachBatch(batches.write)
+        .option("checkpointLocation", config.checkpoint_location)
+        .trigger(**config.trigger.spark_kwargs())
+        .start()
+    )
+
+
+def _file_path_column() -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col("_metadata.file_path")
+
+
+class LandingBatchWriter:
+    """Splits each micro-batch into lake rows and quarantined rows and commits both exactly once."""
+
+    def __init__(self, spark: Any, config: FilesToLakeConfig, status: JobStatus) -> None:
+        self.config = config
+        self.status = status
+        self.columns = declared_column_names(config.source.schema_ddl)
+        self.output = ExactlyOnceFileSink(spark, config.sink.output_path, [INGEST_DATE_COLUMN])
+        self.quarantine = ExactlyOnceFileSink(spark, config.sink.quarantine_path, [INGEST_DATE_COLUMN])
+        self.totals = {"read": 0, "written": 0, "quarantined": 0}
+
+    def write(self, batch: Any, batch_id: int) -> None:
+        """foreachBatch callback: split, reconcile, commit to both sinks, record the counts."""
+        from pyspark.sql import functions as F
+
+        classified = batch.withColumn("_hubflow_reason", self._reason_column()).withColumn(
+            "_hubflow_now", F.current_timestamp()
+        )
+        classified = classified.withColumn(INGEST_DATE_COLUMN, F.to_date("_hubflow_now")).persist()
+        try:
+            good = classified.where(F.col("_hubflow_reason").isNull()).select(
+                *[F.col(f"`{c}`") for c in self.columns],
+                "_source_file",
+                F.col("_hubflow_now").alias("_ingested_at"),
+                INGEST_DATE_COLUMN,
+            )
+            bad = classified.where(F.col("_hubflow_reason").isNotNull()).select(
+                self._raw_record_column().alias("raw_record"),
+                F.col("_source_file").alias("source_file"),
+                F.col("_hubflow_reason").alias("reason"),
+                F.lit(batch_id).cast("long").alias("batch_id"),
+                F.col("_hubflow_now").alias("quarantined_at"),
+                INGEST_DATE_COLUMN,
+            )
+            read, written, quarantined = classified.count(), good.count(), bad.count()
+            if read != written + quarantined:
+                raise RuntimeError(
+                    f"batch {batch_id}: counts do not reconcile: read {read} != written {written} + "
+                    f"quarantined {quarantined}; nothing of this batch was committed"
+                )
+            self.quarantine.add_batch(batch_id, bad)
+            self.output.add_batch(batch_id, good)
+        finally:
+            classified.unpersist()
+        batch_counts = {"batch_id": batch_id, "read": read, "written": written, "quarantined": quarantined}
+        for key in ("read", "written", "quarantined"):
+            self.totals[key] += batch_counts[key]
+        self.status.update(last_batch_counts=batch_counts, counts=dict(self.totals))
+
+    def _reason_column(self) -> Any:
+        from pyspark.sql import functions as F
+
+        reason = F.lit(None).cast("string")
+        for column in reversed(self.config.source.required_columns):
+            reason = F.when(
+                F.col(f"`{column}`").isNull(), F.lit(f"required column {column} is null")
+            ).otherwise(reason)
+        if self.config.source.format in ("json", "csv"):
+            reason = F.when(
+                F.col(RAW_RECORD_COLUMN).isNotNull(),
+                F.lit(f"{self.config.source.format} record does not parse with the declared schema"),
+            ).otherwise(reason)
+        return reason
+
+    def _raw_record_column(self) -> Any:
+        from pyspark.sql import functions as F
+
+        as_json = F.to_json(F.struct(*[F.col(f"`{c}`") for c in self.columns]))
+        if self.config.source.format in ("json", "csv"):
+            return F.coalesce(F.col(RAW_RECORD_COLUMN), as_json)
+        return as_json

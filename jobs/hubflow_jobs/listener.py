@@ -1,0 +1,85 @@
+"""A StreamingQueryListener that keeps ``status.json`` current with the query's life.
+
+Started, every progress (batch id, rows, rates, duration and per-source offsets including the
+latest offset, i.e. the lag), idle and terminated (with the exception) update :class:`JobStatus`,
+which rewrites status.json atomically. Callbacks run on Py4J threads; they never raise, because an
+exception in a listener must not take the job down.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from .status import JobStatus, utc_now
+
+log = logging.getLogger(__name__)
+
+
+def _as_offset(value: Any) -> Any:
+    """Offsets arrive as JSON text; keep them as JSON values (None when the source reports none)."""
+    if value in (None, "None", "null", ""):
+        return None
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def summarize_progress(progress: Any) -> dict[str, Any]:
+    """The ``last_progress`` block of status.json from a ``StreamingQueryProgress``."""
+    return {
+        "batch_id": progress.batchId,
+        "timestamp": progress.timestamp,
+        "num_input_rows": progress.numInputRows,
+        "input_rows_per_second": progress.inputRowsPerSecond,
+        "processed_rows_per_second": progress.processedRowsPerSecond,
+        "batch_duration_ms": progress.batchDuration,
+        "sources": [
+            {
+                "description": source.description,
+                "start_offset": _as_offset(source.startOffset),
+                "end_offset": _as_offset(source.endOffset),
+                "latest_offset": _as_offset(source.latestOffset),
+                "num_input_rows": source.numInputRows,
+            }
+            for source in progress.sources
+        ],
+        "sink": progress.sink.description if progress.sink is not None else None,
+    }
+
+
+class StatusListener(StreamingQueryListener):
+    """Writes the events of the session's streaming query (a job runs exactly one) to its status."""
+
+    def __init__(self, status: JobStatus) -> None:
+        self.status = status
+
+    def onQueryStarted(self, event: Any) -> None:
+        self._safely(
+            lambda: self.status.update(state="running", query_id=str(event.id), run_id=str(event.runId))
+        )
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = event.progress
+        self._safely(lambda: self.status.update(state="running", last_progress=summarize_progress(progress)))
+
+    def onQueryIdle(self, event: Any) -> None:
+        self._safely(lambda: self.status.update(state="idle"))
+
+    def onQueryTerminated(self, event: Any) -> None:
+        if event.exception:
+            self._safely(lambda: self.status.update(state="failed", exception=str(event.exception)))
+        else:
+            self._safely(lambda: self.status.update(query_terminated_at=utc_now()))
+
+    def _safely(self, action: Any) -> None:
+        try:
+            action()
+        except Exception:
+            log.exception("could not write the job status; the job goes on")

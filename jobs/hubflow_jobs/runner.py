@@ -1,0 +1,196 @@
+"""The life of a job run: config, lock, session, query, supervision, graceful stop, exit code.
+
+An entry script only names its config model and a function that starts its streaming query::
+
+    from hubflow_jobs.runner import main
+    sys.exit(main(sys.argv[1:], FilesToLakeConfig, start_files_to_lake))
+
+:func:`main` validates the config before Spark starts (exit 2), takes the single-instance lock
+(exit 3), builds the session, then :func:`run_job` supervises the query: it keeps status.json's
+heartbeat fresh, watches for SIGTERM and the STOP marker, lets the running batch finish before
+``query.stop()`` (exit 0), and reports a failure with its reason on the last log line (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from . import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_LOCKED, EXIT_OK
+from .config import ConfigError, JobConfig, load_config
+from .listener import StatusListener
+from .lock import JobLock, LockHeldError
+from .session import build_session
+from .status import STOP_MARKER, JobStatus, StatusFolder
+from .stop import SignalHandlers, StopRequest, install_jvm_sigterm_handler, restore_jvm_sigterm_handler
+
+log = logging.getLogger("hubflow_jobs")
+
+ConfigT = TypeVar("ConfigT", bound=JobConfig)
+#: Starts the job's streaming query; gets the session, the validated config and the live status.
+StartQuery = Callable[[Any, ConfigT, JobStatus], Any]
+
+
+def configure_logging() -> None:
+    """Log to stderr with UTC timestamps, the way spark-submit's own output reads."""
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
+    logging.Formatter.converter = time.gmtime
+    # Py4J logs every callback at INFO; that drowns the job's own lines.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def parse_args(argv: Sequence[str], description: str) -> argparse.Namespace:
+    """The command line every job takes: ``--config FILE``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--config", required=True, help="the job's YAML config file (see docs/jobs.md)")
+    return parser.parse_args(list(argv))
+
+
+def main(argv: Sequence[str], model: type[ConfigT], start_query: StartQuery, description: str = "") -> int:
+    """Run a job from the command line and return its exit code (see :mod:`hubflow_jobs`)."""
+    configure_logging()
+    args = parse_args(argv, description)
+    try:
+        config = load_config(args.config, model)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return EXIT_CONFIG_ERROR
+
+    folder = StatusFolder(config.status_dir)
+    lock = JobLock(folder, config.name, config.runtime.seconds("stale_lock_after"))
+    try:
+        lock.acquire()
+    except LockHeldError as exc:
+        log.error("refusing to start: %s", exc)
+        return EXIT_LOCKED
+
+    stop = StopRequest()
+    spark = None
+    outcome: tuple[int, str] = (EXIT_FAILED, f"job {config.name} failed before its query started")
+    try:
+        with SignalHandlers(stop):
+            spark = build_session(config)
+            previous_handler = install_jvm_sigterm_handler(spark, stop)
+            try:
+                outcome = run_job(spark, config, start_query, stop, lock=lock)
+            finally:
+                restore_jvm_sigterm_handler(spark, previous_handler)
+    except Exception as exc:
+        outcome = (EXIT_FAILED, f"job {config.name} failed: {type(exc).__name__}: {exc}")
+        log.exception("job %s failed", config.name)
+    finally:
+        lock.release()
+        if spark is not None:
+            _stop_session_quietly(spark)
+    code, reason = outcome
+    # The reason is the last line of the run's log, where a supervisor looks for it.
+    (log.info if code == EXIT_OK else log.error)("%s", reason)
+    return code
+
+
+def run_job(
+    spark: Any,
+    config: ConfigT,
+    start_query: StartQuery,
+    stop: StopRequest,
+    lock: JobLock | None = None,
+) -> tuple[int, str]:
+    """Start the job's query on ``spark`` and supervise it until it ends; return (exit code, reason).
+
+    Usable without :func:`main` (tests run it on a shared session): it does not take the lock,
+    install signal handlers or stop the session.
+    """
+    folder = StatusFolder(config.status_dir)
+    status = JobStatus(folder, config.name)
+    if folder.exists(STOP_MARKER):
+        log.warning("removing the stop marker %s left for an earlier run", folder.path(STOP_MARKER))
+        folder.remove(STOP_MARKER)
+    status.update(state="starting")
+    listener = StatusListener(status)
+    spark.streams.addListener(listener)
+    try:
+        try:
+            query = start_query(spark, config, status)
+        except Exception as exc:
+            reason = f"job {config.name} failed to start its query: {type(exc).__name__}: {exc}"
+            status.update(state="failed", exception=reason)
+            return EXIT_FAILED, reason
+        log.info("job %s started query %s (checkpoint %s)", config.name, query.id, config.checkpoint_location)
+        _supervise(query, config, status, stop, folder, lock)
+        return _finish(query, config, status, stop)
+    finally:
+        spark.streams.removeListener(listener)
+
+
+def _supervise(
+    query: Any,
+    config: JobConfig,
+    status: JobStatus,
+    stop: StopRequest,
+    folder: StatusFolder,
+    lock: JobLock | None,
+) -> None:
+    """Wait for the query to end, beating the heart and watching for stop requests."""
+    heartbeat_every = config.runtime.seconds("heartbeat_interval")
+    poll_every = config.runtime.seconds("poll_interval")
+    last_beat = time.monotonic()
+    while query.isActive:
+        if stop.check_marker(folder):
+            log.info(
+                "job %s: stop requested (%s); letting the running batch finish", config.name, stop.reason
+            )
+            status.update(state="stopping", stop_reason=stop.reason)
+            stop_after_batch(query, config.runtime.seconds("stop_timeout"), poll_every)
+            return
+        if time.monotonic() - last_beat >= heartbeat_every:
+            status.heartbeat()
+            if lock is not None:
+                lock.refresh()
+            last_beat = time.monotonic()
+        try:
+            query.awaitTermination(min(poll_every, heartbeat_every))
+        except Exception:
+            return  # the query failed; _finish reports query.exception()
+
+
+def stop_after_batch(query: Any, timeout_seconds: float, poll_seconds: float = 0.2) -> None:
+    """Wait until no micro-batch is running (at most ``timeout_seconds``), then stop the query."""
+    deadline = time.monotonic() + timeout_seconds
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(min(poll_seconds, 0.2))
+    if query.isActive and query.status.get("isTriggerActive"):
+        log.warning("a batch is still running after %.0f s; stopping the query anyway", timeout_seconds)
+    query.stop()
+
+
+def _finish(query: Any, config: JobConfig, status: JobStatus, stop: StopRequest) -> tuple[int, str]:
+    """Write the final state and return (exit code, reason)."""
+    exception = query.exception()
+    if exception is not None:
+        message = str(exception).strip().splitlines()[0] if str(exception).strip() else repr(exception)
+        status.update(state="failed", exception=str(exception))
+        return EXIT_FAILED, f"job {config.name} failed: {message}"
+    if stop.requested:
+        reason = f"job {config.name} stopped gracefully: {stop.reason}"
+    else:
+        reason = f"job {config.name} finished: no more input (trigger availableNow)"
+    status.update(state="stopped", stop_reason=stop.reason)
+    return EXIT_OK, reason
+
+
+def _stop_session_quietly(spark: Any) -> None:
+    """Stop Spark with its log level at ERROR, so the job's own last line stays last."""
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+        spark.stop()
+    except Exception as exc:
+        log.warning("stopping the Spark session failed: %s", exc)

@@ -1,0 +1,26 @@
+"""The Spark session of a job, built from its config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import JobConfig
+
+#: Defaults every job gets unless ``spark_conf`` overrides them.
+DEFAULT_CONF = {
+    # Dates such as ingest_date must not depend on the driver machine's time zone.
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def build_session(config: JobConfig) -> Any:
+    """Return the SparkSession for ``config``: app name = job name, conf = defaults + ``spark_conf``.
+
+    The master and deploy mode come from spark-submit (or a local default when run by plain python).
+    """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(config.name)
+    for key, value in {**DEFAULT_CONF, **config.spark_conf}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
