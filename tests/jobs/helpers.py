@@ -1,0 +1,135 @@
+"""Shared helpers of the jobs tests: configs, landing files, output readers, spark-submit runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.spark_cluster import spark_env
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+JOBS_DIR = REPO_ROOT / "jobs"
+FILES_TO_LAKE = JOBS_DIR / "files_to_lake.py"
+
+
+def landing_config(base: Path, **overrides: Any) -> dict[str, Any]:
+    """A valid files_to_lake config under ``base`` (json, availableNow); ``overrides`` replace sections."""
+    (base / "landing").mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = {
+        "name": "files_to_lake",
+        "trigger": {"availableNow": True},
+        "checkpoint_root": str(base / "checkpoints"),
+        "status_root": str(base / "status"),
+        "spark_conf": {"spark.sql.shuffle.partitions": 2, "spark.ui.enabled": False},
+        "runtime": {"heartbeat_interval": "1 second", "poll_interval": "200 ms"},
+        "source": {
+            "path": str(base / "landing"),
+            "format": "json",
+            "schema": "id BIGINT, name STRING",
+            "max_files_per_trigger": 2,
+            "archive_dir": str(base / "archive"),
+            "required_columns": ["id"],
+        },
+        "sink": {"output_path": str(base / "lake" / "orders"), "quarantine_path": str(base / "quarantine")},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
+    return config
+
+
+def write_config(path: Path, config: dict[str, Any]) -> Path:
+    """Write ``config`` as YAML to ``path`` and return the path."""
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def write_json_landing_file(landing: Path, name: str, first_id: int, good: int, bad: int) -> set[int]:
+    """Write ``good`` valid records (ids from ``first_id``) and ``bad`` broken ones; return the good ids.
+
+    Broken records alternate between text that is not JSON and JSON without the required ``id``.
+    """
+    lines, ids = [], set()
+    for offset in range(good):
+        ids.add(first_id + offset)
+        lines.append(json.dumps({"id": first_id + offset, "name": f"n{first_id + offset}"}))
+    for index in range(bad):
+        lines.append(f"not json {name} {index}" if index % 2 == 0 else json.dumps({"name": "no id"}))
+    temp = landing / f".{name}.tmp"
+    temp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    temp.rename(landing / name)  # appear whole, as a landing upload should
+    return ids
+
+
+def read_lake(spark: Any, path: str | Path) -> list[Any]:
+    """Every committed row of a file-sink output (Spark reads it through _spark_metadata)."""
+    return spark.read.parquet(str(path)).collect()
+
+
+def read_status(base: Path, name: str = "files_to_lake") -> dict[str, Any]:
+    """The job's status.json."""
+    return json.loads((base / "status" / name / "status.json").read_text(encoding="utf-8"))
+
+
+def log_ids(directory: Path) -> list[int]:
+    """The batch ids logged in a checkpoint's ``offsets`` or ``commits`` folder."""
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def spark_submit_path() -> str:
+    """pyspark's own spark-submit script."""
+    import pyspark
+
+    return os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+
+
+def spark_submit(
+    config: Path, log_path: Path, extra_args: list[str] | None = None, script: Path = FILES_TO_LAKE
+) -> subprocess.Popen:
+    """Start ``spark-submit <script> --config <config>`` on local[2], output going to ``log_path``."""
+    command = [
+        spark_submit_path(),
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        *(extra_args or []),
+        str(script),
+        "--config",
+        str(config),
+    ]
+    env = spark_env({"PYTHONPATH": str(JOBS_DIR)})
+    with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+
+
+def last_log_line(log_path: Path) -> str:
+    """The last non-empty line of a run's log."""
+    lines = [
+        line for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()
+    ]
+    return lines[-1] if lines else ""
+
+
+def python_job(config: Path, script: Path = FILES_TO_LAKE) -> subprocess.CompletedProcess:
+    """Run a job script with plain python (enough for what happens before Spark starts)."""
+    env = spark_env({"PYTHONPATH": str(JOBS_DIR)})
+    return subprocess.run(
+        [sys.executable, str(script), "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
