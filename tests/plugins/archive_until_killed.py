@@ -1,0 +1,74 @@
+"""Test helper: archive files and SIGKILL this very process at a chosen step of the N-th file.
+
+Run as ``python -m tests.plugins.archive_until_killed CHECKPOINT LANDING ARCHIVE STEP N`` with
+``plugins/`` on PYTHONPATH. STEP is where the process dies, on the N-th time it gets there:
+
+* ``during-copy``: half of the file written to the temporary archive name;
+* ``before-rename``: the temporary copy complete, not renamed yet;
+* ``before-delete``: the archive copy in place, the landing copy not deleted yet.
+
+The filesystem is the real local one; only the process death is arranged. Four workers move files in
+parallel, so other files are at random steps when the process dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from fsspec.implementations.local import LocalFileSystem
+
+from hubflow_plugins.archive import archive_processed_files
+
+STEPS = ("during-copy", "before-rename", "before-delete")
+
+
+class KillingFileSystem(LocalFileSystem):
+    """The local filesystem that kills its own process the N-th time a step is reached."""
+
+    def __init__(self, step: str, after: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.step, self.after = step, after
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def _reached(self, step: str) -> bool:
+        if step != self.step:
+            return False
+        with self.lock:
+            self.count += 1
+            return self.count >= self.after
+
+    def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        if self._reached("during-copy"):
+            data = Path(path1).read_bytes()
+            Path(path2).write_bytes(data[: len(data) // 2])
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().cp_file(path1, path2, **kwargs)
+
+    def mv(self, path1: str, path2: str, **kwargs: Any) -> None:
+        if self._reached("before-rename"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().mv(path1, path2, **kwargs)
+
+    def rm_file(self, path: str) -> None:
+        if self._reached("before-delete"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().rm_file(path)
+
+
+def main(argv: list[str]) -> int:
+    checkpoint, landing, archive, step, after = argv
+    if step not in STEPS:
+        raise SystemExit(f"step must be one of {STEPS}, got {step!r}")
+    fs = KillingFileSystem(step, int(after), skip_instance_cache=True)
+    archive_processed_files(checkpoint, landing, archive, max_workers=4, fs=fs, log=print)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

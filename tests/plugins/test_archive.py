@@ -1,0 +1,212 @@
+"""Archiving the files of committed batches of a real Spark file stream: once, never lost, never early."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from hubflow_plugins.archive import TEMP_SUFFIX, ArchiveError, archive_processed_files, purge_archive
+from tests.plugins.conftest import FileStream, age_files, relative_files
+
+pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def archive(stream: FileStream, **kwargs):
+    kwargs.setdefault("log", lambda line: None)
+    return archive_processed_files(str(stream.checkpoint), str(stream.landing), str(stream.archive), **kwargs)
+
+
+def contents(root: Path) -> dict[str, bytes]:
+    return {name: (root / name).read_bytes() for name in relative_files(root)}
+
+
+def names(files: list[Path], root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in files)
+
+
+def test_committed_files_move_to_the_same_relative_path_once(file_stream: FileStream) -> None:
+    file_stream.land_and_run(batches=3, files_per_batch=4)
+    landed = contents(file_stream.landing)
+    lines: list[str] = []
+
+    result = archive(file_stream, log=lines.append, progress_every=5, max_workers=3)
+
+    assert contents(file_stream.archive) == landed  # same relative paths, same bytes, no temp files
+    assert relative_files(file_stream.landing) == []
+    assert result.moved == sorted(landed)
+    assert (result.committed_batch_id, result.committed_files) == (2, 12)
+    assert any("région=eu" in name and " " in name for name in result.moved)  # URI-decoded log paths
+    assert [line for line in lines if line.startswith("Archived ")] == [
+        "Archived 5/12 file(s)...",
+        "Archived 10/12 file(s)...",
+    ]
+    assert "moved 12 file(s)" in lines[-1]
+    # Spark read every event exactly once before the files moved.
+    assert file_stream.output_ids() == list(range(36))
+
+    again = archive(file_stream)
+    assert (again.moved, again.landing_copies_removed, again.already_archived) == ([], [], 12)
+    assert contents(file_stream.archive) == landed
+
+
+def test_files_of_an_uncommitted_batch_stay_until_it_commits(file_stream: FileStream) -> None:
+    batches = file_stream.land_and_run(batches=3, files_per_batch=3)
+    assert file_stream.uncommit_last_batch() == 2
+    not_yet_read = file_stream.land(2)
+
+    result = archive(file_stream)
+
+    landing = file_stream.landing
+    assert result.moved == names(batches[0] + batches[1], landing)
+    assert relative_files(landing) == names(batches[2] + not_yet_read, landing)
+    assert relative_files(file_stream.archive) == names(batches[0] + batches[1], landing)
+
+    # The restarted query re-runs batch 2 from the files still in landing, then takes the new files.
+    file_stream.run()
+    assert file_stream.output_ids() == list(range(33))
+    result = archive(file_stream)
+    assert result.moved == names(batches[2] + not_yet_read, landing)
+    assert relative_files(landing) == []
+
+
+def test_paths_outside_the_landing_root_are_refused(file_stream: FileStream) -> None:
+    data = file_stream.base / "data"
+    inside = file_stream.land(2, root=data / "landing")
+    outside = file_stream.land(2, root=data / "other")
+    file_stream.run(source=data)  # the query reads more than the landing root
+    secret = data / "secret.json"
+    secret.write_text('{"id": -1}\n')
+    log_file = file_stream.checkpoint / "sources" / "0" / "0"
+    escapes = [
+        "file://" + quote(f"{data}/landing/../secret.json"),
+        "abfss://lake@account.dfs.core.windows.net" + quote(f"{data}/landing/x.json"),
+    ]
+    with log_file.open("a") as log:
+        for path in escapes:
+            log.write("\n" + json.dumps({"path": path, "timestamp": 0, "batchId": 0}))
+
+    result = archive_processed_files(
+        str(file_stream.checkpoint), str(data / "landing"), str(file_stream.archive), log=lambda line: None
+    )
+
+    assert result.moved == names(inside, data / "landing")
+    assert all(path.exists() for path in [*outside, secret])
+    assert len(result.refused) == 4
+    reasons = sorted(result.refused.values())
+    assert sum("outside the landing root" in r for r in reasons) == 2
+    assert any("'..'" in r for r in reasons)
+    assert any("another filesystem" in r for r in reasons)
+    assert relative_files(file_stream.archive) == names(inside, data / "landing")
+
+
+@pytest.mark.parametrize(("step", "after"), [("during-copy", 4), ("before-rename", 6), ("before-delete", 5)])
+def test_run_killed_mid_way_then_rerun_loses_nothing_and_archives_once(
+    file_stream: FileStream, step: str, after: int
+) -> None:
+    file_stream.land_and_run(batches=2, files_per_batch=10)
+    landed = contents(file_stream.landing)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "plugins"), str(REPO_ROOT)])}
+    command = [sys.executable, "-m", "tests.plugins.archive_until_killed"]
+    roots = [str(file_stream.checkpoint), str(file_stream.landing), str(file_stream.archive)]
+
+    killed = subprocess.run(
+        [*command, *roots, step, str(after)], cwd=REPO_ROOT, env=env, timeout=120, capture_output=True
+    )
+
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    left = relative_files(file_stream.landing)
+    assert 0 < len(left) < len(landed)  # killed mid-way
+    in_archive = relative_files(file_stream.archive)
+    if step == "during-copy":
+        assert any(name.endswith(TEMP_SUFFIX) for name in in_archive)  # a half-written copy
+    if step == "before-delete":
+        assert set(left) & set(in_archive)  # a file in both places
+
+    result = archive(file_stream)
+
+    assert contents(file_stream.archive) == landed  # every file exactly once, complete, no temp copies
+    assert relative_files(file_stream.landing) == []
+    assert len(result.moved) + len(result.landing_copies_removed) == len(left)
+    assert len(result.moved) + len(result.landing_copies_removed) + result.already_archived == len(landed)
+    if step == "before-delete":
+        assert result.landing_copies_removed
+
+
+def test_dry_run_moves_nothing(file_stream: FileStream) -> None:
+    [batch] = file_stream.land_and_run(batches=1, files_per_batch=3)
+    landed = contents(file_stream.landing)
+    lines: list[str] = []
+
+    result = archive(file_stream, dry_run=True, log=lines.append)
+
+    assert result.dry_run
+    assert result.moved == names(batch, file_stream.landing)
+    assert contents(file_stream.landing) == landed
+    assert not file_stream.archive.exists()
+    assert lines[-1].startswith("Dry run: would move 3 file(s)")
+
+
+def test_conflicting_archive_copy_is_left_alone(file_stream: FileStream) -> None:
+    [batch] = file_stream.land_and_run(batches=1, files_per_batch=3)
+    different, same = (file_stream.archive / name for name in names(batch[:2], file_stream.landing))
+    different.parent.mkdir(parents=True)
+    different.write_text("another file with the same name\n")
+    same.write_bytes(batch[1].read_bytes())
+
+    result = archive(file_stream)
+
+    assert result.conflicts == [str(different.relative_to(file_stream.archive))]
+    assert batch[0].exists() and different.read_text() == "another file with the same name\n"
+    assert result.landing_copies_removed == [str(same.relative_to(file_stream.archive))]
+    assert not batch[1].exists()
+    assert result.moved == names(batch[2:], file_stream.landing)
+
+
+def test_overlapping_roots_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ArchiveError, match="overlap"):
+        archive_processed_files(
+            str(tmp_path / "ckpt"), str(tmp_path / "landing"), str(tmp_path / "landing" / "archive")
+        )
+
+
+def test_checkpoint_without_a_file_source_is_refused(file_stream: FileStream) -> None:
+    file_stream.land_and_run(batches=1, files_per_batch=1)
+    offsets = file_stream.checkpoint / "offsets" / "0"
+    offsets.write_text(offsets.read_text().replace('{"logOffset":0}', '{"ingress":{"0":42}}'))
+
+    with pytest.raises(ArchiveError, match="no file source"):
+        archive(file_stream)
+    assert len(relative_files(file_stream.landing)) == 1
+
+
+def test_purge_deletes_archived_files_older_than_the_retention(file_stream: FileStream) -> None:
+    old = file_stream.land(2, folder="région=eu/2026/10/01")
+    file_stream.run()
+    new = file_stream.land(2)
+    file_stream.run()
+    archive(file_stream)
+    age_files(file_stream.archive / "région=eu" / "2026" / "10", 10 * 24 * 3600)
+
+    old_bytes = sum((file_stream.archive / name).stat().st_size for name in names(old, file_stream.landing))
+
+    planned = purge_archive(str(file_stream.archive), timedelta(days=7), dry_run=True, log=lambda line: None)
+    assert planned.deleted == names(old, file_stream.landing)
+    assert len(relative_files(file_stream.archive)) == 4
+
+    purged = purge_archive(str(file_stream.archive), timedelta(days=7), log=lambda line: None)
+
+    assert purged.deleted == names(old, file_stream.landing)
+    assert purged.bytes_deleted == old_bytes
+    assert relative_files(file_stream.archive) == names(new, file_stream.landing)
+    assert not (file_stream.archive / "région=eu" / "2026" / "10").exists()  # emptied folders removed
+    assert file_stream.archive.is_dir()
