@@ -1,0 +1,316 @@
+"""The emulator server: an asyncio AMQP listener on a background thread, with a Python handle.
+
+``Emulator`` is what tests and the CLI use: ``start()`` binds and returns once listening;
+``add_partitions``, ``truncate`` and ``faults`` act on the running server from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .config import EmulatorConfig
+from .connection import Connection, Link
+from .store import Broker
+
+log = logging.getLogger("eventhubs_emulator")
+
+T = TypeVar("T")
+
+RETENTION_INTERVAL_S = 1.0
+SYNC_INTERVAL_S = 1.0
+
+
+class PortInUseError(OSError):
+    """The requested port is taken by another process."""
+
+
+class Faults:
+    """Fault injection for reliability tests: drop connections, refuse them, delay deliveries."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self._emulator = emulator
+        self._refuse_until = 0.0
+        self._delay = 0.0
+
+    def drop_connections(self) -> int:
+        """Drop every open client connection now (TCP abort); return how many were dropped."""
+        return self._emulator._call(self._emulator._server.drop_connections)
+
+    def refuse_connections(self, seconds: float) -> None:
+        """Close new connections at once for the next ``seconds`` (0 stops refusing)."""
+        self._refuse_until = time.monotonic() + max(0.0, float(seconds))
+
+    def delay_deliveries(self, seconds: float) -> None:
+        """Hold every delivery to consumers for ``seconds`` before sending it (0 turns the delay off)."""
+        self._delay = max(0.0, float(seconds))
+
+    def clear(self) -> None:
+        """Turn off every fault."""
+        self._refuse_until = 0.0
+        self._delay = 0.0
+
+    def refusing(self) -> bool:
+        """Whether new connections are being refused now."""
+        return time.monotonic() < self._refuse_until
+
+    def delivery_delay(self) -> float:
+        """The current delivery delay in seconds."""
+        return self._delay
+
+    def status(self) -> dict[str, float]:
+        """Active faults, for the admin API."""
+        return {
+            "refusing_for_seconds": round(max(0.0, self._refuse_until - time.monotonic()), 3),
+            "delivery_delay_seconds": self._delay,
+        }
+
+
+class EmulatorServer:
+    """State shared by all connections; lives on the emulator's event loop."""
+
+    def __init__(self, broker: Broker, faults: Faults) -> None:
+        self.broker = broker
+        self.faults = faults
+        self.connections: set[Connection] = set()
+        self.receivers: dict[tuple[str, str, str], set[Link]] = {}
+
+    async def handle_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one TCP client."""
+        if self.faults.refusing():
+            transport = writer.transport
+            if transport is not None:
+                transport.abort()
+            return
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                import socket
+
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Connection(self, reader, writer)
+        self.connections.add(conn)
+        await conn.run()
+
+    def drop_connections(self) -> int:
+        """Abort every connection."""
+        conns = list(self.connections)
+        for conn in conns:
+            conn.abort()
+        return len(conns)
+
+
+class Emulator:
+    """An in-process Event Hubs emulator; use ``start()``/``stop()`` or ``with Emulator(cfg) as emu``."""
+
+    def __init__(
+        self,
+        config: EmulatorConfig,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        data_dir: str | Path | None = None,
+        admin_port: int | None = None,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.host = host
+        self.requested_port = port
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.requested_admin_port = admin_port
+        self.port = 0
+        self.admin_port: int | None = None
+        self.faults = Faults(self)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: EmulatorServer = None  # type: ignore[assignment]
+        self._broker: Broker | None = None
+        self._listeners: list[asyncio.base_events.Server] = []
+        self._tasks: list[asyncio.Task] = []
+
+    # -------------------------------------------------------------------------------------- life cycle
+    def start(self) -> Emulator:
+        """Bind and serve from a background thread; return once listening (raises if the port is taken)."""
+        if self._thread is not None:
+            raise RuntimeError("the emulator is already running")
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._open())
+            except BaseException as exc:  # report bind errors to start()
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.run_until_complete(self._shutdown())
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="eventhubs-emulator", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+        return self
+
+    async def _open(self) -> None:
+        self._broker = Broker(self.config, self.data_dir)
+        self._server = EmulatorServer(self._broker, self.faults)
+        try:
+            listener = await asyncio.start_server(
+                self._server.handle_client, self.host, self.requested_port, limit=4 * 1024 * 1024
+            )
+        except OSError as exc:
+            self._broker.close()
+            if exc.errno in (98, 48, 10048):
+                raise PortInUseError(
+                    exc.errno,
+                    f"port {self.requested_port} on {self.host} is already in use (RabbitMQ also uses 5672); "
+                    f"pass another port, or port 0 to pick a free one",
+                ) from None
+            raise
+        self._listeners.append(listener)
+        self.port = listener.sockets[0].getsockname()[1]
+        if self.requested_admin_port is not None:
+            from .admin import start_admin
+
+            admin = await start_admin(self, self.host, self.requested_admin_port)
+            self._listeners.append(admin)
+            self.admin_port = admin.sockets[0].getsockname()[1]
+        self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+
+    async def _housekeeping(self) -> None:
+        last_retention = 0.0
+        while True:
+            await asyncio.sleep(min(RETENTION_INTERVAL_S, SYNC_INTERVAL_S))
+            try:
+                assert self._broker is not None
+                self._broker.sync()
+                now = time.monotonic()
+                if now - last_retention >= RETENTION_INTERVAL_S:
+                    last_retention = now
+                    self._broker.apply_retention()
+            except Exception:  # keep serving even if a disk write fails
+                log.exception("housekeeping failed")
+
+    async def _shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for listener in self._listeners:
+            listener.close()
+        if self._server is not None:
+            self._server.drop_connections()
+        await asyncio.sleep(0)
+        if self._broker is not None:
+            self._broker.close()
+
+    def stop(self) -> None:
+        """Stop serving, drop connections, fsync and close the logs."""
+        if self._thread is None or self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._thread = None
+        self._loop = None
+
+    def __enter__(self) -> Emulator:
+        if self._thread is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -------------------------------------------------------------------------------------- operations
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the emulator's loop and return its result."""
+        if self._loop is None:
+            raise RuntimeError("the emulator is not running; call start() first")
+
+        async def call() -> T:
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(call(), self._loop).result(timeout=30)
+
+    @property
+    def admin_url(self) -> str | None:
+        """Base URL of the admin HTTP API (None without an admin port)."""
+        return f"http://{self.host}:{self.admin_port}" if self.admin_port is not None else None
+
+    def connection_string(self, hub: str) -> str:
+        """The connection string an SDK client uses for ``hub`` (emulator mode, plain AMQP)."""
+        self.config.hub(hub)  # KeyError for an unknown hub
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        return (
+            f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={self.config.key_name};"
+            f"SharedAccessKey={self.config.key};EntityPath={hub};UseDevelopmentEmulator=true"
+        )
+
+    def add_partitions(self, hub: str, new_count: int) -> list[str]:
+        """Grow ``hub`` to ``new_count`` partitions; return the partition ids."""
+
+        def grow() -> list[str]:
+            assert self._broker is not None
+            h = self._broker.hub(hub)
+            if h is None:
+                raise KeyError(f"no event hub named {hub!r}")
+            h.grow(int(new_count))
+            h.config.partition_count = int(new_count)
+            return h.partition_ids()
+
+        return self._call(grow)
+
+    def truncate(self, hub: str, partition: str, before_sequence_number: int) -> int:
+        """Drop events of one partition with sequence numbers below the given one; return how many."""
+
+        def cut() -> int:
+            assert self._broker is not None
+            h = self._broker.hub(hub)
+            if h is None:
+                raise KeyError(f"no event hub named {hub!r}")
+            log_ = h.partitions.get(str(partition))
+            if log_ is None:
+                raise KeyError(f"event hub {hub!r} has no partition {partition!r}")
+            return log_.truncate_before(int(before_sequence_number))
+
+        return self._call(cut)
+
+    def apply_retention(self) -> int:
+        """Apply the configured retention now (it also runs every second); return events dropped."""
+        return self._call(lambda: self._broker.apply_retention() if self._broker else 0)
+
+    def partition_info(self, hub: str, partition: str) -> dict[str, Any]:
+        """Beginning and last sequence numbers of a partition (for tests and the admin API)."""
+
+        def info() -> dict[str, Any]:
+            assert self._broker is not None
+            h = self._broker.hub(hub)
+            if h is None or str(partition) not in h.partitions:
+                raise KeyError(f"no partition {partition!r} in event hub {hub!r}")
+            log_ = h.partitions[str(partition)]
+            return {
+                "beginning_sequence_number": log_.begin_seq,
+                "last_enqueued_sequence_number": log_.next_seq - 1,
+                "retained_events": len(log_.events),
+            }
+
+        return self._call(info)
+
+    def connection_count(self) -> int:
+        """Open client connections."""
+        return self._call(lambda: len(self._server.connections))

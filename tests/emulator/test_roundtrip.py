@@ -1,0 +1,183 @@
+"""Round trips with the real sync azure-eventhub SDK: properties, producers, every position kind."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+
+import pytest
+from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
+
+from .conftest import receive, send
+
+pytestmark = pytest.mark.integration
+
+
+def test_hub_and_empty_partition_properties(emulator):
+    conn = emulator.connection_string("hub4")
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        props = producer.get_eventhub_properties()
+        assert props["eventhub_name"] == "hub4"
+        assert props["partition_ids"] == ["0", "1", "2", "3"]
+        assert isinstance(props["created_at"], datetime.datetime)
+        part = producer.get_partition_properties("2")
+    assert part["eventhub_name"] == "hub4"
+    assert part["id"] == "2"
+    assert part["is_empty"] is True
+    assert part["beginning_sequence_number"] == 0
+    assert part["last_enqueued_sequence_number"] == -1
+    assert part["last_enqueued_offset"] == "-1"
+
+
+def test_batch_to_partition_round_trip_every_event_once(emulator):
+    conn = emulator.connection_string("hub1")
+    bodies = [f"event-{i}" for i in range(50)]
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        batch = producer.create_batch(partition_id="1")
+        for i, body in enumerate(bodies):
+            event = EventData(body)
+            event.properties = {"index": i, "kind": "test"}
+            event.content_type = "text/plain"
+            batch.add(event)
+        producer.send_batch(batch)
+        part = producer.get_partition_properties("1")
+    assert part["is_empty"] is False
+    assert part["last_enqueued_sequence_number"] == 49
+    events = receive(conn, "1", expected=50, settle=0.3)
+    assert [e.body_as_str() for e in events] == bodies
+    assert [e.sequence_number for e in events] == list(range(50))
+    offsets = [int(e.offset) for e in events]
+    assert offsets == sorted(offsets) and len(set(offsets)) == 50
+    assert all(isinstance(e.offset, str) for e in events)
+    assert events[-1].offset == part["last_enqueued_offset"]
+    assert [e.properties[b"index"] for e in events] == list(range(50))
+    assert events[0].content_type == "text/plain"
+    assert all(e.enqueued_time is not None for e in events)
+    assert receive(conn, "0", expected=1, timeout=1.5) == []
+
+
+def test_partition_key_routes_same_key_to_same_partition(emulator):
+    conn = emulator.connection_string("hub4")
+    for key in ["alpha", "beta", "gamma"]:
+        for _ in range(2):
+            send(conn, [f"{key}-{i}" for i in range(3)], partition_key=key)
+    found: dict[str, set[str]] = {}
+    total = 0
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        counts = {
+            pid: producer.get_partition_properties(pid)["last_enqueued_sequence_number"] + 1 for pid in "0123"
+        }
+    for pid, count in counts.items():
+        if not count:
+            continue
+        for event in receive(conn, pid, expected=count):
+            key = (
+                event.partition_key.decode()
+                if isinstance(event.partition_key, bytes)
+                else event.partition_key
+            )
+            assert event.body_as_str().startswith(key)
+            found.setdefault(key, set()).add(pid)
+            total += 1
+    assert total == 18
+    assert {k: len(v) for k, v in found.items()} == {"alpha": 1, "beta": 1, "gamma": 1}
+
+
+def test_round_robin_spreads_batches_over_partitions(emulator):
+    conn = emulator.connection_string("hub1")
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        for i in range(4):
+            batch = producer.create_batch()
+            batch.add(EventData(f"rr-{i}"))
+            producer.send_batch(batch)
+        counts = [producer.get_partition_properties(p)["last_enqueued_sequence_number"] + 1 for p in "01"]
+    assert counts == [2, 2]
+
+
+def test_send_event_single_message(emulator):
+    conn = emulator.connection_string("hub1")
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        producer.send_event(EventData("single"), partition_id="0")
+    events = receive(conn, "0", expected=1)
+    assert [(e.sequence_number, e.body_as_str()) for e in events] == [(0, "single")]
+
+
+@pytest.fixture
+def ten_events(emulator):
+    conn = emulator.connection_string("hub1")
+    send(conn, [f"e{i}" for i in range(5)], partition_id="0")
+    time.sleep(0.05)  # a distinct enqueued time for the second half
+    send(conn, [f"e{i}" for i in range(5, 10)], partition_id="0")
+    events = receive(conn, "0", expected=10)
+    assert [e.body_as_str() for e in events] == [f"e{i}" for i in range(10)]
+    return conn, events
+
+
+def _bodies(events):
+    return [e.body_as_str() for e in events]
+
+
+def test_position_sequence_number_inclusive_and_exclusive(ten_events):
+    conn, _ = ten_events
+    assert _bodies(receive(conn, "0", 7, starting_position=3, inclusive=True, settle=0.3)) == [
+        f"e{i}" for i in range(3, 10)
+    ]
+    assert _bodies(receive(conn, "0", 6, starting_position=3, inclusive=False, settle=0.3)) == [
+        f"e{i}" for i in range(4, 10)
+    ]
+
+
+def test_position_offset_inclusive_and_exclusive(ten_events):
+    conn, events = ten_events
+    offset = events[4].offset
+    assert _bodies(receive(conn, "0", 6, starting_position=offset, inclusive=True, settle=0.3)) == [
+        f"e{i}" for i in range(4, 10)
+    ]
+    assert _bodies(receive(conn, "0", 5, starting_position=offset, inclusive=False, settle=0.3)) == [
+        f"e{i}" for i in range(5, 10)
+    ]
+
+
+def test_position_enqueued_time(ten_events):
+    conn, events = ten_events
+    second_half = events[5].enqueued_time
+    assert events[4].enqueued_time < second_half
+    assert _bodies(receive(conn, "0", 5, starting_position=second_half, inclusive=True, settle=0.3)) == [
+        f"e{i}" for i in range(5, 10)
+    ]
+    assert receive(conn, "0", 1, starting_position=events[9].enqueued_time, timeout=1.5) == []
+
+
+def test_position_start_of_stream(ten_events):
+    conn, _ = ten_events
+    assert len(receive(conn, "0", 10, starting_position="-1", settle=0.3)) == 10
+
+
+def test_latest_gets_only_new_events_pushed_at_once(emulator):
+    conn = emulator.connection_string("hub1")
+    send(conn, ["old"], partition_id="0")
+    received: list[tuple[float, EventData]] = []
+    consumer = EventHubConsumerClient.from_connection_string(conn, consumer_group="cg1")
+
+    def on_event(_ctx, event):
+        if event is not None:
+            received.append((time.monotonic(), event))
+
+    thread = threading.Thread(
+        target=lambda: consumer.receive(on_event, partition_id="0", starting_position="@latest"), daemon=True
+    )
+    thread.start()
+    time.sleep(1.5)  # the link is attached and waiting
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        batch = producer.create_batch(partition_id="0")
+        batch.add(EventData("new"))
+        producer.send_batch(batch)
+        sent_at = time.monotonic()
+    deadline = time.monotonic() + 10
+    while not received and time.monotonic() < deadline:
+        time.sleep(0.01)
+    consumer.close()
+    thread.join(timeout=10)
+    assert [e.body_as_str() for _, e in received] == ["new"]
+    assert received[0][0] - sent_at < 0.5  # pushed, not polled

@@ -1,0 +1,51 @@
+"""Start an in-process Event Hubs emulator for tests (connector, jobs, emulator tests).
+
+Example::
+
+    from tests.support.emulator import start_test_emulator
+
+    def test_something(tmp_path):
+        with start_test_emulator(tmp_path, hub1=4, consumer_groups=["cg1"]) as emu:
+            conn_str = emu.connection_string("hub1")
+            ...
+
+The emulator listens on 127.0.0.1 on a free port; it keeps events in memory unless ``persist=True``
+(then under ``tmp_path / "eventhubs-data"``, so a second emulator on the same tmp_path sees them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eventhubs_emulator import Emulator, EmulatorConfig, HubConfig
+
+
+def start_test_emulator(
+    tmp_path: Path | None = None,
+    *,
+    persist: bool = False,
+    admin: bool = False,
+    consumer_groups: list[str] | None = None,
+    retention_event_count: int | None = None,
+    retention_minutes: float | None = None,
+    **hubs: int,
+) -> Emulator:
+    """Start an emulator with the given hubs (``name=partition_count``; default ``hub1=2``) and return it.
+
+    The returned Emulator is running; stop it with ``emu.stop()`` or use it in a ``with`` block.
+    """
+    if not hubs:
+        hubs = {"hub1": 2}
+    if persist and tmp_path is None:
+        raise ValueError("persist=True needs tmp_path (the data directory goes there)")
+    config = EmulatorConfig(
+        hubs=[
+            HubConfig(name=name, partition_count=count, consumer_groups=list(consumer_groups or []))
+            for name, count in hubs.items()
+        ],
+        retention_event_count=retention_event_count,
+        retention_minutes=retention_minutes,
+    )
+    data_dir = tmp_path / "eventhubs-data" if persist and tmp_path is not None else None
+    emulator = Emulator(config, data_dir=data_dir, admin_port=0 if admin else None)
+    return emulator.start()
