@@ -103,7 +103,7 @@ def _is_local(fs: AbstractFileSystem) -> bool:
     return "file" in protocols
 
 
-class _LandingRoot:
+class LandingRoot:
     """Turns the URI-encoded paths of a file source log into paths relative to the landing root."""
 
     def __init__(self, url: str, fs: AbstractFileSystem, root: str) -> None:
@@ -126,7 +126,9 @@ class _LandingRoot:
         if self.local:
             resolved = os.path.realpath(path)
         else:
-            if self.netloc and parts.netloc.lower() != self.netloc:
+            # ``container@account.dfs.core.windows.net``: the account only shows in the host, so compare
+            # hosts when both name an account; the container is compared through the stripped path.
+            if "@" in self.netloc and "@" in parts.netloc and parts.netloc.lower() != self.netloc:
                 return None, "is in another container or storage account than the landing root"
             resolved = posixpath.normpath(self.fs._strip_protocol(f"{scheme}://{parts.netloc}{path}"))
         if not resolved.startswith(self.root.rstrip("/") + "/"):
@@ -173,7 +175,7 @@ def archive_processed_files(
     ck_fs, ck_root = _open_fs(checkpoint, fs, storage_options)
     land_fs, land_root = _open_fs(landing_root, fs, storage_options)
     arch_fs, arch_root = _open_fs(archive_root, fs, storage_options)
-    landing = _LandingRoot(landing_root, land_fs, land_root)
+    landing = LandingRoot(landing_root, land_fs, land_root)
     arch_root = posixpath.normpath(arch_root)
     if _is_local(arch_fs):
         arch_root = os.path.realpath(arch_root)
