@@ -71,13 +71,13 @@ class ArchiveResult:
 
     def summary(self) -> str:
         """One line for the task log."""
-        verb = "would move" if self.dry_run else "moved"
+        move, remove = ("would move", "would remove") if self.dry_run else ("moved", "removed")
         return (
-            f"{verb} {len(self.moved)} file(s); removed {len(self.landing_copies_removed)} landing copies "
-            f"already archived; {self.already_archived} committed file(s) were archived before; "
+            f"{move} {len(self.moved)} file(s); {remove} {len(self.landing_copies_removed)} landing "
+            f"copies already archived; {self.already_archived} committed file(s) were archived before; "
             f"{len(self.conflicts)} conflict(s); {len(self.refused)} path(s) refused; "
             f"{len(self.errors)} error(s) (committed batch {self.committed_batch_id}, "
-            f"{self.committed_files} file(s) in committed batches)"
+            f"{self.committed_files} file(s) of committed batches under the landing root)"
         )
 
 
@@ -212,6 +212,13 @@ def archive_processed_files(
     result.committed_files = len(committed)
     for path, why in sorted(result.refused.items())[:20]:
         log(f"Refused {path}: it {why}.")
+    if len(result.refused) > 20:
+        log(f"... and {len(result.refused) - 20} more refused path(s).")
+    if result.refused and not committed:
+        log(
+            f"Warning: none of the {len(result.refused)} file(s) of committed batches is under "
+            f"{landing_root}. Check that landing_root is the folder this query reads."
+        )
 
     present = landing.listing()
     todo = sorted(committed & present)
@@ -371,3 +378,37 @@ def _remove_empty_dirs(fs: AbstractFileSystem, root: str, parents: set[str]) -> 
                 fs.rmdir(folder)
         except (FileNotFoundError, OSError, NotImplementedError):
             continue  # object stores have no real folders; a non-empty folder stays
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: archive the processed files of one query (``--dry-run`` to only list them).
+
+    ``python -m hubflow_plugins.archive CHECKPOINT LANDING_ROOT ARCHIVE_ROOT [--dry-run]``
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m hubflow_plugins.archive", description=main.__doc__.splitlines()[0]
+    )
+    parser.add_argument("checkpoint")
+    parser.add_argument("landing_root")
+    parser.add_argument("archive_root")
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--max-workers", type=int, default=8)
+    args = parser.parse_args(argv)
+    try:
+        archive_processed_files(
+            args.checkpoint,
+            args.landing_root,
+            args.archive_root,
+            dry_run=args.dry_run,
+            max_workers=args.max_workers,
+        )
+    except ArchiveError as exc:
+        print(f"error: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

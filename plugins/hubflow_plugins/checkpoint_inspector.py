@@ -394,3 +394,32 @@ def _ago(delta: timedelta) -> str:
     if minutes:
         return f"{minutes}m {secs}s"
     return f"{secs}s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line for on-call: print the report as JSON; exit 0 when ok, 1 otherwise.
+
+    ``python -m hubflow_plugins.checkpoint_inspector CHECKPOINT --stalled-after-minutes 30``
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m hubflow_plugins.checkpoint_inspector", description=main.__doc__.splitlines()[0]
+    )
+    parser.add_argument("checkpoint", help="the query's checkpointLocation (local path or fsspec URL)")
+    parser.add_argument("--stalled-after-minutes", type=float, default=30.0)
+    parser.add_argument("--failed-after-minutes", type=float, default=None)
+    args = parser.parse_args(argv)
+    report = inspect_checkpoint(
+        args.checkpoint,
+        stalled_after=timedelta(minutes=args.stalled_after_minutes),
+        failed_after=None
+        if args.failed_after_minutes is None
+        else timedelta(minutes=args.failed_after_minutes),
+    )
+    print(json.dumps(report.to_dict(), indent=2))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

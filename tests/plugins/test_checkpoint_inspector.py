@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -242,3 +245,21 @@ def test_state_operator_metadata(spark: Any, tmp_path: Path) -> None:
     assert report.verdict == Verdict.HEALTHY, report.reason
     assert [(op.operator_id, op.operator_name) for op in report.state_operators] == [(0, "stateStoreSave")]
     assert report.state_operators[0].stores == [{"store_name": "default", "num_partitions": 2}]
+
+
+def test_command_line_prints_the_report_and_exits_non_zero_when_not_ok(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo / "plugins")}
+    command = [sys.executable, "-m", "hubflow_plugins.checkpoint_inspector"]
+
+    good = subprocess.run([*command, str(checkpoint)], env=env, capture_output=True, text=True, timeout=60)
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["verdict"] == "healthy"
+
+    bad = subprocess.run(
+        [*command, str(tmp_path / "nowhere")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 1
+    assert json.loads(bad.stdout)["verdict"] == "missing"
