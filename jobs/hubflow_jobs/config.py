@@ -65,10 +65,15 @@ class TriggerConfig(StrictModel):
         return self
 
     def spark_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments for ``DataStreamWriter.trigger``."""
+        """The keyword arguments for ``DataStreamWriter.trigger``.
+
+        The interval is handed to Spark in milliseconds, a unit its interval parser always accepts
+        (it rejects abbreviations such as ``ms`` that the config allows).
+        """
         if self.available_now:
             return {"availableNow": True}
-        return {"processingTime": self.processing_time}
+        milliseconds = round(parse_duration(self.processing_time or "") * 1000)
+        return {"processingTime": f"{milliseconds} milliseconds"}
 
 
 class RuntimeConfig(StrictModel):

@@ -163,13 +163,28 @@ def _supervise(
 
 
 def stop_after_batch(query: Any, timeout_seconds: float, poll_seconds: float = 0.2) -> None:
-    """Wait until no micro-batch is running (at most ``timeout_seconds``), then stop the query."""
+    """Let the micro-batch running now finish (at most ``timeout_seconds``), then stop the query.
+
+    The wait ends when no batch is running, or when the batch that was running at the call has
+    reported its progress (it is committed then); a busy query starts its next batch at once, and
+    that one is interrupted while it plans - Spark re-runs it from the offset log on restart.
+    """
     deadline = time.monotonic() + timeout_seconds
-    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-        time.sleep(min(poll_seconds, 0.2))
-    if query.isActive and query.status.get("isTriggerActive"):
-        log.warning("a batch is still running after %.0f s; stopping the query anyway", timeout_seconds)
+    finished_before = _last_batch_id(query)
+    while query.isActive and query.status.get("isTriggerActive"):
+        if _last_batch_id(query) > finished_before:
+            break
+        if time.monotonic() >= deadline:
+            log.warning("a batch is still running after %.0f s; stopping the query anyway", timeout_seconds)
+            break
+        time.sleep(min(poll_seconds, 0.1))
     query.stop()
+
+
+def _last_batch_id(query: Any) -> int:
+    """The id of the last batch the query reported progress for, -1 before the first."""
+    progress = query.lastProgress
+    return -1 if not progress else int(progress["batchId"])
 
 
 def _finish(query: Any, config: JobConfig, status: JobStatus, stop: StopRequest) -> tuple[int, str]:

@@ -31,7 +31,7 @@ def test_valid_config_gives_locations_named_after_the_job(tmp_path: Path) -> Non
     config = _load(tmp_path, trigger={"availableNow": False, "processingTime": "30 seconds"})
     assert config.checkpoint_location == f"{tmp_path}/checkpoints/files_to_lake"
     assert config.status_dir == f"{tmp_path}/status/files_to_lake"
-    assert config.trigger.spark_kwargs() == {"processingTime": "30 seconds"}
+    assert config.trigger.spark_kwargs() == {"processingTime": "30000 milliseconds"}
     assert config.spark_conf["spark.ui.enabled"] == "false"
     assert config.spark_conf["spark.sql.shuffle.partitions"] == "2"
     assert config.runtime.seconds("poll_interval") == 0.2
