@@ -368,7 +368,7 @@ def _subdirs(fs: AbstractFileSystem, directory: str) -> list[str]:
 
 def _holes(ids: list[int]) -> list[int]:
     """Batch ids missing between the smallest and largest kept id (old ones purged by Spark are fine)."""
-    if len(ids) == ids[-1] - ids[0] + 1:
+    if not ids or len(ids) == ids[-1] - ids[0] + 1:
         return []
     present = set(ids)
     return [i for i in range(ids[0], ids[-1]) if i not in present]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -210,3 +211,24 @@ def test_purge_deletes_archived_files_older_than_the_retention(file_stream: File
     assert relative_files(file_stream.archive) == names(new, file_stream.landing)
     assert not (file_stream.archive / "région=eu" / "2026" / "10").exists()  # emptied folders removed
     assert file_stream.archive.is_dir()
+
+
+def test_compacted_file_source_log(file_stream: FileStream, spark: Any) -> None:
+    """Log offsets 2 and 5 are compact files; batch 5 is left uncommitted and Spark's cleanup of old deltas
+    is imitated, so the files of committed batches 3 and 4 are only listed in the uncommitted 5.compact."""
+    spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", "3")
+    try:
+        batches = file_stream.land_and_run(batches=6, files_per_batch=2)
+    finally:
+        spark.conf.unset("spark.sql.streaming.fileSource.log.compactInterval")
+    log_dir = file_stream.checkpoint / "sources" / "0"
+    assert {"2.compact", "5.compact"} <= {p.name for p in log_dir.iterdir()}
+    assert file_stream.uncommit_last_batch() == 5
+    for name in ("0", "1", "2.compact", "3", "4"):
+        (log_dir / name).unlink(missing_ok=True)
+
+    result = archive(file_stream)
+
+    committed = [path for batch in batches[:5] for path in batch]
+    assert result.moved == names(committed, file_stream.landing)
+    assert relative_files(file_stream.landing) == names(batches[5], file_stream.landing)

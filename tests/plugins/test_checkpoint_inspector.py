@@ -263,3 +263,29 @@ def test_command_line_prints_the_report_and_exits_non_zero_when_not_ok(
     )
     assert bad.returncode == 1
     assert json.loads(bad.stdout)["verdict"] == "missing"
+
+
+def test_first_batch_never_committed(checkpoint: Path) -> None:
+    for name in ("commits/0", "commits/1", "commits/2", "offsets/1", "offsets/2"):
+        (checkpoint / name).unlink()
+
+    report = inspect(checkpoint)
+
+    assert report.verdict == Verdict.BATCH_IN_FLIGHT, report.reason
+    assert (report.latest_offsets_batch_id, report.latest_commit_batch_id) == (0, None)
+    assert report.sources[0].committed_end_offset is None
+    age_files(checkpoint, TWO_HOURS)
+    assert inspect(checkpoint).verdict == Verdict.FAILED_BATCH
+
+
+def test_compacted_file_source_log_summary(spark: Any, tmp_path: Path) -> None:
+    stream = FileStream(spark, tmp_path / "compacted")
+    spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", "3")
+    try:
+        stream.land_and_run(batches=3, files_per_batch=2)
+    finally:
+        spark.conf.unset("spark.sql.streaming.fileSource.log.compactInterval")
+
+    [log] = inspect(stream.checkpoint).file_source_logs
+
+    assert (log.latest_log_offset, log.latest_file, log.files_in_latest_entry) == (2, "2.compact", 2)
