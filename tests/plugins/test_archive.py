@@ -232,3 +232,33 @@ def test_compacted_file_source_log(file_stream: FileStream, spark: Any) -> None:
     committed = [path for batch in batches[:5] for path in batch]
     assert result.moved == names(committed, file_stream.landing)
     assert relative_files(file_stream.landing) == names(batches[5], file_stream.landing)
+
+
+@pytest.mark.slow
+def test_archive_killed_from_outside_at_a_random_moment_then_rerun(file_stream: FileStream) -> None:
+    """The plain library in a child process, SIGKILLed by the parent once it reports 100 files done."""
+    file_stream.land_and_run(batches=1, files_per_batch=600)
+    landed = contents(file_stream.landing)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "plugins"), "PYTHONUNBUFFERED": "1"}
+    roots = [str(file_stream.checkpoint), str(file_stream.landing), str(file_stream.archive)]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "hubflow_plugins.archive", *roots, "--max-workers", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for line in child.stdout:
+            if line.startswith("Archived 100/"):
+                child.send_signal(signal.SIGKILL)
+                break
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    assert 0 < len(relative_files(file_stream.landing)) < len(landed)
+
+    archive(file_stream)
+
+    assert contents(file_stream.archive) == landed
+    assert relative_files(file_stream.landing) == []
