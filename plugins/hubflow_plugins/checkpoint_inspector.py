@@ -166,7 +166,7 @@ def inspect_checkpoint(
     except CheckpointFormatError as exc:
         report.verdict = Verdict.CORRUPT
         report.reason = (
-            f"Unreadable checkpoint file {exc.file}: {exc.problem}. Spark cannot resume from a damaged "
+            f"Damaged checkpoint file {exc.file}: {exc.problem}. Spark cannot resume from a damaged "
             "log; restore the checkpoint from a backup or start a new checkpoint (rewind)."
         )
     return report
@@ -233,13 +233,17 @@ def _fill(
                 f"batch is {latest}. A commit without its offsets file means files were lost or mixed "
                 "from another checkpoint.",
             )
-        if last_commit < offsets[0]:
+        if last_commit < offsets[0] - 1:
             return _corrupt(
                 report,
                 f"The newest commit ({last_commit}) is older than the oldest offsets file kept "
-                f"({offsets[0]}): the commits log is missing batches {last_commit + 1}-{latest - 1}.",
+                f"({offsets[0]}): commits for batches {last_commit + 1}-{latest - 1} are missing.",
             )
-        committed = newest if last_commit == latest else read_offsets(fs, root, last_commit)
+        if last_commit == latest:
+            committed = newest
+        elif last_commit >= offsets[0]:
+            committed = read_offsets(fs, root, last_commit)
+        # else: Spark already purged the committed batch's offsets file (minBatchesToRetain = 1).
 
     committed_by_source = {s.source: s for s in committed.sources} if committed else {}
     for source in newest.sources:

@@ -289,3 +289,16 @@ def test_compacted_file_source_log_summary(spark: Any, tmp_path: Path) -> None:
     [log] = inspect(stream.checkpoint).file_source_logs
 
     assert (log.latest_log_offset, log.latest_file, log.files_in_latest_entry) == (2, "2.compact", 2)
+
+
+def test_old_batches_purged_by_spark_retention_are_fine(checkpoint: Path) -> None:
+    for name in ("offsets/0", "commits/0"):
+        (checkpoint / name).unlink()
+    assert inspect(checkpoint).verdict == Verdict.HEALTHY
+
+    # Only the newest offsets file kept (minBatchesToRetain=1) while batch 2 runs.
+    for name in ("offsets/1", "commits/2"):
+        (checkpoint / name).unlink()
+    report = inspect(checkpoint)
+    assert report.verdict == Verdict.BATCH_IN_FLIGHT, report.reason
+    assert report.sources[0].committed_end_offset is None

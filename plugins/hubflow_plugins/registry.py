@@ -1,0 +1,211 @@
+"""The registry of jobs: one YAML file (``dags/registry.yaml``) from which every DAG is generated.
+
+A job is registered once, by name; that name is its DAG id prefix, its checkpoint folder and its
+status folder. The registry says how Airflow runs the job (``streaming`` or ``scheduled``, schedule,
+health thresholds); the job's own YAML config (``jobs/configs/<name>.yaml``) says what the job does.
+The registry reads only the few keys of that config Airflow needs (name, trigger, checkpoint and
+status roots, landing and archive folders) so DAG parsing stays fast and Airflow never imports
+the Spark side. No Airflow import here.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Where the registry is read from unless HUBFLOW_REGISTRY names another file.
+DEFAULT_REGISTRY = REPO_ROOT / "dags" / "registry.yaml"
+#: Where job entry scripts and their configs live unless HUBFLOW_JOBS_DIR names another folder.
+DEFAULT_JOBS_DIR = REPO_ROOT / "jobs"
+
+_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
+
+class RegistryError(ValueError):
+    """The registry or a job config it points to cannot be used; the message names the key."""
+
+
+def parse_duration(text: str) -> timedelta:
+    """``"15 minutes"``, ``"2 hours"``, ``"30 seconds"``, ``"1 day"`` as a timedelta."""
+    parts = str(text).strip().split()
+    if len(parts) == 2 and parts[0].replace(".", "", 1).isdigit():
+        unit = parts[1].lower().rstrip("s")
+        if unit in _UNITS:
+            return timedelta(seconds=float(parts[0]) * _UNITS[unit])
+    raise ValueError(f"not a duration: {text!r} (write e.g. '30 seconds', '15 minutes', '2 hours')")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JobPaths(_Strict):
+    """What Airflow needs to know of a job's own config."""
+
+    name: str
+    trigger: Literal["processingTime", "availableNow"]
+    checkpoint_location: str
+    status_dir: str
+    landing_root: str | None = None
+    archive_dir: str | None = None
+
+    @property
+    def archive_root(self) -> str | None:
+        """Where Spark's ``cleanSource=archive`` puts landing files: archive_dir + the landing path.
+
+        The archive operator uses the same layout, so a file lands at one place whoever moves it.
+        """
+        if not self.archive_dir or not self.landing_root:
+            return None
+        landing = self.landing_root
+        if "://" not in landing:
+            landing = os.path.abspath(landing)
+        else:
+            landing = "/" + landing.split("://", 1)[1].split("/", 1)[-1]
+        return self.archive_dir.rstrip("/") + "/" + landing.strip("/")
+
+
+class RegisteredJob(_Strict):
+    """One entry of the registry."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    application: str = Field(description="entry script in jobs/, e.g. files_to_lake")
+    config: str = Field(description="the job's YAML config, relative to jobs/ or absolute")
+    mode: Literal["streaming", "scheduled"]
+    schedule: str | None = Field(default=None, description="cron or preset, scheduled jobs only")
+    supervise_every: str = "5 minutes"
+    stalled_after: str = "30 minutes"
+    max_restarts_per_hour: int = Field(default=3, ge=1)
+    archive: bool = False
+    archive_retention: str | None = None
+    spark_conn_id: str = "spark_default"
+    eventhubs_conn_id: str | None = None
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("supervise_every", "stalled_after", "archive_retention")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+    @property
+    def stalled_after_delta(self) -> timedelta:
+        return parse_duration(self.stalled_after)
+
+    def application_path(self, jobs_dir: Path | None = None) -> Path:
+        return (jobs_dir or jobs_folder()) / f"{self.application}.py"
+
+    def config_path(self, jobs_dir: Path | None = None) -> Path:
+        path = Path(self.config)
+        return path if path.is_absolute() else (jobs_dir or jobs_folder()) / path
+
+    @cached_property
+    def paths(self) -> JobPaths:
+        """The job config's locations; read on first use (at run time, not at DAG parse time)."""
+        return read_job_paths(self.config_path(), expected_name=self.name)
+
+
+class Registry(_Strict):
+    """The whole registry file."""
+
+    jobs: list[RegisteredJob]
+
+    def job(self, name: str) -> RegisteredJob:
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        known = ", ".join(j.name for j in self.jobs) or "(none)"
+        raise RegistryError(f"no job named {name!r} in the registry; registered jobs: {known}")
+
+
+def jobs_folder() -> Path:
+    return Path(os.environ.get("HUBFLOW_JOBS_DIR", DEFAULT_JOBS_DIR))
+
+
+def registry_path() -> Path:
+    return Path(os.environ.get("HUBFLOW_REGISTRY", DEFAULT_REGISTRY))
+
+
+def load_registry(path: Path | None = None) -> Registry:
+    """Read and validate the registry; errors name the file and the key."""
+    path = path or registry_path()
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise RegistryError(f"cannot read the job registry {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"the job registry {path} is not valid YAML: {exc}") from None
+    defaults = data.pop("defaults", {}) if isinstance(data, dict) else {}
+    if isinstance(data, dict) and isinstance(data.get("jobs"), list):
+        data["jobs"] = [{**defaults, **entry} if isinstance(entry, dict) else entry for entry in data["jobs"]]
+    try:
+        registry = Registry.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(error, data) for error in exc.errors())
+        raise RegistryError(f"job registry {path}: {problems}") from None
+    names = [job.name for job in registry.jobs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise RegistryError(f"job registry {path}: job names must be unique; repeated: {duplicates}")
+    for job in registry.jobs:
+        if job.mode == "scheduled" and not job.schedule:
+            raise RegistryError(f"job registry {path}: jobs[{job.name}].schedule is required for scheduled jobs")
+    return registry
+
+
+def _describe(error: dict[str, Any], data: Any) -> str:
+    loc = list(error["loc"])
+    if len(loc) >= 2 and loc[0] == "jobs" and isinstance(loc[1], int):
+        try:
+            loc[1] = data["jobs"][loc[1]].get("name", loc[1])
+        except (KeyError, IndexError, AttributeError, TypeError):
+            pass
+        key = f"jobs[{loc[1]}]" + "".join(f".{part}" for part in loc[2:])
+    else:
+        key = ".".join(str(p) for p in loc) or "(top level)"
+    message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+    return f"{key}: {message}"
+
+
+def read_job_paths(config_path: Path, expected_name: str | None = None) -> JobPaths:
+    """The locations a job config declares, read without importing the jobs package."""
+    try:
+        data = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RegistryError(f"cannot read job config {config_path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"job config {config_path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise RegistryError(f"job config {config_path} must be a mapping of keys")
+    missing = [key for key in ("name", "trigger", "checkpoint_root", "status_root") if key not in data]
+    if missing:
+        raise RegistryError(f"job config {config_path}: missing {', '.join(missing)}")
+    name = data["name"]
+    if expected_name and name != expected_name:
+        raise RegistryError(
+            f"job config {config_path} has name {name!r} but the registry entry is {expected_name!r}: "
+            "the registry name, the config name, the checkpoint folder and the status folder must agree"
+        )
+    trigger = data["trigger"] or {}
+    source = data.get("source") or {}
+    return JobPaths(
+        name=name,
+        trigger="availableNow" if trigger.get("availableNow") else "processingTime",
+        checkpoint_location=_join(data["checkpoint_root"], name),
+        status_dir=_join(data["status_root"], name),
+        landing_root=source.get("path") if isinstance(source, dict) else None,
+        archive_dir=source.get("archive_dir") if isinstance(source, dict) else None,
+    )
+
+
+def _join(root: str, name: str) -> str:
+    return f"{str(root).rstrip('/')}/{name}"
