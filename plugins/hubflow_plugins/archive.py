@@ -34,6 +34,7 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 from hubflow_plugins.checkpoint_logs import (
+    CheckpointFormatError,
     committed_file_entries,
     info_time,
     join,
@@ -186,30 +187,23 @@ def archive_processed_files(
         )
 
     result = ArchiveResult(dry_run=dry_run)
-    commits = list_batch_ids(ck_fs, join(ck_root, "commits"))
-    if not commits:
-        log(f"No committed batch in {checkpoint} yet: nothing to archive.")
-        return result
-    result.committed_batch_id = commits[-1]
-    offsets = read_offsets(ck_fs, ck_root, commits[-1])
-    file_sources = [(s.source, s.file_log_offset) for s in offsets.sources if s.file_log_offset is not None]
-    if not file_sources:
+    if not ck_fs.exists(ck_root):
         raise ArchiveError(
-            f"The query at {checkpoint} has no file source in batch {commits[-1]}, so there is no list of "
-            "processed files to archive. Check that this is the checkpoint of the file-reading job.",
+            f"No checkpoint at {checkpoint}: without it there is no list of processed files. Check the "
+            "path; nothing was moved.",
             result,
         )
-
-    committed: set[str] = set()
-    for source, log_offset in file_sources:
-        log_dir = join(ck_root, "sources", source)
-        for entry in committed_file_entries(ck_fs, log_dir, log_offset):
-            relative, refusal = landing.relative(entry.path)
-            if relative is None:
-                result.refused[entry.path] = refusal or "refused"
-            else:
-                committed.add(relative)
-    result.committed_files = len(committed)
+    try:
+        committed = _committed_files(ck_fs, ck_root, landing, result)
+    except CheckpointFormatError as exc:
+        raise ArchiveError(
+            f"Cannot read the checkpoint's logs: {exc}. Nothing was moved; inspect the checkpoint "
+            "(python -m hubflow_plugins.checkpoint_inspector) before archiving.",
+            result,
+        ) from exc
+    if result.committed_batch_id is None:
+        log(f"No committed batch in {checkpoint} yet: nothing to archive.")
+        return result
     for path, why in sorted(result.refused.items())[:20]:
         log(f"Refused {path}: it {why}.")
     if len(result.refused) > 20:
@@ -225,10 +219,11 @@ def archive_processed_files(
     result.already_archived = len(committed - present)
     log(
         f"{'Dry run: ' if dry_run else ''}{len(todo)} file(s) of committed batches (up to batch "
-        f"{commits[-1]}) still in {landing_root}; archiving to {archive_root} with {max_workers} worker(s)."
+        f"{result.committed_batch_id}) still in {landing_root}; archiving to {archive_root} with "
+        f"{max_workers} worker(s)."
     )
 
-    mover = _Mover(land_fs, landing.root, arch_fs, arch_root, dry_run)
+    mover = _Mover(landing.fs, landing.root, arch_fs, arch_root, dry_run)
     done = 0
     with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="archive") as pool:
         futures = {pool.submit(mover.archive, relative): relative for relative in todo}
@@ -264,6 +259,39 @@ def archive_processed_files(
             result,
         )
     return result
+
+
+def _committed_files(
+    ck_fs: AbstractFileSystem, ck_root: str, landing: LandingRoot, result: ArchiveResult
+) -> set[str]:
+    """Landing-relative paths of the files committed batches took; refused paths go to ``result``.
+
+    Reads the newest commit id, that batch's offsets file (the file source's ``logOffset``), then the
+    file source log up to that offset. Sets ``result.committed_batch_id`` (``None``: nothing committed).
+    """
+    commits = list_batch_ids(ck_fs, join(ck_root, "commits"))
+    if not commits:
+        return set()
+    result.committed_batch_id = commits[-1]
+    offsets = read_offsets(ck_fs, ck_root, commits[-1])
+    file_sources = [(s.source, s.file_log_offset) for s in offsets.sources if s.file_log_offset is not None]
+    if not file_sources:
+        raise ArchiveError(
+            f"The query at {ck_root} has no file source in batch {commits[-1]}, so there is no list of "
+            "processed files to archive. Check that this is the checkpoint of the file-reading job.",
+            result,
+        )
+    committed: set[str] = set()
+    for source, log_offset in file_sources:
+        log_dir = join(ck_root, "sources", source)
+        for entry in committed_file_entries(ck_fs, log_dir, log_offset):
+            relative, refusal = landing.relative(entry.path)
+            if relative is None:
+                result.refused[entry.path] = refusal or "refused"
+            else:
+                committed.add(relative)
+    result.committed_files = len(committed)
+    return committed
 
 
 def _overlaps(a: str, b: str) -> bool:

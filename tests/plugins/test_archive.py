@@ -262,3 +262,38 @@ def test_archive_killed_from_outside_at_a_random_moment_then_rerun(file_stream: 
 
     assert contents(file_stream.archive) == landed
     assert relative_files(file_stream.landing) == []
+
+
+def test_files_that_fail_do_not_stop_the_others_and_a_rerun_finishes(file_stream: FileStream) -> None:
+    blocked_folder = "région=eu/2026/11/23"
+    free = file_stream.land(3)
+    blocked = file_stream.land(2, folder=blocked_folder)
+    file_stream.run()
+    landed = contents(file_stream.landing)
+    blocker = file_stream.archive / blocked_folder
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("a file where the archive needs a folder\n")
+
+    with pytest.raises(ArchiveError, match="2 file\\(s\\) could not be archived") as failure:
+        archive(file_stream)
+
+    result = failure.value.result
+    assert result.moved == names(free, file_stream.landing)
+    assert sorted(result.errors) == names(blocked, file_stream.landing)
+    assert all(path.exists() for path in blocked)
+    blocker.unlink()
+    assert archive(file_stream).moved == names(blocked, file_stream.landing)
+    assert contents(file_stream.archive) == landed
+
+
+def test_missing_or_damaged_checkpoint_is_an_error_that_moves_nothing(
+    file_stream: FileStream, tmp_path: Path
+) -> None:
+    with pytest.raises(ArchiveError, match="No checkpoint at"):
+        archive_processed_files(str(tmp_path / "nowhere"), str(file_stream.landing), str(file_stream.archive))
+
+    file_stream.land_and_run(batches=1, files_per_batch=2)
+    (file_stream.checkpoint / "sources" / "0" / "0").write_text("v1\n{not json")
+    with pytest.raises(ArchiveError, match="Cannot read the checkpoint's logs"):
+        archive(file_stream)
+    assert len(relative_files(file_stream.landing)) == 2
