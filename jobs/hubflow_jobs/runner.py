@@ -85,8 +85,8 @@ def main(argv: Sequence[str], model: type[ConfigT], start_query: StartQuery, des
             finally:
                 restore_jvm_sigterm_handler(spark, previous_handler)
     except Exception as exc:
-        outcome = (EXIT_FAILED, f"job {config.name} failed: {type(exc).__name__}: {exc}")
         log.exception("job %s failed", config.name)
+        outcome = (EXIT_FAILED, f"job {config.name} failed: {one_line(exc)}")
     finally:
         lock.release()
         if spark is not None:
@@ -121,9 +121,9 @@ def run_job(
         try:
             query = start_query(spark, config, status)
         except Exception as exc:
-            reason = f"job {config.name} failed to start its query: {type(exc).__name__}: {exc}"
-            status.update(state="failed", exception=reason)
-            return EXIT_FAILED, reason
+            log.exception("job %s: starting the query failed", config.name)
+            status.update(state="failed", exception=f"{type(exc).__name__}: {exc}")
+            return EXIT_FAILED, f"job {config.name} failed to start its query: {one_line(exc)}"
         log.info("job %s started query %s (checkpoint %s)", config.name, query.id, config.checkpoint_location)
         _supervise(query, config, status, stop, folder, lock)
         return _finish(query, config, status, stop)
@@ -191,15 +191,25 @@ def _finish(query: Any, config: JobConfig, status: JobStatus, stop: StopRequest)
     """Write the final state and return (exit code, reason)."""
     exception = query.exception()
     if exception is not None:
-        message = str(exception).strip().splitlines()[0] if str(exception).strip() else repr(exception)
         status.update(state="failed", exception=str(exception))
-        return EXIT_FAILED, f"job {config.name} failed: {message}"
+        return EXIT_FAILED, f"job {config.name} failed: {one_line(exception)}"
     if stop.requested:
         reason = f"job {config.name} stopped gracefully: {stop.reason}"
     else:
         reason = f"job {config.name} finished: no more input (trigger availableNow)"
     status.update(state="stopped", stop_reason=stop.reason)
     return EXIT_OK, reason
+
+
+def one_line(error: BaseException, limit: int = 600) -> str:
+    """The first line of an error's message, prefixed with its type, for the run's last log line.
+
+    Spark's messages often continue with the offending SQL and a caret line; the full text goes to
+    status.json and to the log above.
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = f"{type(error).__name__}: {lines[0] if lines else repr(error)}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _stop_session_quietly(spark: Any) -> None:
