@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 
 from hubflow_plugins.archive import TEMP_SUFFIX, ArchiveError, archive_processed_files, purge_archive
-from tests.plugins.conftest import FileStream, age_files, relative_files
+from tests.plugins.file_streams import FileStream, age_files, relative_files
 
 pytestmark = pytest.mark.integration
 

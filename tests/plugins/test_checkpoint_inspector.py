@@ -16,7 +16,7 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from hubflow_plugins.checkpoint_inspector import Verdict, inspect_checkpoint
-from tests.plugins.conftest import FileStream, age_files
+from tests.plugins.file_streams import FileStream, age_files
 
 pytestmark = pytest.mark.integration
 
