@@ -207,7 +207,7 @@ class Link:
         self.closed = True
         if self.log is not None:
             self.log.listeners.discard(self.pump)
-        if self.kind == "consumer" and self.hub is not None:
+        if self.kind == "consumer" and None not in (self.hub, self.consumer_group, self.partition_id):
             self.connection.server.receivers.get(self.registry_key(), set()).discard(self)
 
 
@@ -491,7 +491,11 @@ class Connection:
             target = Described(F.TARGET, [address if client_sends else name] + [None] * 6)
         max_size = None
         if kind == "producer":
-            max_size = ULong(LINK_MAX_MESSAGE_SIZE)
+            # The link limit bounds a whole batch (as on the service: 1 MiB); each event is checked
+            # against the hub's max event size when it arrives.
+            hub_limit = self.broker.max_event_size(link.hub) if link.hub is not None else 0
+            big_events = hub_limit > LINK_MAX_MESSAGE_SIZE
+            max_size = ULong(hub_limit + 64 * 1024 if big_events else LINK_MAX_MESSAGE_SIZE)
         reply = [
             name,
             UInt(handle),
@@ -517,6 +521,9 @@ class Connection:
         elif kind == "consumer":
             assert link.log is not None
             link.log.listeners.add(link.pump)
+
+    def _largest_event_limit(self) -> int:
+        return max(self.broker.max_event_size(h) for h in self.broker.hubs.values())
 
     def _entity_path(self, *parts: str) -> str:
         return "/".join(p.lower() for p in parts)
@@ -708,7 +715,7 @@ class Connection:
             link.partial_meta = (fields[1], fields[3], bool(fields[4]))
         if fields[5]:  # more
             link.partial += payload
-            if len(link.partial) > 4 * LINK_MAX_MESSAGE_SIZE:
+            if len(link.partial) > 2 * LINK_MAX_MESSAGE_SIZE + self._largest_event_limit():
                 raise ProtocolError("amqp:link:message-size-exceeded", "delivery too large")
             return
         if link.partial:

@@ -1,0 +1,210 @@
+"""Authentication, not-found, owner level, event size limits, frame splitting and runtime metrics."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import threading
+import time
+from urllib.parse import quote_plus, urlencode
+
+import pytest
+from azure.core.credentials import AzureSasCredential
+from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
+from azure.eventhub.exceptions import AuthenticationError, ConnectError, EventDataSendError, EventHubError
+
+from eventhubs_emulator import Emulator, EmulatorConfig
+
+from .conftest import receive, send
+
+pytestmark = pytest.mark.integration
+
+
+def test_wrong_key_is_an_authentication_error_not_a_hang(emulator):
+    bad = emulator.connection_string("hub1").replace("SharedAccessKey=SAS_KEY_VALUE", "SharedAccessKey=wrong")
+    started = time.monotonic()
+    with pytest.raises(AuthenticationError, match="401"):
+        with EventHubProducerClient.from_connection_string(bad, retry_total=0) as producer:
+            producer.get_eventhub_properties()
+    assert time.monotonic() - started < 5
+
+
+def _sas_token(audience: str, key: str, expiry: int) -> str:
+    """A SAS token built the way the SDK builds one (HMAC-SHA256 over the encoded URI and expiry)."""
+    encoded = quote_plus(audience)
+    digest = hmac.new(key.encode(), f"{encoded}\n{expiry}".encode(), hashlib.sha256).digest()
+    return "SharedAccessSignature " + urlencode(
+        {
+            "sr": audience,
+            "sig": base64.b64encode(digest),
+            "se": str(expiry),
+            "skn": "RootManageSharedAccessKey",
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "expiry", "reason"),
+    [("SAS_KEY_VALUE", 1000, "expired"), ("other-key", 4_000_000_000, "signature")],
+)
+def test_expired_or_forged_token_is_rejected(emulator, key, expiry, reason):
+    token = _sas_token(f"sb://127.0.0.1:{emulator.port}/hub1", key, expiry)
+    producer = EventHubProducerClient(
+        f"127.0.0.1:{emulator.port}", "hub1", AzureSasCredential(token), use_tls=False, retry_total=0
+    )
+    with pytest.raises(AuthenticationError, match=reason):
+        with producer:
+            producer.get_eventhub_properties()
+
+
+def test_valid_token_from_sas_credential_works(emulator):
+    token = _sas_token(f"sb://127.0.0.1:{emulator.port}/hub1", "SAS_KEY_VALUE", int(time.time()) + 600)
+    producer = EventHubProducerClient(
+        f"127.0.0.1:{emulator.port}", "hub1", AzureSasCredential(token), use_tls=False, retry_total=0
+    )
+    with producer:
+        assert producer.get_partition_ids() == ["0", "1"]
+
+
+def test_unknown_hub_and_partition_are_not_found(emulator):
+    missing = emulator.connection_string("hub1").replace("EntityPath=hub1", "EntityPath=nohub")
+    started = time.monotonic()
+    with pytest.raises(ConnectError, match="could not be found"):
+        with EventHubProducerClient.from_connection_string(missing, retry_total=0) as producer:
+            producer.get_eventhub_properties()
+    with pytest.raises(ConnectError, match="does not exist"):
+        with EventHubProducerClient.from_connection_string(
+            emulator.connection_string("hub1"), retry_total=0
+        ) as producer:
+            producer.get_partition_properties("9")
+    assert time.monotonic() - started < 6
+
+
+def _receive_errors(conn_str, consumer_group, seconds, **kwargs):
+    errors, events = [], []
+    consumer = EventHubConsumerClient.from_connection_string(
+        conn_str, consumer_group=consumer_group, retry_total=0
+    )
+
+    def run():
+        consumer.receive(
+            lambda _c, e: events.append(e),
+            partition_id="0",
+            starting_position="-1",
+            on_error=lambda _c, err: errors.append(err),
+            **kwargs,
+        )
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return consumer, thread, errors, events
+
+
+def _wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_unknown_consumer_group_is_not_found(emulator):
+    consumer, thread, errors, _ = _receive_errors(emulator.connection_string("hub1"), "nocg", 5)
+    try:
+        assert _wait_for(lambda: errors, 8)
+    finally:
+        consumer.close()
+        thread.join(timeout=10)
+    assert "amqp:not-found" in str(errors[0]) and "nocg" in str(errors[0])
+
+
+def test_owner_level_higher_steals_lower_is_refused(emulator):
+    conn = emulator.connection_string("hub1")
+    send(conn, ["one"], partition_id="0")
+    a = _receive_errors(conn, "$Default", 0, owner_level=1)
+    assert _wait_for(lambda: a[3], 8)  # A is receiving
+    b = _receive_errors(conn, "$Default", 0, owner_level=2)
+    try:
+        assert _wait_for(lambda: a[2], 8)
+        assert "amqp:link:stolen" in str(a[2][0])
+        assert _wait_for(lambda: b[3], 8)  # B took over and reads
+        c = _receive_errors(conn, "$Default", 0, owner_level=1)
+        try:
+            assert _wait_for(lambda: c[2], 8)
+            assert "amqp:link:stolen" in str(c[2][0]) and "higher owner level" in str(c[2][0])
+            assert c[3] == []
+            assert b[2] == []
+        finally:
+            c[0].close()
+    finally:
+        for consumer, thread, _, _ in (a, b):
+            consumer.close()
+            thread.join(timeout=10)
+
+
+def test_event_over_max_size_rejected_by_the_service():
+    cfg = EmulatorConfig.single_hub("small", partition_count=1, max_event_size=1000)
+    with Emulator(cfg) as emu:
+        conn = emu.connection_string("small")
+        with EventHubProducerClient.from_connection_string(conn, retry_total=0) as producer:
+            batch = producer.create_batch()
+            batch.add(EventData(b"x" * 2000))
+            with pytest.raises(EventDataSendError, match="LinkMessageSizeExceeded"):
+                producer.send_batch(batch)
+            ok = producer.create_batch()
+            ok.add(EventData(b"y" * 500))
+            producer.send_batch(ok)
+            assert producer.get_partition_properties("0")["last_enqueued_sequence_number"] == 0
+
+
+def test_large_events_split_across_frames_both_ways():
+    cfg = EmulatorConfig.single_hub("big", partition_count=1, max_event_size=3 * 1024 * 1024)
+    with Emulator(cfg) as emu:
+        conn = emu.connection_string("big")
+        bodies = [bytes([65 + i]) * (1536 * 1024) for i in range(2)]  # 1.5 MiB each > 1 MiB frames
+        with EventHubProducerClient.from_connection_string(conn) as producer:
+            for body in bodies:
+                batch = producer.create_batch()
+                batch.add(EventData(body))
+                producer.send_batch(batch)
+        events = receive(conn, "0", expected=2)
+    assert [b"".join(e.body) for e in events] == bodies
+
+
+def test_runtime_metrics_when_tracking_last_enqueued_event(emulator):
+    conn = emulator.connection_string("hub1")
+    send(conn, [f"m{i}" for i in range(3)], partition_id="0")
+    seen = []
+    consumer = EventHubConsumerClient.from_connection_string(conn, consumer_group="$Default")
+
+    def on_event(ctx, event):
+        if event is not None:
+            seen.append(ctx.last_enqueued_event_properties)
+
+    thread = threading.Thread(
+        target=lambda: consumer.receive(
+            on_event, partition_id="0", starting_position="-1", track_last_enqueued_event_properties=True
+        ),
+        daemon=True,
+    )
+    thread.start()
+    try:
+        assert _wait_for(lambda: len(seen) >= 3, 10)
+    finally:
+        consumer.close()
+        thread.join(timeout=10)
+    props = seen[-1]
+    assert props["sequence_number"] == 2
+    assert props["offset"] is not None and int(props["offset"]) > 0
+    assert props["enqueued_time"] is not None
+    assert props["retrieval_time"] is not None
+
+
+def test_send_to_unknown_partition_fails(emulator):
+    with pytest.raises((ConnectError, EventHubError, ValueError)):
+        with EventHubProducerClient.from_connection_string(
+            emulator.connection_string("hub1"), retry_total=0
+        ) as producer:
+            producer.send_event(EventData("x"), partition_id="7")
