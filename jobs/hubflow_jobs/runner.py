@@ -18,6 +18,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from . import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_LOCKED, EXIT_OK
@@ -65,6 +66,7 @@ def main(argv: Sequence[str], model: type[ConfigT], start_query: StartQuery, des
         log.error("%s", exc)
         return EXIT_CONFIG_ERROR
 
+    log.info("job %s starting (runtime %s, config %s)", config.name, _runtime_origin(), args.config)
     folder = StatusFolder(config.status_dir)
     lock = JobLock(folder, config.name, config.runtime.seconds("stale_lock_after"))
     try:
@@ -199,6 +201,13 @@ def _finish(query: Any, config: JobConfig, status: JobStatus, stop: StopRequest)
         reason = f"job {config.name} finished: no more input (trigger availableNow)"
     status.update(state="stopped", stop_reason=stop.reason)
     return EXIT_OK, reason
+
+
+def _runtime_origin() -> str:
+    """Where this package was imported from: the repo's jobs/ or the --py-files zip."""
+    import hubflow_jobs
+
+    return str(Path(hubflow_jobs.__file__).parent)
 
 
 def one_line(error: BaseException, limit: int = 600) -> str:
