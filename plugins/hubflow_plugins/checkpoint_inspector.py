@@ -32,9 +32,8 @@ from fsspec import AbstractFileSystem
 from hubflow_plugins.checkpoint_logs import (
     CheckpointFormatError,
     OffsetsFile,
+    count_file_log_entries,
     id_ranges,
-    is_file_log,
-    iter_file_log,
     join,
     list_batch_ids,
     list_file_log,
@@ -309,11 +308,11 @@ def _fill_file_logs(
             continue
         latest_offset = max(files)
         latest_path = join(log_dir, files[latest_offset])
-        if not is_file_log(fs, latest_path):
+        count = count_file_log_entries(fs, latest_path, latest_offset)
+        if count is None:
             continue  # another source's private metadata (e.g. the rate source's start time)
         if planned is not None and planned > latest_offset:
             _raise_behind(log_dir, planned, latest_offset)
-        count = sum(1 for e in iter_file_log(fs, latest_path) if e.batch_id == latest_offset)
         report.file_source_logs.append(
             FileSourceLogReport(
                 source=source_dir,

@@ -236,24 +236,34 @@ def iter_file_log(fs: AbstractFileSystem, path: str) -> Iterator[FileEntry]:
                 ) from exc
 
 
-def is_file_log(fs: AbstractFileSystem, path: str) -> bool:
-    """True when ``path`` looks like a file source log (``v1`` then ``{"path": ...}`` lines).
+def count_file_log_entries(fs: AbstractFileSystem, path: str, batch_id: int) -> int | None:
+    """How many files one file source log file lists for ``batch_id``, opening it once.
 
-    Other sources also keep files under ``sources/<n>/`` (the rate source stores its start time), so
-    the directory name alone does not say which source wrote it.
+    Returns ``None`` when the file is not a file source log: other sources also keep files under
+    ``sources/<n>/`` (the rate source stores its start time there), so the folder name alone does not
+    say which source wrote it. A file that starts like a file source log but breaks later raises
+    :class:`CheckpointFormatError`.
     """
     with fs.open(path, "rb") as handle:
-        first = handle.readline().decode("utf-8", errors="replace").strip()
-        second = handle.readline().decode("utf-8", errors="replace").strip()
-    if first != "v1":
-        return False
-    if not second:
-        return True  # an empty log file (v1 header only) can only be a file source log
-    try:
-        value = json.loads(second)
-    except ValueError:
-        return False
-    return isinstance(value, dict) and "path" in value and "batchId" in value
+        if handle.readline().decode("utf-8", errors="replace").strip() != "v1":
+            return None
+        count = 0
+        for number, raw in enumerate(handle, start=2):
+            line = raw.decode("utf-8", errors="replace").strip()
+            if not line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError as exc:
+                if number == 2:
+                    return None
+                raise CheckpointFormatError(path, f"line {number} is not valid JSON ({exc})") from exc
+            if not (isinstance(entry, dict) and "path" in entry and "batchId" in entry):
+                if number == 2:
+                    return None
+                raise CheckpointFormatError(path, f"line {number} is not a file source entry")
+            count += entry["batchId"] == batch_id
+        return count
 
 
 def committed_file_entries(

@@ -199,7 +199,7 @@ def test_cost_does_not_grow_with_the_number_of_batches(checkpoint: Path, tmp_pat
 
     assert report.verdict == Verdict.HEALTHY, report.reason
     assert report.latest_commit_batch_id == 299
-    assert len(many.opened) == len(few.opened) <= 6, many.opened
+    assert len(many.opened) == len(few.opened) == 4, many.opened  # metadata, offsets, commit, source log
     assert not any(p.endswith(("/offsets/3", "/offsets/100", "/commits/150")) for p in many.opened)
 
 
@@ -302,3 +302,24 @@ def test_old_batches_purged_by_spark_retention_are_fine(checkpoint: Path) -> Non
     report = inspect(checkpoint)
     assert report.verdict == Verdict.BATCH_IN_FLIGHT, report.reason
     assert report.sources[0].committed_end_offset is None
+
+
+def test_other_sources_metadata_is_not_mistaken_for_a_file_source_log(checkpoint: Path) -> None:
+    rate_source = checkpoint / "sources" / "1"
+    rate_source.mkdir()
+    (rate_source / "0").write_text("v1\n1795311195943")  # what the rate source keeps: its start time
+
+    report = inspect(checkpoint)
+
+    assert report.verdict == Verdict.HEALTHY, report.reason
+    assert [log.source for log in report.file_source_logs] == ["0"]
+
+
+def test_file_source_log_broken_after_its_first_entry_is_corrupt(checkpoint: Path) -> None:
+    with (checkpoint / "sources" / "0" / "2").open("a") as log:
+        log.write('\n{"path": "file:/half')
+
+    report = inspect(checkpoint)
+
+    assert report.verdict == Verdict.CORRUPT
+    assert "sources/0/2" in report.reason
