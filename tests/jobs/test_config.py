@@ -137,3 +137,10 @@ def test_durations_and_schema_names() -> None:
         "m",
         "odd name",
     ]
+
+
+def test_example_config_is_valid() -> None:
+    example = Path(__file__).resolve().parents[2] / "jobs" / "configs" / "files_to_lake.yaml"
+    config = load_config(example, FilesToLakeConfig)
+    assert config.name == "files_to_lake"
+    assert config.source.required_columns == ["order_id", "ordered_at"]
