@@ -281,9 +281,9 @@ def committed_file_entries(
     start = compacts[-1] if compacts else 0
     needed = list(range(start, up_to_log_offset + 1))
     missing = [i for i in needed if i not in files]
-    if missing and not compacts:
-        # Spark deletes deltas once a later compact exists; that compact may belong to an uncommitted
-        # batch, so fall back to it and filter by batch id.
+    if missing:
+        # Spark deletes older log files once a later compact exists; that compact may belong to an
+        # uncommitted batch, so fall back to it and filter by batch id.
         later = sorted(i for i in files if i > up_to_log_offset and files[i].endswith(COMPACT_SUFFIX))
         if later:
             for entry in iter_file_log(fs, join(log_dir, files[later[0]])):

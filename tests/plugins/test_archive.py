@@ -224,12 +224,17 @@ def test_compacted_file_source_log(file_stream: FileStream, spark: Any) -> None:
     log_dir = file_stream.checkpoint / "sources" / "0"
     assert {"2.compact", "5.compact"} <= {p.name for p in log_dir.iterdir()}
     assert file_stream.uncommit_last_batch() == 5
-    for name in ("0", "1", "2.compact", "3", "4"):
-        (log_dir / name).unlink(missing_ok=True)
+    committed = [path for batch in batches[:5] for path in batch]
+
+    # First with 2.compact kept but the deltas after it deleted, then with every older file deleted.
+    for deleted in (("0", "1", "3", "4"), ("2.compact",)):
+        for name in deleted:
+            (log_dir / name).unlink(missing_ok=True)
+        result = archive(file_stream, dry_run=True)
+        assert result.moved == names(committed, file_stream.landing)
 
     result = archive(file_stream)
 
-    committed = [path for batch in batches[:5] for path in batch]
     assert result.moved == names(committed, file_stream.landing)
     assert relative_files(file_stream.landing) == names(batches[5], file_stream.landing)
 
