@@ -25,7 +25,7 @@ import posixpath
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -70,6 +70,10 @@ class ArchiveResult:
     refused: dict[str, str] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types, e.g. for an Airflow XCom."""
+        return asdict(self)
+
     def summary(self) -> str:
         """One line for the task log."""
         move, remove = ("would move", "would remove") if self.dry_run else ("moved", "removed")
@@ -89,6 +93,10 @@ class PurgeResult:
     dry_run: bool
     deleted: list[str] = field(default_factory=list)
     bytes_deleted: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types, e.g. for an Airflow XCom."""
+        return asdict(self)
 
 
 def _open_fs(

@@ -55,6 +55,7 @@ def test_committed_files_move_to_the_same_relative_path_once(file_stream: FileSt
     # Spark read every event exactly once before the files moved.
     assert file_stream.output_ids() == list(range(36))
 
+    assert json.loads(json.dumps(result.to_dict()))["moved"] == result.moved
     again = archive(file_stream)
     assert (again.moved, again.landing_copies_removed, again.already_archived) == ([], [], 12)
     assert contents(file_stream.archive) == landed
