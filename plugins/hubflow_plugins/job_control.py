@@ -47,7 +47,9 @@ class Liveness:
 class JobControl:
     """The status folder of one job, seen by its supervisor."""
 
-    def __init__(self, job: str, status_dir: str, heartbeat_timeout: timedelta = timedelta(minutes=2)) -> None:
+    def __init__(
+        self, job: str, status_dir: str, heartbeat_timeout: timedelta = timedelta(minutes=2)
+    ) -> None:
         self.job = job
         self.status_dir = status_dir.rstrip("/")
         self.heartbeat_timeout = heartbeat_timeout

@@ -158,7 +158,9 @@ def load_registry(path: Path | None = None) -> Registry:
         raise RegistryError(f"job registry {path}: job names must be unique; repeated: {duplicates}")
     for job in registry.jobs:
         if job.mode == "scheduled" and not job.schedule:
-            raise RegistryError(f"job registry {path}: jobs[{job.name}].schedule is required for scheduled jobs")
+            raise RegistryError(
+                f"job registry {path}: jobs[{job.name}].schedule is required for scheduled jobs"
+            )
     return registry
 
 

@@ -1,0 +1,138 @@
+"""Builds every hubflow DAG from the job registry: a new job is a registry entry, not new Python.
+
+For each job ``<name>``:
+- streaming jobs: ``<name>__supervisor`` every ``supervise_every``: ensure running, then a health
+  check that fails the run (alerting) when the job is stalled, failing or restart-looping;
+- scheduled jobs: ``<name>__available_now`` on ``schedule``: run the job (availableNow), check the
+  checkpoint is healthy, then archive the processed landing files when ``archive`` is set.
+And once: ``hubflow__oncall`` (manual, a Params form: job, action, dry run) and
+``hubflow__cleanup`` (daily archive retention).
+
+Only the registry file is read at parse time; job configs are read when a task runs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG, Param
+
+from hubflow_plugins.health import HEALTHY, HEALTHY_STREAMING
+from hubflow_plugins.operators import ArchiveOperator, SparkJobOperator, StreamingJobOperator
+from hubflow_plugins.registry import RegisteredJob, Registry, parse_duration
+from hubflow_plugins.sensors import CheckpointHealthSensor
+
+START_DATE = datetime(2026, 1, 1)
+ONCALL_ACTIONS = ["restart", "stop", "start"]
+
+
+def build_dags(registry: Registry) -> dict[str, DAG]:
+    """Every DAG of the registry, keyed by DAG id (ready for ``globals().update``)."""
+    dags: dict[str, DAG] = {}
+    for job in registry.jobs:
+        dag = supervisor_dag(job) if job.mode == "streaming" else available_now_dag(job)
+        dags[dag.dag_id] = dag
+    if registry.jobs:
+        dags["hubflow__oncall"] = oncall_dag(registry)
+        dags["hubflow__cleanup"] = cleanup_dag(registry)
+    return dags
+
+
+def _default_args() -> dict[str, Any]:
+    return {"owner": "hubflow", "retries": 0}
+
+
+def supervisor_dag(job: RegisteredJob) -> DAG:
+    """Keep a long-running job alive and fail loudly when it is not healthy."""
+    with DAG(
+        dag_id=f"{job.name}__supervisor",
+        description=f"Supervise the streaming job {job.name}: ensure it runs, check its checkpoint",
+        schedule=parse_duration(job.supervise_every),
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args=_default_args(),
+        tags=["hubflow", "streaming", *job.tags],
+    ) as dag:
+        ensure = StreamingJobOperator(task_id="ensure_running", job_name=job.name, action="ensure_running")
+        health = CheckpointHealthSensor(
+            task_id="check_health",
+            job_name=job.name,
+            accept=HEALTHY_STREAMING,
+            poke_interval=10,
+            timeout=300,
+            mode="reschedule",
+        )
+        ensure >> health
+    return dag
+
+
+def available_now_dag(job: RegisteredJob) -> DAG:
+    """Run a scheduled job over what has arrived, check it, archive what it processed."""
+    with DAG(
+        dag_id=f"{job.name}__available_now",
+        description=f"Run the job {job.name} with the availableNow trigger, then check and archive",
+        schedule=job.schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args=_default_args(),
+        tags=["hubflow", "scheduled", *job.tags],
+    ) as dag:
+        run = SparkJobOperator(task_id="run_job", job_name=job.name)
+        health = CheckpointHealthSensor(
+            task_id="check_health", job_name=job.name, accept=HEALTHY, poke_interval=5, timeout=300
+        )
+        run >> health
+        if job.archive:
+            health >> ArchiveOperator(task_id="archive_processed_files", job_name=job.name)
+    return dag
+
+
+def oncall_dag(registry: Registry) -> DAG:
+    """Manual on-call actions on any streaming job, from the Trigger form."""
+    streaming = [job.name for job in registry.jobs if job.mode == "streaming"] or [registry.jobs[0].name]
+    with DAG(
+        dag_id="hubflow__oncall",
+        description="On-call: restart, stop or start a streaming job (dry run to see what would happen)",
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        default_args=_default_args(),
+        tags=["hubflow", "oncall"],
+        params={
+            "job": Param(streaming[0], type="string", enum=streaming, title="Job"),
+            "action": Param("restart", type="string", enum=ONCALL_ACTIONS, title="Action"),
+            "dry_run": Param(True, type="boolean", title="Dry run", description="Say what would be done"),
+        },
+    ) as dag:
+        StreamingJobOperator(
+            task_id="oncall_action",
+            job_name="{{ params.job }}",
+            action="{{ params.action }}",
+            dry_run="{{ params.dry_run }}",
+        )
+    return dag
+
+
+def cleanup_dag(registry: Registry) -> DAG:
+    """Daily retention of archived landing files, for jobs that set ``archive_retention``."""
+    with DAG(
+        dag_id="hubflow__cleanup",
+        description="Delete archived landing files older than each job's archive_retention",
+        schedule=timedelta(days=1),
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args=_default_args(),
+        tags=["hubflow", "cleanup"],
+    ) as dag:
+        for job in registry.jobs:
+            if job.archive and job.archive_retention:
+                ArchiveOperator(
+                    task_id=f"archive_{job.name}",
+                    job_name=job.name,
+                    purge_older_than=job.archive_retention,
+                )
+    return dag

@@ -1,0 +1,71 @@
+"""The Event Hubs connection as an Airflow connection, and the hub's latest sequence numbers.
+
+The connection (``eventhubs_default`` unless a job names another) keeps the whole connection
+string in its password field, where Airflow encrypts it and masks it in task logs; the extra may
+name the hub (``eventhub``) and consumer group (``consumer_group``) when the string has no
+EntityPath. The secret reaches a job only as an environment variable of its driver.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+
+class EventHubsHook(BaseHook):
+    """Reads the Event Hubs connection and asks the hub for its partitions' latest positions."""
+
+    conn_name_attr = "eventhubs_conn_id"
+    default_conn_name = "eventhubs_default"
+    conn_type = "generic"
+    hook_name = "Azure Event Hubs (hubflow)"
+
+    def __init__(self, eventhubs_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.eventhubs_conn_id = eventhubs_conn_id
+
+    def get_conn(self) -> Any:
+        return self.get_connection(self.eventhubs_conn_id)
+
+    def connection_string(self) -> str:
+        """The connection string, EntityPath added from the extra when the string has none."""
+        conn = self.get_conn()
+        secret = conn.password or ""
+        if "Endpoint=" not in secret:
+            raise ValueError(
+                f"Airflow connection {self.eventhubs_conn_id!r} must hold the Event Hubs connection string "
+                "(Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...) in its password field"
+            )
+        hub = (conn.extra_dejson or {}).get("eventhub")
+        if hub and "entitypath=" not in secret.lower():
+            secret = secret.rstrip(";") + f";EntityPath={hub}"
+        self.mask(secret)
+        return secret
+
+    @staticmethod
+    def mask(secret: str) -> None:
+        """Register ``secret`` (and its key) with Airflow's secrets masker for every log line."""
+        try:
+            from airflow.sdk.log import mask_secret
+        except ImportError:  # pragma: no cover - older task SDK layout
+            from airflow.sdk.execution_time.secrets_masker import mask_secret
+        mask_secret(secret)
+        for part in secret.split(";"):
+            if part.lower().startswith("sharedaccesskey="):
+                mask_secret(part.split("=", 1)[1])
+
+    def latest_sequence_numbers(self, consumer_group: str = "$Default") -> tuple[str, dict[str, int]]:
+        """``(hub, {partition: last enqueued sequence number + 1})``: where a reader that is caught up is."""
+        from azure.eventhub import EventHubConsumerClient
+
+        client = EventHubConsumerClient.from_connection_string(
+            self.connection_string(), consumer_group=consumer_group
+        )
+        with client:
+            hub = client.eventhub_name
+            latest = {}
+            for partition in client.get_partition_ids():
+                props = client.get_partition_properties(partition)
+                latest[partition] = props["last_enqueued_sequence_number"] + 1
+        return hub, latest

@@ -1,0 +1,92 @@
+"""Judging a job's health from its checkpoint, and optionally its Event Hubs lag. No Airflow import.
+
+Shared by the poke-mode sensor and the deferrable trigger so both decide the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+#: Verdicts that end a health check well.
+HEALTHY = ("healthy",)
+#: A streaming job is also fine while a batch runs.
+HEALTHY_STREAMING = ("healthy", "batch-in-flight")
+#: Verdicts that end a health check badly at once: waiting will not mend them.
+FAILING = ("failed-batch", "stalled", "corrupt", "missing")
+
+
+@dataclass
+class HealthResult:
+    """One check: the inspector's verdict, the lag when asked for, and whether that is acceptable."""
+
+    verdict: str
+    reason: str
+    done: bool
+    failed: bool
+    lag: dict[str, int] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "done": self.done,
+            "failed": self.failed,
+            "lag": self.lag,
+        }
+
+
+def check_health(
+    checkpoint: str,
+    *,
+    stalled_after: timedelta,
+    accept: tuple[str, ...] = HEALTHY,
+    fail_on: tuple[str, ...] = FAILING,
+    latest: tuple[str, dict[str, int]] | None = None,
+    max_lag_events: int | None = None,
+) -> HealthResult:
+    """Inspect ``checkpoint``; with ``latest`` (hub, partition -> next sequence number) also the lag."""
+    from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
+
+    report = inspect_checkpoint(checkpoint, stalled_after=stalled_after)
+    verdict = str(report.verdict)
+    result = HealthResult(
+        verdict=verdict,
+        reason=report.reason,
+        done=verdict in accept,
+        failed=verdict in fail_on and verdict not in accept,
+        report=report.to_dict(),
+    )
+    if latest is not None and not result.failed:
+        hub, next_sequence = latest
+        committed = committed_sequence_numbers(result.report, hub)
+        result.lag = {p: max(0, n - committed.get(p, 0)) for p, n in next_sequence.items()}
+        total = sum(result.lag.values())
+        if max_lag_events is not None and total > max_lag_events:
+            result.done, result.failed = False, True
+            result.reason = (
+                f"{result.reason} Event Hubs lag is {total} events (over the limit {max_lag_events}): "
+                + ", ".join(f"partition {p}: {n}" for p, n in sorted(result.lag.items()))
+            )
+    return result
+
+
+def committed_sequence_numbers(report: dict[str, Any], hub: str) -> dict[str, int]:
+    """Per partition, the end sequence number of the newest committed batch for ``hub``.
+
+    Offsets are the Event Hubs connector's checkpoint JSON ``{"<hub>": {"0": <seq>, ...}}``.
+    """
+    for source in report.get("sources") or []:
+        raw = source.get("committed_end_offset") if isinstance(source, dict) else None
+        if raw is None:
+            continue
+        try:
+            offsets = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            continue
+        if isinstance(offsets, dict) and isinstance(offsets.get(hub), dict):
+            return {str(p): int(n) for p, n in offsets[hub].items()}
+    return {}

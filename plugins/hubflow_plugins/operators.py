@@ -1,0 +1,260 @@
+"""Operators that run, supervise and clean up after registered jobs.
+
+Thin on purpose: the registry says what a job is, ``spark_submit`` builds the command through the
+provider's SparkSubmitHook, ``job_control`` judges and stops a running job, ``archive`` moves
+processed files. Heavy imports (fsspec backends, the Azure SDK) happen inside ``execute``.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from hubflow_plugins.registry import RegisteredJob, load_registry, parse_duration
+
+STREAMING_ACTIONS = ("ensure_running", "start", "stop", "restart")
+
+
+def _job(job_name: str) -> RegisteredJob:
+    return load_registry().job(job_name)
+
+
+def _secrets(job: RegisteredJob) -> dict[str, str]:
+    """The secret environment for the job's driver: the Event Hubs connection string, if any."""
+    if not job.eventhubs_conn_id:
+        return {}
+    from hubflow_plugins.eventhubs_hook import EventHubsHook
+    from hubflow_plugins.spark_submit import EVENTHUBS_CONNECTION_STRING_ENV
+
+    return {EVENTHUBS_CONNECTION_STRING_ENV: EventHubsHook(job.eventhubs_conn_id).connection_string()}
+
+
+class SparkJobOperator(BaseOperator):
+    """Run a registered job to completion (an ``availableNow`` run) with spark-submit.
+
+    :param job_name: the job's name in the registry (``dags/registry.yaml``).
+    :param stop_grace: on task kill, how long the job gets to finish its batch after the STOP
+        marker before spark-submit is killed (Airflow allows about 5 s before it kills the task).
+    """
+
+    template_fields = ("job_name",)
+    ui_color = "#f4a460"
+
+    def __init__(self, *, job_name: str, stop_grace: float = 4.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.stop_grace = stop_grace
+        self._hook: Any = None
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from hubflow_plugins.job_control import JobControl
+        from hubflow_plugins.spark_submit import build_submit_hook
+
+        job = _job(self.job_name)
+        self._hook = build_submit_hook(job, secrets=_secrets(job))
+        self.log.info("running job %s: %s --config %s", job.name, job.application_path(), job.config_path())
+        self._hook.submit(str(job.application_path()))
+        status = JobControl(job.name, job.paths.status_dir).status() or {}
+        progress = status.get("last_progress") or {}
+        self.log.info(
+            "job %s finished: state %s, last batch %s, %s rows in the last batch",
+            job.name,
+            status.get("state"),
+            progress.get("batch_id"),
+            progress.get("num_input_rows"),
+        )
+        return {"job": job.name, "state": status.get("state"), "last_progress": progress}
+
+    def on_kill(self) -> None:
+        from hubflow_plugins.job_control import JobControl
+
+        try:
+            job = _job(self.job_name)
+            JobControl(job.name, job.paths.status_dir).request_stop("Airflow task killed")
+            time.sleep(self.stop_grace)
+        finally:
+            if self._hook is not None:
+                self._hook.on_kill()
+
+
+class StreamingJobOperator(BaseOperator):
+    """Supervise a long-running streaming job: ensure it runs, start, stop or restart it.
+
+    ``ensure_running`` does nothing when the job is alive (fresh heartbeat), and starts it from its
+    checkpoint when it is dead - unless it was restarted ``max_restarts_per_hour`` times in the last
+    hour already: then the task fails (a restart loop needs a person, not another restart).
+    ``stop`` asks gracefully (STOP marker, the batch finishes), then SIGTERM, then SIGKILL.
+
+    :param job_name: the job's name in the registry.
+    :param action: one of ``ensure_running``, ``start``, ``stop``, ``restart``.
+    :param stop_wait: how long a graceful stop may take before signals are sent.
+    :param start_timeout: how long a started job has to report itself running.
+    :param dry_run: say what would be done, do nothing.
+    """
+
+    template_fields = ("job_name", "action", "dry_run")
+    ui_color = "#87cefa"
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        action: str = "ensure_running",
+        stop_wait: timedelta = timedelta(minutes=5),
+        start_timeout: timedelta = timedelta(minutes=5),
+        dry_run: bool | str = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.action = action
+        self.stop_wait = stop_wait
+        self.start_timeout = start_timeout
+        self.dry_run = dry_run
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from hubflow_plugins.job_control import JobControl
+
+        if self.action not in STREAMING_ACTIONS:
+            raise AirflowFailException(f"unknown action {self.action!r}; expected one of {STREAMING_ACTIONS}")
+        dry_run = str(self.dry_run).lower() in ("true", "1", "yes")
+        job = _job(self.job_name)
+        control = JobControl(job.name, job.paths.status_dir, heartbeat_timeout=_heartbeat_timeout(job))
+        live = control.liveness()
+        self.log.info("found: %s", live.reason)
+        done: list[str] = []
+
+        if self.action in ("stop", "restart") and live.alive:
+            if dry_run:
+                done.append(f"would stop job {job.name} (pid {live.pid} on {live.host})")
+            else:
+                done.append(control.stop(self.stop_wait, log=self.log.info))
+            live = control.liveness()
+        elif self.action == "stop":
+            done.append("nothing to stop")
+
+        if self.action in ("ensure_running", "start", "restart"):
+            if live.alive:
+                done.append("already running; nothing to do")
+            else:
+                recent = control.restarts_within(timedelta(hours=1))
+                if self.action == "ensure_running" and recent >= job.max_restarts_per_hour:
+                    raise AirflowFailException(
+                        f"job {job.name} is restart-looping: restarted {recent} times in the last hour "
+                        f"(limit {job.max_restarts_per_hour}); last state: {live.reason}. Read its driver "
+                        f"log in {job.paths.status_dir}/driver.log, fix the cause, then start it from the "
+                        "on-call DAG."
+                    )
+                if dry_run:
+                    done.append(f"would start job {job.name} from checkpoint {job.paths.checkpoint_location}")
+                else:
+                    done.append(self._start(job, control))
+        for line in done:
+            self.log.info("%s", line)
+        return {"job": job.name, "action": self.action, "dry_run": dry_run, "done": done}
+
+    def _start(self, job: RegisteredJob, control: Any) -> str:
+        from hubflow_plugins.spark_submit import build_submit_hook
+
+        control.clear_stop()
+        control.record_restart()
+        log_path = _local_driver_log(job)
+        hook = build_submit_hook(job, secrets=_secrets(job))
+        process = hook.launch_detached(str(job.application_path()), log_path)
+        self.log.info(
+            "started spark-submit pid %s for job %s; driver log %s", process.pid, job.name, log_path
+        )
+        deadline = time.monotonic() + self.start_timeout.total_seconds()
+        while time.monotonic() < deadline:
+            live = control.liveness()
+            if live.alive and live.state in ("running", "idle"):
+                return f"started job {job.name}: {live.reason}"
+            code = process.poll()
+            if code is not None:
+                tail = _tail(log_path)
+                raise AirflowException(f"job {job.name} exited with code {code} while starting:\n{tail}")
+            time.sleep(1.0)
+        raise AirflowException(
+            f"job {job.name} did not report running within {self.start_timeout}; see {log_path}"
+        )
+
+
+def _heartbeat_timeout(job: RegisteredJob) -> timedelta:
+    return max(timedelta(minutes=2), parse_duration(job.supervise_every) / 2)
+
+
+def _local_driver_log(job: RegisteredJob) -> Path:
+    """Where a detached driver's output goes: the status folder when local, else a temp folder."""
+    status_dir = job.paths.status_dir
+    if "://" not in status_dir or status_dir.startswith("file://"):
+        return Path(status_dir.removeprefix("file://")) / "driver.log"
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "hubflow" / job.name / "driver.log"
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no driver log)"
+
+
+class ArchiveOperator(BaseOperator):
+    """Move the landing files that committed batches consumed into the archive (same relative path).
+
+    Safe to kill and rerun; never touches files of an uncommitted batch or outside the landing root.
+
+    :param job_name: the job's name in the registry; its config names the landing and archive folders.
+    :param dry_run: list what would be moved, move nothing.
+    :param purge_older_than: also delete archived files older than this (e.g. ``"30 days"``).
+    :param max_workers: files moved in parallel.
+    """
+
+    template_fields = ("job_name", "dry_run")
+    ui_color = "#d8bfd8"
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        dry_run: bool | str = False,
+        purge_older_than: str | None = None,
+        max_workers: int = 8,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.dry_run = dry_run
+        self.purge_older_than = purge_older_than
+        self.max_workers = max_workers
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from hubflow_plugins.archive import archive_processed_files, purge_archive
+
+        dry_run = str(self.dry_run).lower() in ("true", "1", "yes")
+        job = _job(self.job_name)
+        paths = job.paths
+        if not paths.landing_root or not paths.archive_root:
+            raise AirflowFailException(
+                f"job {job.name} has no source.path / source.archive_dir in {job.config_path()}: "
+                "only file-landing jobs can be archived"
+            )
+        result = archive_processed_files(
+            paths.checkpoint_location,
+            paths.landing_root,
+            paths.archive_root,
+            dry_run=dry_run,
+            max_workers=self.max_workers,
+            log=self.log.info,
+        )
+        summary: dict[str, Any] = {"job": job.name, "archive": result.summary()}
+        if self.purge_older_than:
+            purged = purge_archive(paths.archive_root, parse_duration(self.purge_older_than), dry_run=dry_run)
+            summary["purge"] = str(purged)
+        return summary

@@ -1,0 +1,101 @@
+"""spark-submit for registered jobs, through the Spark provider's SparkSubmitHook.
+
+The hook owns the ``spark_default`` connection (master, deploy mode, binary) and builds the
+command line; this module adds what hubflow jobs need: the job's ``--config``, the interpreter
+Spark's Python workers must use, secrets passed as environment variables (never on the command
+line, so never in a log or the Spark UI), and a detached launch for long-running streaming jobs
+whose driver must outlive the Airflow task that started it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+from hubflow_plugins.registry import RegisteredJob
+
+#: The environment variable through which a job receives the Event Hubs connection string.
+EVENTHUBS_CONNECTION_STRING_ENV = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
+
+
+class JobSubmitHook(SparkSubmitHook):
+    """SparkSubmitHook that can also start spark-submit in its own session and return at once."""
+
+    def launch_detached(self, application: str, log_path: Path) -> subprocess.Popen:
+        """Start spark-submit for ``application`` without waiting; its output goes to ``log_path``.
+
+        The process gets a session of its own, so it survives the end of the Airflow task; the
+        job's status folder (heartbeat, pid) is how supervisors follow it afterwards.
+        """
+        command = self._build_spark_submit_command(application)
+        env = os.environ.copy()
+        env.update({k: str(v) for k, v in (self._env or {}).items()})
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            return subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+
+
+def spark_submit_binary() -> str | None:
+    """The spark-submit beside this interpreter (a pip-installed pyspark), else the one on PATH."""
+    beside = Path(sys.executable).parent / "spark-submit"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("spark-submit")
+
+
+def job_environment(secrets: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for the job's driver: this interpreter for Spark's Python workers, plus secrets."""
+    env = {
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
+    }
+    if os.environ.get("SPARK_LOCAL_IP"):
+        env["SPARK_LOCAL_IP"] = os.environ["SPARK_LOCAL_IP"]
+    env.update(secrets or {})
+    return env
+
+
+def build_submit_hook(
+    job: RegisteredJob, *, secrets: dict[str, str] | None = None, extra_args: list[str] | None = None
+) -> JobSubmitHook:
+    """A hook that submits ``job`` with its config, conf overrides and secret environment.
+
+    The Spark connection must exist: the provider would otherwise fall back to ``--master yarn``,
+    which fails later with a message about HADOOP_CONF_DIR that hides the real cause.
+    """
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        BaseHook.get_connection(job.spark_conn_id)
+    except AirflowNotFoundException:
+        raise AirflowNotFoundException(
+            f"job {job.name}: the Airflow connection {job.spark_conn_id!r} does not exist. Create it with "
+            'the Spark master in its host, e.g. AIRFLOW_CONN_SPARK_DEFAULT=\'{"conn_type": "spark", '
+            '"host": "local[*]"}\' or `airflow connections add spark_default --conn-type spark '
+            "--conn-host spark://HOST:7077`"
+        ) from None
+    kwargs: dict[str, Any] = {
+        "conn_id": job.spark_conn_id,
+        "conf": {"spark.app.name": job.name, **job.spark_conf},
+        "name": job.name,
+        "application_args": ["--config", str(job.config_path()), *(extra_args or [])],
+        "env_vars": job_environment(secrets),
+    }
+    binary = spark_submit_binary()
+    if binary:
+        kwargs["spark_binary"] = binary
+    return JobSubmitHook(**kwargs)

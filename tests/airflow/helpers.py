@@ -1,0 +1,64 @@
+"""Helpers of the Airflow tests: a registry of real jobs in a temporary folder, and Airflow's CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.jobs.helpers import landing_config, write_config
+from tests.support.spark_cluster import spark_env
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+
+
+def write_registry(base: Path, jobs: list[dict[str, Any]]) -> Path:
+    """A registry file holding ``jobs`` under ``base``."""
+    path = base / "registry.yaml"
+    path.write_text(yaml.safe_dump({"jobs": jobs}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def landing_job(base: Path, name: str, *, streaming: bool = False, **registry: Any) -> dict[str, Any]:
+    """A files_to_lake job config under ``base/name`` and its registry entry."""
+    trigger = {"processingTime": "1 second"} if streaming else {"availableNow": True}
+    config = landing_config(base / name, name=name, trigger=trigger)
+    config["trigger"] = trigger
+    config_path = write_config(base / f"{name}.yaml", config)
+    entry = {
+        "name": name,
+        "application": "files_to_lake",
+        "config": str(config_path),
+        "mode": "streaming" if streaming else "scheduled",
+    }
+    if not streaming:
+        entry["schedule"] = "@hourly"
+    entry.update(registry)
+    return entry
+
+
+def airflow_env(airflow_home: Any, registry: Path) -> dict[str, str]:
+    """The environment for Airflow commands: the test's metadata DB, this repo's DAGs, local Spark."""
+    env = spark_env(airflow_home.env)
+    env.update(
+        {
+            "HUBFLOW_REGISTRY": str(registry),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "PYTHONPATH": str(REPO_ROOT / "plugins"),
+        }
+    )
+    return env
+
+
+def run_airflow(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``airflow ARGS`` and return the completed process (output captured as text)."""
+    return subprocess.run(
+        [AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )

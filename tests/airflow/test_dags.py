@@ -1,0 +1,89 @@
+"""The generated DAGs load, parse fast, and run end to end with real Spark and a real metadata DB."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.airflow.helpers import airflow_env, landing_job, run_airflow, write_registry
+from tests.jobs.helpers import write_json_landing_file
+
+pytestmark = pytest.mark.integration
+
+DAGBAG_PROBE = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+print(json.dumps({
+    "errors": {k: str(v) for k, v in bag.import_errors.items()},
+    "dags": sorted(bag.dag_ids),
+    "durations": {s.file: s.duration.total_seconds() for s in bag.dagbag_stats},
+    "tasks": {d: sorted(t.task_id for t in bag.dags[d].tasks) for d in bag.dag_ids},
+}))
+"""
+
+
+def test_dagbag_loads_every_generated_dag_fast(airflow_home, tmp_path: Path) -> None:
+    registry = write_registry(
+        tmp_path,
+        [
+            landing_job(tmp_path, "orders", archive=True, archive_retention="30 days"),
+            landing_job(tmp_path, "clicks", streaming=True),
+        ],
+    )
+    env = airflow_env(airflow_home, registry)
+    import subprocess
+    import sys
+
+    dags_folder = env["AIRFLOW__CORE__DAGS_FOLDER"]
+    result = subprocess.run(
+        [sys.executable, "-c", DAGBAG_PROBE, dags_folder],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    bag = json.loads(result.stdout.strip().splitlines()[-1])
+    assert bag["errors"] == {}
+    assert bag["dags"] == [
+        "clicks__supervisor",
+        "hubflow__cleanup",
+        "hubflow__oncall",
+        "orders__available_now",
+    ]
+    assert bag["tasks"]["orders__available_now"] == ["archive_processed_files", "check_health", "run_job"]
+    assert bag["tasks"]["clicks__supervisor"] == ["check_health", "ensure_running"]
+    assert bag["tasks"]["hubflow__cleanup"] == ["archive_orders"]
+    for file, seconds in bag["durations"].items():
+        assert seconds < 0.5, f"{file} took {seconds:.2f}s to parse"
+
+
+def test_available_now_dag_runs_the_job_checks_health_and_archives(
+    airflow_home, spark, tmp_path: Path
+) -> None:
+    entry = landing_job(tmp_path, "orders", archive=True)
+    registry = write_registry(tmp_path, [entry])
+    landing = tmp_path / "orders" / "landing"
+    expected: set[int] = set()
+    for index in range(3):
+        expected |= write_json_landing_file(landing, f"part-{index}.json", index * 100, good=20, bad=2)
+    env = airflow_env(airflow_home, registry)
+
+    result = run_airflow(env, "dags", "test", "orders__available_now")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    assert "checkpoint of job orders: healthy" in output
+
+    rows = spark.read.parquet(str(tmp_path / "orders" / "lake" / "orders")).collect()
+    ids = [row.id for row in rows]
+    assert sorted(ids) == sorted(expected), "every good record exactly once"
+    quarantined = spark.read.parquet(str(tmp_path / "orders" / "quarantine")).count()
+    assert quarantined == 6
+    # Every landing file was consumed by a committed batch, so none is left in the landing folder and
+    # each is in the archive at its landing path (the layout of Spark's own cleanSource=archive).
+    assert sorted(p.name for p in landing.iterdir() if not p.name.startswith(".")) == []
+    archive_root = Path(str(tmp_path / "orders" / "archive") + str(landing))
+    assert sorted(p.name for p in archive_root.iterdir()) == ["part-0.json", "part-1.json", "part-2.json"]

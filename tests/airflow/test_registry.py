@@ -1,0 +1,115 @@
+"""The job registry: one file, validated, errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hubflow_plugins.registry import RegistryError, load_registry, read_job_paths
+
+
+def _write(path: Path, data: object) -> Path:
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def _config(tmp_path: Path, name: str = "orders") -> Path:
+    return _write(
+        tmp_path / f"{name}.yaml",
+        {
+            "name": name,
+            "trigger": {"availableNow": True},
+            "checkpoint_root": "/lake/checkpoints",
+            "status_root": "/lake/status",
+            "source": {"path": "/landing/orders", "archive_dir": "/archive"},
+        },
+    )
+
+
+def test_registry_entries_and_defaults(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    registry = load_registry(
+        _write(
+            tmp_path / "registry.yaml",
+            {
+                "defaults": {"spark_conn_id": "spark_cluster"},
+                "jobs": [
+                    {
+                        "name": "orders",
+                        "application": "files_to_lake",
+                        "config": str(config),
+                        "mode": "scheduled",
+                        "schedule": "@hourly",
+                        "archive": True,
+                    },
+                ],
+            },
+        )
+    )
+    job = registry.job("orders")
+    assert job.spark_conn_id == "spark_cluster"
+    assert job.paths.checkpoint_location == "/lake/checkpoints/orders"
+    assert job.paths.status_dir == "/lake/status/orders"
+    # Spark's cleanSource=archive keeps the landing file's absolute path under the archive dir.
+    assert job.paths.archive_root == "/archive/landing/orders"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            {"name": "Orders", "application": "a", "config": "c", "mode": "scheduled", "schedule": "@daily"},
+            "jobs[Orders].name",
+        ),
+        ({"name": "orders", "application": "a", "config": "c", "mode": "sometimes"}, "jobs[orders].mode"),
+        (
+            {"name": "orders", "application": "a", "config": "c", "mode": "streaming", "colour": "red"},
+            "jobs[orders].colour: unknown key",
+        ),
+        (
+            {
+                "name": "orders",
+                "application": "a",
+                "config": "c",
+                "mode": "streaming",
+                "stalled_after": "soon",
+            },
+            "jobs[orders].stalled_after",
+        ),
+        (
+            {"name": "orders", "application": "a", "config": "c", "mode": "scheduled"},
+            "jobs[orders].schedule is required",
+        ),
+    ],
+)
+def test_registry_errors_name_the_key(tmp_path: Path, entry: dict, message: str) -> None:
+    with pytest.raises(RegistryError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_registry(_write(tmp_path / "registry.yaml", {"jobs": [entry]}))
+
+
+def test_duplicate_job_names_are_refused(tmp_path: Path) -> None:
+    entry = {"name": "orders", "application": "a", "config": "c", "mode": "streaming"}
+    with pytest.raises(RegistryError, match="repeated: \\['orders'\\]"):
+        load_registry(_write(tmp_path / "registry.yaml", {"jobs": [entry, entry]}))
+
+
+def test_unknown_job_lists_the_registered_ones(tmp_path: Path) -> None:
+    entry = {"name": "orders", "application": "a", "config": "c", "mode": "streaming"}
+    registry = load_registry(_write(tmp_path / "registry.yaml", {"jobs": [entry]}))
+    with pytest.raises(RegistryError, match=r"no job named 'payments'.*orders"):
+        registry.job("payments")
+
+
+def test_job_config_name_must_match_the_registry(tmp_path: Path) -> None:
+    with pytest.raises(RegistryError, match="has name 'orders' but the registry entry is 'payments'"):
+        read_job_paths(_config(tmp_path), expected_name="payments")
+
+
+def test_the_shipped_registry_is_valid() -> None:
+    registry = load_registry()
+    assert registry.jobs, "dags/registry.yaml registers no job"
+    for job in registry.jobs:
+        assert job.application_path().exists(), job.application
+        assert job.paths.name == job.name
