@@ -67,7 +67,9 @@ class StatusListener(StreamingQueryListener):
 
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
-        self._safely(lambda: self.status.update(state="running", last_progress=summarize_progress(progress)))
+        # Spark also reports progress for triggers that found no data: that is an idle job.
+        state = "running" if progress.numInputRows else "idle"
+        self._safely(lambda: self.status.update(state=state, last_progress=summarize_progress(progress)))
 
     def onQueryIdle(self, event: Any) -> None:
         self._safely(lambda: self.status.update(state="idle"))

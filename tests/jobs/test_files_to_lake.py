@@ -247,6 +247,21 @@ def test_a_query_that_cannot_start_fails_with_the_reason(spark: Any, tmp_path: P
     assert status["state"] == "failed" and "BIGNUMBER" in status["exception"]
 
 
+def test_a_batch_that_fails_ends_the_run_with_the_reason(spark: Any, tmp_path: Path) -> None:
+    config = _config(tmp_path, source={"format": "parquet", "schema": "id BIGINT, name STRING"})
+    (tmp_path / "landing" / "broken.parquet").write_bytes(b"this is not parquet at all")
+
+    code, reason = _run(spark, config)
+
+    assert code == EXIT_FAILED
+    assert reason.startswith("job files_to_lake failed: StreamingQueryException: ")
+    assert "\n" not in reason
+    status = read_status(tmp_path)
+    assert status["state"] == "failed" and "broken.parquet" in status["exception"]
+    assert (tmp_path / "landing" / "broken.parquet").exists(), "a failed batch archives nothing"
+    assert not log_ids(Path(config.checkpoint_location) / "commits")
+
+
 def test_a_leftover_stop_marker_does_not_stop_the_next_run(spark: Any, tmp_path: Path) -> None:
     config = _config(tmp_path)
     expected = write_json_landing_file(tmp_path / "landing", "a.json", 1, good=2, bad=0)
