@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
@@ -323,3 +324,23 @@ def test_file_source_log_broken_after_its_first_entry_is_corrupt(checkpoint: Pat
 
     assert report.verdict == Verdict.CORRUPT
     assert "sources/0/2" in report.reason
+
+
+def test_works_on_any_fsspec_filesystem(checkpoint: Path) -> None:
+    """The same checkpoint copied to fsspec's in-memory filesystem (an object-store-like backend)."""
+    memory = fsspec.filesystem("memory")
+    target = f"/inspector-{os.getpid()}/checkpoint"
+    try:
+        memory.put(str(checkpoint), target, recursive=True)
+        report = inspect_checkpoint(f"memory://{target}", stalled_after=STALLED_AFTER)
+        assert report.verdict == Verdict.HEALTHY, report.reason
+        assert (report.latest_offsets_batch_id, report.latest_commit_batch_id) == (2, 2)
+        assert report.file_source_logs[0].files_in_latest_entry == 4
+        assert report.latest_commit_time is not None
+
+        memory.rm(f"{target}/commits/2")
+        assert inspect_checkpoint(f"memory://{target}", stalled_after=STALLED_AFTER).verdict == (
+            Verdict.BATCH_IN_FLIGHT
+        )
+    finally:
+        memory.rm(f"/inspector-{os.getpid()}", recursive=True)
