@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import fsspec
 import pytest
 
 from hubflow_plugins.archive import TEMP_SUFFIX, ArchiveError, archive_processed_files, purge_archive
@@ -303,3 +304,37 @@ def test_missing_or_damaged_checkpoint_is_an_error_that_moves_nothing(
     with pytest.raises(ArchiveError, match="Cannot read the checkpoint's logs"):
         archive(file_stream)
     assert len(relative_files(file_stream.landing)) == 2
+
+
+def test_archive_on_a_non_local_filesystem(file_stream: FileStream) -> None:
+    """The checkpoint and landing files of a real run, copied to fsspec's in-memory filesystem with the
+    logged paths rewritten to ``memory://`` URIs: the object-store code path (no realpath, stripped
+    protocols, copy + rename + delete through fsspec)."""
+    [batch] = file_stream.land_and_run(batches=1, files_per_batch=3)
+    memory = fsspec.filesystem("memory")
+    base = f"/archive-test-{os.getpid()}"
+    landing_prefix = "file://" + quote(str(file_stream.landing))
+    try:
+        memory.put(str(file_stream.checkpoint), f"{base}/checkpoint", recursive=True)
+        memory.put(str(file_stream.landing), f"{base}/landing", recursive=True)
+        log_file = f"{base}/checkpoint/sources/0/0"
+        lines = memory.cat_file(log_file).decode().split("\n")
+        assert all(landing_prefix in line for line in lines[1:])
+        rewritten = [line.replace(landing_prefix, f"memory://{base}/landing") for line in lines]
+        memory.pipe_file(log_file, "\n".join(rewritten).encode())
+
+        result = archive_processed_files(
+            f"memory://{base}/checkpoint",
+            f"memory://{base}/landing",
+            f"memory://{base}/archive",
+            log=lambda line: None,
+        )
+
+        expected = names(batch, file_stream.landing)
+        assert result.moved == expected
+        assert sorted(p[len(f"{base}/archive/") :] for p in memory.find(f"{base}/archive")) == expected
+        assert memory.find(f"{base}/landing") == []
+        for name in expected:
+            assert memory.cat_file(f"{base}/archive/{name}") == (file_stream.landing / name).read_bytes()
+    finally:
+        memory.rm(base, recursive=True)
