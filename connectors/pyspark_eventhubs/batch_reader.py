@@ -10,6 +10,7 @@ latest → latest, which reads nothing). A backfill reads one time window with
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,13 +35,17 @@ class EventHubsBatchReader(DataSourceReader):
         hub = HubMetadata(self.options)
         try:
             bounds = hub.bounds()
-            start, end = {}, {}
-            for pid, b in bounds.items():
-                start[pid] = hub.resolve(
-                    self.options.starting_position_for(pid, EventPosition.start_of_stream()), b
-                )
-                end[pid] = hub.resolve(self.options.ending_position_for(pid), b, end=True)
-            return start, end
+
+            def resolve(pid: str) -> tuple[str, int, int]:
+                b = bounds[pid]
+                first = self.options.starting_position_for(pid, EventPosition.start_of_stream())
+                last = self.options.ending_position_for(pid)
+                return pid, hub.resolve(first, b), hub.resolve(last, b, end=True)
+
+            # Offsets and enqueued times need a receiver each: resolve partitions in parallel.
+            with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(bounds) or 1)) as pool:
+                resolved = list(pool.map(resolve, bounds))
+            return {p: s for p, s, _ in resolved}, {p: e for p, _, e in resolved}
         finally:
             hub.close()
 

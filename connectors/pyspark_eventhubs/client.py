@@ -126,6 +126,7 @@ class PartitionBounds:
     partition_id: str
     earliest: int
     latest: int
+    last_enqueued_time: datetime.datetime | None = None
 
 
 def _bounds_from_properties(props: dict[str, Any]) -> PartitionBounds:
@@ -133,7 +134,15 @@ def _bounds_from_properties(props: dict[str, Any]) -> PartitionBounds:
     begin = int(props["beginning_sequence_number"])
     latest = last + 1
     earliest = latest if props.get("is_empty") else max(0, begin)
-    return PartitionBounds(str(props["id"]), min(earliest, latest), latest)
+    when = props.get("last_enqueued_time_utc")
+    if isinstance(when, datetime.datetime) and when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return PartitionBounds(
+        str(props["id"]),
+        min(earliest, latest),
+        latest,
+        when if isinstance(when, datetime.datetime) and not props.get("is_empty") else None,
+    )
 
 
 class HubMetadata:
@@ -219,6 +228,9 @@ class HubMetadata:
             assert position.enqueued_time is not None
             selector = position.enqueued_time
             inclusive = True  # first event enqueued at or after the time
+            last = bounds.last_enqueued_time
+            if last is not None and selector > last:
+                return bounds.latest  # no event that late yet: no need to ask a receiver
         seq = self._first_sequence_at(bounds.partition_id, selector, inclusive)
         return bounds.latest if seq is None else max(bounds.earliest, min(seq, bounds.latest))
 
@@ -227,11 +239,16 @@ class HubMetadata:
         from .receiver_cache import PartitionReceiver
 
         receiver = PartitionReceiver(
-            self.options, partition_id, selector, prefetch=1, inclusive=inclusive, exclusive=False
+            self.options,
+            partition_id,
+            selector,
+            prefetch=1,
+            inclusive=inclusive,
+            exclusive=False,
+            keep_alive=False,
         )
         try:
-            wait = min(self.options.receiver_timeout, 5.0)
-            messages = receiver.receive(1, wait)
+            messages = receiver.receive(1, self.options.receiver_timeout)
             if not messages:
                 return None
             ann = messages[0].message_annotations or {}

@@ -54,6 +54,7 @@ class PartitionReceiver:
         prefetch: int,
         inclusive: bool = True,
         exclusive: bool | None = None,
+        keep_alive: bool = True,
     ) -> None:
         self.options = options
         self.partition_id = partition_id
@@ -70,6 +71,10 @@ class PartitionReceiver:
             owner_level=owner,
             event_position_inclusive=inclusive,
         )
+        if not keep_alive:
+            # Short-lived receivers skip the SDK's keep-alive thread, whose join makes close()
+            # wait up to a second.
+            self._consumer._keep_alive = None
         self._prefetch = prefetch
 
     @staticmethod
@@ -91,8 +96,15 @@ class PartitionReceiver:
         self.last_used = time.monotonic()
         return messages
 
-    def close(self) -> None:
-        """Close the link and the connection; never raises."""
+    def close(self, wait: bool = True) -> None:
+        """Close the link and the connection; never raises.
+
+        ``wait=False`` closes in a daemon thread: the SDK's close joins its keep-alive thread,
+        which can take a second, and nothing a task returns depends on it.
+        """
+        if not wait:
+            threading.Thread(target=self.close, name="eventhubs-close", daemon=True).start()
+            return
         for closeable in (self._consumer, self._client):
             try:
                 closeable.close()
@@ -132,7 +144,7 @@ class ReceiverCache:
             fresh = time.monotonic() - cached.last_used < IDLE_SECONDS
             if cached.next_seq == start and fresh:
                 return cached
-            cached.close()
+            cached.close(wait=False)
         return PartitionReceiver(options, partition_id, start, options.prefetch_count)
 
     def give_back(self, options: EventHubsOptions, receiver: PartitionReceiver) -> None:
@@ -142,7 +154,7 @@ class ReceiverCache:
             previous = self._idle.pop(key, None)
             self._idle[key] = receiver
         if previous is not None:
-            previous.close()
+            previous.close(wait=False)
 
     def close_all(self) -> None:
         """Close every cached receiver (tests, worker shutdown)."""
@@ -192,7 +204,7 @@ def read_range(
                     expected,
                 )
                 retried = True
-                receiver.close()
+                receiver.close(wait=False)
                 receiver = PartitionReceiver(options, partition_id, expected, options.prefetch_count)
                 continue
             if not messages:
@@ -241,7 +253,7 @@ def read_range(
         if healthy:
             RECEIVERS.give_back(options, receiver)
         else:
-            receiver.close()
+            receiver.close(wait=False)
 
 
 def _receive_exactly(receiver: PartitionReceiver, want: int, timeout: float) -> list[Any]:

@@ -1,0 +1,169 @@
+"""Batch reads (time windows) and the sink (batch and streaming) against the emulator."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyspark_eventhubs import EventPosition
+
+from .conftest import Hub
+
+pytestmark = pytest.mark.integration
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def test_batch_read_defaults_to_everything_retained(eh_spark: Any, hub: Hub) -> None:
+    sent = hub.send_per_partition({"0": 3, "1": 0, "2": 7, "3": 1})
+    rows = eh_spark.read.format("eventhubs").options(**hub.options()).load().collect()
+    assert sorted(bytes(r.body).decode() for r in rows) == sorted(sent)
+    assert {(r.partition, r.sequenceNumber) for r in rows if r.partition == "2"} == {
+        ("2", i) for i in range(7)
+    }
+
+
+def test_batch_read_of_an_enqueued_time_window(eh_spark: Any, hub: Hub) -> None:
+    before = hub.send_per_partition({"0": 4, "1": 4, "2": 4, "3": 4}, prefix="before")
+    time.sleep(0.2)
+    t0 = _now()
+    time.sleep(0.05)
+    inside = hub.send_per_partition({"0": 5, "1": 2, "3": 6}, prefix="inside")
+    time.sleep(0.05)
+    t1 = _now()
+    time.sleep(0.2)
+    after = hub.send_per_partition({"0": 3, "2": 3}, prefix="after")
+
+    df = (
+        eh_spark.read.format("eventhubs")
+        .options(**hub.options())
+        .option("eventhubs.startingPosition", EventPosition.from_enqueued_time(t0).to_json())
+        .option("eventhubs.endingPosition", EventPosition.from_enqueued_time(t1).to_json())
+        .load()
+    )
+    rows = df.collect()
+    bodies = [bytes(r.body).decode() for r in rows]
+    assert sorted(bodies) == sorted(inside)
+    assert not (set(bodies) & (before | after))
+    assert all(t0 <= r.enqueuedTime.replace(tzinfo=datetime.UTC) < t1 for r in rows)
+
+
+def test_batch_read_with_per_partition_sequence_numbers(eh_spark: Any, hub: Hub) -> None:
+    from pyspark_eventhubs import position_key
+
+    hub.send_per_partition({"0": 10, "1": 10})
+    starts = {
+        position_key("hub1", 0): {"seqNo": 3, "isInclusive": True},
+        position_key("hub1", 1): {"seqNo": 8, "isInclusive": False},
+    }
+    ends = {position_key("hub1", 0): {"seqNo": 5, "isInclusive": True}}
+    import json
+
+    rows = (
+        eh_spark.read.format("eventhubs")
+        .options(**hub.options())
+        .option("eventhubs.startingPositions", json.dumps(starts))
+        .option("eventhubs.endingPositions", json.dumps(ends))
+        .option("eventhubs.endingPosition", '{"offset": "@latest"}')
+        .load()
+        .select("partition", "sequenceNumber")
+        .collect()
+    )
+    assert sorted((r.partition, r.sequenceNumber) for r in rows) == [
+        ("0", 3),
+        ("0", 4),
+        ("0", 5),
+        ("1", 9),
+    ]
+
+
+def test_sink_round_trip_with_keys_and_properties(eh_spark: Any, hub: Hub) -> None:
+    data = [(f"body-{i}", f"key-{i % 5}", {"n": str(i), "src": "test"}) for i in range(200)]
+    df = eh_spark.createDataFrame(data, "body string, partitionKey string, properties map<string,string>")
+    df.repartition(3).write.format("eventhubs").options(**hub.options()).mode("append").save()
+
+    rows = eh_spark.read.format("eventhubs").options(**hub.options()).load().collect()
+    assert len(rows) == 200
+    by_body = {bytes(r.body).decode(): r for r in rows}
+    assert set(by_body) == {d[0] for d in data}
+    partition_of_key: dict[str, set[str]] = {}
+    for body, key, props in data:
+        row = by_body[body]
+        assert row.partitionKey == key
+        assert row.properties == props
+        partition_of_key.setdefault(key, set()).add(row.partition)
+    assert all(len(p) == 1 for p in partition_of_key.values())  # a key always lands together
+
+    by_id = eh_spark.createDataFrame([(b"x1", 2), (b"x2", 3), (b"x3", 2)], "body binary, partitionId int")
+    by_id.write.format("eventhubs").options(**hub.options()).mode("append").save()
+    rows = eh_spark.read.format("eventhubs").options(**hub.options()).load().collect()
+    placed = {bytes(r.body): r.partition for r in rows if bytes(r.body).startswith(b"x")}
+    assert placed == {b"x1": "2", b"x2": "3", b"x3": "2"}
+
+
+def test_streaming_sink_copies_one_hub_into_another(eh_spark: Any, tmp_path: Path) -> None:
+    from eventhubs_emulator import Emulator, EmulatorConfig
+
+    with Emulator(EmulatorConfig.many_hubs({"src": 2, "dst": 3}), port=0) as emu:
+        src = Hub(emu, "src", emu.connection_string("src"))
+        dst = Hub(emu, "dst", emu.connection_string("dst"))
+        sent = src.send_per_partition({"0": 30, "1": 25})
+        query = (
+            eh_spark.readStream.format("eventhubs")
+            .options(**src.options(**{"eventhubs.startingPosition": '{"offset": "-1"}'}))
+            .option("maxEventsPerTrigger", "20")
+            .load()
+            .selectExpr("body", "concat('copy-', partition) AS partitionKey", "properties")
+            .writeStream.format("eventhubs")
+            .options(**dst.options())
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            assert query.awaitTermination(180)
+            assert query.exception() is None
+        finally:
+            query.stop()
+        rows = eh_spark.read.format("eventhubs").options(**dst.options()).load().collect()
+        assert sorted(bytes(r.body).decode() for r in rows) == sorted(sent)
+        assert {r.partitionKey for r in rows} == {"copy-0", "copy-1"}
+
+
+@pytest.fixture
+def no_events_sent(hub: Hub) -> Iterator[Hub]:
+    yield hub
+    from azure.eventhub import EventHubConsumerClient
+
+    client = EventHubConsumerClient.from_connection_string(hub.connection_string, "$Default")
+    try:
+        for pid in client.get_partition_ids():
+            assert client.get_partition_properties(pid)["is_empty"], "an event was sent"
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(
+    ("select", "named"),
+    [
+        ("'v' AS value", "'body'"),
+        ("'b' AS body, 'k' AS partitionKey, '1' AS partitionId", "partitionKey"),
+        ("'b' AS body, '1' AS partition, 'k' AS partitionKey", "partitionKey"),
+        ("1 AS body", "'body'"),
+        ("'b' AS body, map('a', 1) AS properties", "'properties'"),
+    ],
+)
+def test_bad_sink_columns_fail_before_any_task(
+    eh_spark: Any, no_events_sent: Hub, select: str, named: str
+) -> None:
+    df = eh_spark.sql(f"SELECT {select} FROM range(3)")
+    with pytest.raises(Exception) as info:
+        df.write.format("eventhubs").options(**no_events_sent.options()).mode("append").save()
+    assert named in str(info.value)
