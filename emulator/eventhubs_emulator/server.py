@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from .config import EmulatorConfig
 from .connection import Connection, Link
-from .store import Broker
+from .store import Broker, Hub
 
 log = logging.getLogger("eventhubs_emulator")
 
@@ -263,32 +263,11 @@ class Emulator:
 
     def add_partitions(self, hub: str, new_count: int) -> list[str]:
         """Grow ``hub`` to ``new_count`` partitions; return the partition ids."""
-
-        def grow() -> list[str]:
-            assert self._broker is not None
-            h = self._broker.hub(hub)
-            if h is None:
-                raise KeyError(f"no event hub named {hub!r}")
-            h.grow(int(new_count))
-            h.config.partition_count = int(new_count)
-            return h.partition_ids()
-
-        return self._call(grow)
+        return self._call(self._grow, hub, new_count)
 
     def truncate(self, hub: str, partition: str, before_sequence_number: int) -> int:
         """Drop events of one partition with sequence numbers below the given one; return how many."""
-
-        def cut() -> int:
-            assert self._broker is not None
-            h = self._broker.hub(hub)
-            if h is None:
-                raise KeyError(f"no event hub named {hub!r}")
-            log_ = h.partitions.get(str(partition))
-            if log_ is None:
-                raise KeyError(f"event hub {hub!r} has no partition {partition!r}")
-            return log_.truncate_before(int(before_sequence_number))
-
-        return self._call(cut)
+        return self._call(self._truncate, hub, partition, before_sequence_number)
 
     def apply_retention(self) -> int:
         """Apply the configured retention now (it also runs every second); return events dropped."""
@@ -296,20 +275,47 @@ class Emulator:
 
     def partition_info(self, hub: str, partition: str) -> dict[str, Any]:
         """Beginning and last sequence numbers of a partition (for tests and the admin API)."""
+        return self._call(lambda: self._hubs_info(hub)[0]["partitions"][str(partition)])
 
-        def info() -> dict[str, Any]:
-            assert self._broker is not None
-            h = self._broker.hub(hub)
-            if h is None or str(partition) not in h.partitions:
-                raise KeyError(f"no partition {partition!r} in event hub {hub!r}")
-            log_ = h.partitions[str(partition)]
-            return {
-                "beginning_sequence_number": log_.begin_seq,
-                "last_enqueued_sequence_number": log_.next_seq - 1,
-                "retained_events": len(log_.events),
+    # The functions below run on the emulator's loop thread (called through _call or the admin API).
+    def _hub(self, name: str) -> Hub:
+        assert self._broker is not None
+        hub = self._broker.hub(name)
+        if hub is None:
+            raise KeyError(f"no event hub named {name!r}")
+        return hub
+
+    def _grow(self, hub: str, new_count: int) -> list[str]:
+        h = self._hub(hub)
+        h.grow(int(new_count))
+        h.config.partition_count = int(new_count)
+        return h.partition_ids()
+
+    def _truncate(self, hub: str, partition: str, before_sequence_number: int) -> int:
+        h = self._hub(hub)
+        log_ = h.partitions.get(str(partition))
+        if log_ is None:
+            raise KeyError(f"event hub {hub!r} has no partition {partition!r}")
+        return log_.truncate_before(int(before_sequence_number))
+
+    def _hubs_info(self, only: str | None = None) -> list[dict[str, Any]]:
+        assert self._broker is not None
+        hubs = [self._hub(only)] if only is not None else list(self._broker.hubs.values())
+        return [
+            {
+                "name": h.name,
+                "consumer_groups": list(h.consumer_groups.values()),
+                "partitions": {
+                    pid: {
+                        "beginning_sequence_number": log_.begin_seq,
+                        "last_enqueued_sequence_number": log_.next_seq - 1,
+                        "retained_events": len(log_.events),
+                    }
+                    for pid, log_ in h.partitions.items()
+                },
             }
-
-        return self._call(info)
+            for h in hubs
+        ]
 
     def connection_count(self) -> int:
         """Open client connections."""

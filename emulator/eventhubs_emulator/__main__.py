@@ -1,0 +1,76 @@
+"""Command line: ``python -m eventhubs_emulator --config Config.json [--port 5672] ...``.
+
+Exit codes: 0 after a clean stop (Ctrl-C / SIGTERM), 1 when the server cannot start (e.g. the port is
+in use), 2 for an invalid command line or config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from .config import ConfigError, load_config
+from .server import Emulator, PortInUseError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="python -m eventhubs_emulator",
+        description="Azure Event Hubs emulator speaking AMQP 1.0 (for the azure-eventhub SDK, no Docker).",
+    )
+    parser.add_argument("--config", required=True, help="Config.json in the official emulator's format")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=5672, help="AMQP port (default 5672; 0 picks a free one)")
+    parser.add_argument("--data-dir", default=None, help="keep events here across restarts (default: memory)")
+    parser.add_argument("--admin-port", type=int, default=None, help="admin/health HTTP port (0 = free port)")
+    parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the emulator until interrupted; return the exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"eventhubs-emulator: invalid config: {exc}", file=sys.stderr)
+        return 2
+    emulator = Emulator(
+        config, host=args.host, port=args.port, data_dir=args.data_dir, admin_port=args.admin_port
+    )
+    try:
+        emulator.start()
+    except PortInUseError as exc:
+        print(f"eventhubs-emulator: cannot start: {exc.strerror}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(
+            f"eventhubs-emulator: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"Event Hubs emulator listening on {args.host}:{emulator.port} (AMQP, no TLS)", flush=True)
+    if emulator.admin_url:
+        print(f"Admin API: {emulator.admin_url} (GET /health)", flush=True)
+    for hub in config.hubs:
+        print(f"{hub.name}: {emulator.connection_string(hub.name)}", flush=True)
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        pass
+    emulator.stop()
+    print("Event Hubs emulator stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

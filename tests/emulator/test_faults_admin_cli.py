@@ -1,0 +1,251 @@
+"""Fault injection (Python and HTTP), the admin API, the CLI, and malformed input."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
+from azure.eventhub.exceptions import EventHubError
+
+from eventhubs_emulator import frames
+from eventhubs_emulator.codec import Symbol
+from tests.support.emulator import start_test_emulator
+
+from .conftest import receive, send
+
+pytestmark = pytest.mark.integration
+
+
+def _http(url: str, body: dict | None = None) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+class Receiver:
+    """A sync consumer on partition 0 that records events and errors in a background thread."""
+
+    def __init__(self, conn: str, **kwargs) -> None:
+        self.events: list[EventData] = []
+        self.errors: list[Exception] = []
+        self.client = EventHubConsumerClient.from_connection_string(conn, consumer_group="$Default")
+        self.thread = threading.Thread(
+            target=lambda: self.client.receive(
+                lambda _c, e: self.events.append(e),
+                partition_id="0",
+                on_error=lambda _c, err: self.errors.append(err),
+                **kwargs,
+            ),
+            daemon=True,
+        )
+        self.thread.start()
+
+    def wait(self, count: int, timeout: float = 20) -> bool:
+        deadline = time.monotonic() + timeout
+        while len(self.events) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return len(self.events) >= count
+
+    def close(self) -> None:
+        self.client.close()
+        self.thread.join(timeout=10)
+
+
+def test_drop_connections_consumer_resumes_without_loss_or_duplicates(emulator):
+    conn = emulator.connection_string("hub1")
+    send(conn, [f"d{i}" for i in range(5)], partition_id="0")
+    receiver = Receiver(conn, starting_position="-1")
+    try:
+        assert receiver.wait(5)
+        assert emulator.faults.drop_connections() >= 1
+        send(conn, [f"d{i}" for i in range(5, 10)], partition_id="0")
+        assert receiver.wait(10, timeout=30)
+        time.sleep(0.5)
+    finally:
+        receiver.close()
+    assert [e.body_as_str() for e in receiver.events] == [f"d{i}" for i in range(10)]
+
+
+def test_refuse_connections_then_recover(emulator):
+    conn = emulator.connection_string("hub1")
+    emulator.faults.refuse_connections(3)
+    with pytest.raises(EventHubError):
+        with EventHubProducerClient.from_connection_string(conn, retry_total=0) as producer:
+            producer.get_partition_ids()
+    time.sleep(3.2)
+    with EventHubProducerClient.from_connection_string(conn, retry_total=0) as producer:
+        assert producer.get_partition_ids() == ["0", "1"]
+
+
+def test_delay_deliveries_holds_events_back(emulator):
+    conn = emulator.connection_string("hub1")
+    receiver = Receiver(conn, starting_position="@latest")
+    try:
+        time.sleep(2)  # the receiver is attached
+        emulator.faults.delay_deliveries(1.5)
+        sent = time.monotonic()
+        send(conn, ["late"], partition_id="0")
+        assert receiver.wait(1, timeout=15)
+        arrived = time.monotonic()
+    finally:
+        emulator.faults.clear()
+        receiver.close()
+    assert arrived - sent >= 1.5
+    assert [e.body_as_str() for e in receiver.events] == ["late"]
+
+
+def test_admin_http_health_faults_partitions_truncate():
+    with start_test_emulator(admin=True, hub1=2) as emu:
+        base = emu.admin_url
+        assert _http(f"{base}/health") == (200, {"status": "healthy"})
+        send(emu.connection_string("hub1"), [f"h{i}" for i in range(6)], partition_id="1")
+        status, body = _http(f"{base}/hubs/hub1/partitions/1/truncate", {"before_sequence_number": 2})
+        assert (status, body) == (200, {"dropped": 2})
+        assert _http(f"{base}/hubs/hub1/partitions", {"count": 3}) == (
+            200,
+            {"partition_ids": ["0", "1", "2"]},
+        )
+        status, info = _http(f"{base}/hubs")
+        assert info["hubs"][0]["partitions"]["1"]["beginning_sequence_number"] == 2
+        assert _http(f"{base}/faults/delay-deliveries", {"seconds": 0.5})[1]["delivery_delay_seconds"] == 0.5
+        assert _http(f"{base}/faults/refuse-connections", {"seconds": 1})[1]["refusing_for_seconds"] > 0
+        assert _http(f"{base}/faults/clear", {})[1] == {
+            "refusing_for_seconds": 0.0,
+            "delivery_delay_seconds": 0.0,
+        }
+        assert _http(f"{base}/faults/drop-connections", {}) == (200, {"dropped": 0})
+        assert _http(f"{base}/hubs/nohub/partitions", {"count": 3})[0] == 404
+        assert _http(f"{base}/faults/refuse-connections", {"seconds": "x"})[0] == 400
+        assert _http(f"{base}/nothing")[0] == 404
+
+
+def _raw_connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(b"AMQP\x03\x01\x00\x00")
+    return sock
+
+
+def _recv_all(sock: socket.socket, seconds: float = 2.0) -> bytes:
+    sock.settimeout(seconds)
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except TimeoutError:
+        pass
+    return data
+
+
+def test_malformed_frame_closes_only_that_connection(emulator):
+    conn = emulator.connection_string("hub1")
+    receiver = Receiver(conn, starting_position="-1")
+    try:
+        send(conn, ["before"], partition_id="0")
+        assert receiver.wait(1)
+        sock = _raw_connect(emulator.port)
+        _recv_all(sock, 0.5)  # header + mechanisms
+        sock.sendall(frames.frame(0, frames.SASL_INIT, [Symbol("ANONYMOUS"), b"", None], frame_type=1))
+        _recv_all(sock, 0.5)  # sasl outcome
+        sock.sendall(b"AMQP\x00\x01\x00\x00")
+        garbage = b"\x00\x53\x10\xc0\xff\x09\xa1"  # an open whose list claims more bytes than it has
+        sock.sendall(struct.pack(">IBBH", 8 + len(garbage), 2, 0, 0) + garbage)
+        reply = _recv_all(sock)
+        sock.close()
+        assert b"amqp:decode-error" in reply
+        bad = _raw_connect(emulator.port)
+        bad.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        bad.close()
+        send(conn, ["after"], partition_id="0")
+        assert receiver.wait(2)
+    finally:
+        receiver.close()
+    assert [e.body_as_str() for e in receiver.events] == ["before", "after"]
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        assert producer.get_partition_properties("0")["last_enqueued_sequence_number"] == 1
+
+
+def _config_file(tmp_path: Path, entities: list) -> Path:
+    path = tmp_path / "Config.json"
+    path.write_text(
+        json.dumps(
+            {
+                "UserConfig": {
+                    "NamespaceConfig": [{"Type": "EventHub", "Name": "emulatorNs1", "Entities": entities}],
+                    "LoggingConfig": {"Type": "File"},
+                }
+            }
+        )
+    )
+    return path
+
+
+def _cli(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen(
+        [sys.executable, "-m", "eventhubs_emulator", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def test_cli_serves_prints_connection_strings_and_stops_cleanly(tmp_path):
+    config = _config_file(
+        tmp_path, [{"Name": "eh1", "PartitionCount": 2, "ConsumerGroups": [{"Name": "cg1"}]}]
+    )
+    proc = _cli(
+        "--config", str(config), "--port", "0", "--admin-port", "0", "--data-dir", str(tmp_path / "d")
+    )
+    try:
+        lines = [proc.stdout.readline() for _ in range(3)]
+        conn = lines[2].split(": ", 1)[1].strip()
+        assert lines[2].startswith("eh1: Endpoint=sb://127.0.0.1:")
+        assert conn.endswith(";EntityPath=eh1;UseDevelopmentEmulator=true")
+        assert "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE" in conn
+        admin = lines[1].split()[2]
+        assert _http(f"{admin}/health") == (200, {"status": "healthy"})
+        send(conn, ["via-cli"], partition_id="1")
+        assert [e.body_as_str() for e in receive(conn, "1", expected=1, consumer_group="cg1")] == ["via-cli"]
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert (tmp_path / "d" / "eh1" / "1.log").stat().st_size > 0
+
+
+def test_cli_invalid_config_names_the_field_and_exits_2(tmp_path):
+    config = _config_file(tmp_path, [{"Name": "eh1", "PartitionCount": 0}])
+    proc = _cli("--config", str(config), "--port", "0")
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert "Entities[0].PartitionCount" in err
+
+
+def test_cli_port_in_use_is_a_clear_error(tmp_path):
+    config = _config_file(tmp_path, [{"Name": "eh1", "PartitionCount": 1}])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _cli("--config", str(config), "--port", str(port))
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert f"port {port}" in err and "already in use" in err
