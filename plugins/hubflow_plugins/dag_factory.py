@@ -60,9 +60,9 @@ def supervisor_dag(job: RegisteredJob) -> DAG:
             task_id="check_health",
             job_name=job.name,
             accept=HEALTHY_STREAMING,
+            allow_idle=True,
             poke_interval=10,
             timeout=300,
-            mode="reschedule",
         )
         ensure >> health
     return dag

@@ -16,6 +16,9 @@ HEALTHY = ("healthy",)
 HEALTHY_STREAMING = ("healthy", "batch-in-flight")
 #: Verdicts that end a health check badly at once: waiting will not mend them.
 FAILING = ("failed-batch", "stalled", "corrupt", "missing")
+#: Verdicts that only mean "no new input" while the job itself is alive.
+IDLE_VERDICTS = ("stalled", "missing")
+IDLE_OK_STATES = ("starting", "running", "idle")
 
 
 @dataclass
@@ -47,8 +50,15 @@ def check_health(
     fail_on: tuple[str, ...] = FAILING,
     latest: tuple[str, dict[str, int]] | None = None,
     max_lag_events: int | None = None,
+    live_state: str | None = None,
 ) -> HealthResult:
-    """Inspect ``checkpoint``; with ``latest`` (hub, partition -> next sequence number) also the lag."""
+    """Inspect ``checkpoint``; with ``latest`` (hub, partition -> next sequence number) also the lag.
+
+    ``live_state`` is the state of a running job whose heartbeat is fresh (from its status folder),
+    or None. A streaming job that is alive commits nothing while no input arrives, so for it
+    ``stalled`` (no recent commit) and ``missing`` (no batch planned yet) mean "idle", not "broken";
+    the lag check, when asked for, still catches a live job that does not keep up.
+    """
     from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
 
     report = inspect_checkpoint(checkpoint, stalled_after=stalled_after)
@@ -60,6 +70,9 @@ def check_health(
         failed=verdict in fail_on and verdict not in accept,
         report=report.to_dict(),
     )
+    if live_state in IDLE_OK_STATES and verdict in IDLE_VERDICTS:
+        result.done, result.failed = True, False
+        result.reason = f"{report.reason} The job is alive ({live_state}), so it is waiting for new input."
     if latest is not None and not result.failed:
         hub, next_sequence = latest
         committed = committed_sequence_numbers(result.report, hub)

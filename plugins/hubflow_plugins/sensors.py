@@ -23,6 +23,8 @@ class CheckpointHealthSensor(BaseSensorOperator):
     :param stalled_after: no commit for longer than this is ``stalled`` (default: the registry's).
     :param max_lag_events: with the job's Event Hubs connection, fail when the committed offsets are
         more than this many events behind the hub (summed over partitions). Poke mode only.
+    :param allow_idle: a streaming job that is alive (fresh heartbeat) and commits nothing because
+        no input arrives is healthy, not ``stalled`` (supervisors set it). Poke mode only.
     :param deferrable: wait in the triggerer instead of holding a worker slot.
     """
 
@@ -38,6 +40,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
         stalled_after: str | None = None,
         max_lag_events: int | None = None,
         consumer_group: str = "$Default",
+        allow_idle: bool = False,
         deferrable: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -48,6 +51,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
         self.stalled_after = stalled_after
         self.max_lag_events = max_lag_events
         self.consumer_group = consumer_group
+        self.allow_idle = allow_idle
         self.deferrable = deferrable
 
     def _stalled_after(self, job: Any) -> timedelta:
@@ -88,6 +92,13 @@ class CheckpointHealthSensor(BaseSensorOperator):
             from hubflow_plugins.eventhubs_hook import EventHubsHook
 
             latest = EventHubsHook(job.eventhubs_conn_id).latest_sequence_numbers(self.consumer_group)
+        live_state = None
+        if self.allow_idle:
+            from hubflow_plugins.job_control import JobControl
+
+            live = JobControl(job.name, job.paths.status_dir).liveness()
+            live_state = live.state if live.alive else None
+            self.log.info("job status: %s", live.reason)
         result = check_health(
             job.paths.checkpoint_location,
             stalled_after=self._stalled_after(job),
@@ -95,6 +106,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
             fail_on=self.fail_on,
             latest=latest,
             max_lag_events=self.max_lag_events,
+            live_state=live_state,
         )
         self.log.info("checkpoint of job %s: %s: %s", job.name, result.verdict, result.reason)
         if result.lag:
