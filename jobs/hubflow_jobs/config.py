@@ -112,6 +112,10 @@ class JobConfig(StrictModel):
             return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
         return value
 
+    def extra_spark_conf(self) -> dict[str, str]:
+        """Spark conf a job needs before its session starts (static settings); ``spark_conf`` wins."""
+        return {}
+
     @property
     def checkpoint_location(self) -> str:
         """``<checkpoint_root>/<name>``: the folder Spark owns."""

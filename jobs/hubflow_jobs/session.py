@@ -14,13 +14,14 @@ DEFAULT_CONF = {
 
 
 def build_session(config: JobConfig) -> Any:
-    """Return the SparkSession for ``config``: app name = job name, conf = defaults + ``spark_conf``.
+    """Return the SparkSession for ``config``: app name = job name, conf = defaults, then the job's
+    :meth:`~hubflow_jobs.config.JobConfig.extra_spark_conf`, then ``spark_conf``.
 
     The master and deploy mode come from spark-submit (or a local default when run by plain python).
     """
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(config.name)
-    for key, value in {**DEFAULT_CONF, **config.spark_conf}.items():
+    for key, value in {**DEFAULT_CONF, **config.extra_spark_conf(), **config.spark_conf}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -16,6 +16,7 @@ from tests.support.spark_cluster import spark_env
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBS_DIR = REPO_ROOT / "jobs"
 FILES_TO_LAKE = JOBS_DIR / "files_to_lake.py"
+EVENTHUBS_TO_LAKE = JOBS_DIR / "eventhubs_to_lake.py"
 
 
 def landing_config(base: Path, **overrides: Any) -> dict[str, Any]:
@@ -94,9 +95,17 @@ def spark_submit_path() -> str:
 
 
 def spark_submit(
-    config: Path, log_path: Path, extra_args: list[str] | None = None, script: Path = FILES_TO_LAKE
+    config: Path,
+    log_path: Path,
+    extra_args: list[str] | None = None,
+    script: Path = FILES_TO_LAKE,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
-    """Start ``spark-submit <script> --config <config>`` on local[2], output going to ``log_path``."""
+    """Start ``spark-submit <script> --config <config>`` on local[2], output going to ``log_path``.
+
+    The process leads its own session, so ``os.killpg(process.pid, SIGKILL)`` kills the driver JVM,
+    the Python driver and the Python workers at once, as a lost machine would.
+    """
     command = [
         spark_submit_path(),
         "--master",
@@ -108,10 +117,15 @@ def spark_submit(
         "--config",
         str(config),
     ]
-    env = spark_env({"PYTHONPATH": str(JOBS_DIR)})
+    env = spark_env({"PYTHONPATH": str(JOBS_DIR), **(extra_env or {})})
     with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
         )
 
 
@@ -133,3 +147,67 @@ def python_job(config: Path, script: Path = FILES_TO_LAKE) -> subprocess.Complet
         env=env,
         timeout=120,
     )
+
+
+class EmulatedHub:
+    """One hub of the embedded emulator: its name, connection string and a batched sender."""
+
+    def __init__(self, name: str, connection_string: str, partitions: int) -> None:
+        self.name = name
+        self.connection_string = connection_string
+        self.partitions = partitions
+        self.sent_per_partition = dict.fromkeys(map(str, range(partitions)), 0)
+
+    def send(self, bodies_per_partition: dict[str, list[bytes]]) -> None:
+        """Send the bodies to their partitions with the SDK's batched producer."""
+        from azure.eventhub import EventData, EventHubProducerClient
+
+        producer = EventHubProducerClient.from_connection_string(self.connection_string)
+        try:
+            for partition, bodies in bodies_per_partition.items():
+                batch = producer.create_batch(partition_id=partition)
+                for body in bodies:
+                    event = EventData(body)
+                    try:
+                        batch.add(event)
+                    except ValueError:
+                        producer.send_batch(batch)
+                        batch = producer.create_batch(partition_id=partition)
+                        batch.add(event)
+                if len(batch):
+                    producer.send_batch(batch)
+                self.sent_per_partition[partition] += len(bodies)
+        finally:
+            producer.close()
+
+    def send_numbered(self, first: int, count: int) -> set[bytes]:
+        """Send events with bodies ``b"event-<n>"`` for n in [first, first + count), round robin."""
+        per_partition: dict[str, list[bytes]] = {str(p): [] for p in range(self.partitions)}
+        for number in range(first, first + count):
+            per_partition[str(number % self.partitions)].append(f"event-{number}".encode())
+        self.send(per_partition)
+        return {body for bodies in per_partition.values() for body in bodies}
+
+    def expected_offsets(self) -> dict[str, dict[str, int]]:
+        """The connector's checkpoint offset once everything sent was read: next seqNo per partition."""
+        return {self.name: {p: n for p, n in self.sent_per_partition.items() if n}}
+
+
+def eventhubs_config(base: Path, hub: EmulatedHub, env_var: str, **overrides: Any) -> dict[str, Any]:
+    """A valid eventhubs_to_lake config under ``base`` reading ``hub`` (availableNow)."""
+    config: dict[str, Any] = {
+        "name": "eventhubs_to_lake",
+        "trigger": {"availableNow": True},
+        "checkpoint_root": str(base / "checkpoints"),
+        "status_root": str(base / "status"),
+        "spark_conf": {"spark.sql.shuffle.partitions": 2, "spark.ui.enabled": False},
+        "runtime": {"heartbeat_interval": "1 second", "poll_interval": "200 ms"},
+        "source": {"connection_string_env": env_var, "max_events_per_trigger": 1000},
+        "sink": {"output_path": str(base / "lake" / "bronze")},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
+    return config

@@ -1,0 +1,130 @@
+"""Job ``eventhubs_to_lake``: an Event Hub -> bronze parquet in the lake, raw body kept.
+
+Reads ``format("eventhubs")`` (the ``pyspark_eventhubs`` connector) and writes every event through
+Spark's parquet file sink (exactly once through ``_spark_metadata``), partitioned by
+``ingest_date`` (the UTC date of the micro-batch). Rows keep the connector's columns unchanged -
+``body`` (the raw bytes), ``partition``, ``offset``, ``sequenceNumber``, ``enqueuedTime``,
+``publisher``, ``partitionKey``, ``properties``, ``systemProperties`` - plus ``_ingested_at``.
+``(partition, sequenceNumber)`` identifies an event.
+
+The connection string is never in the config: ``source.connection_string_env`` names the
+environment variable holding it, and the session masks it in plans, the UI and logs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .config import JobConfig, KeyedValueError, StrictModel
+from .status import JobStatus
+
+INGEST_DATE_COLUMN = "ingest_date"
+#: Connector options the job sets from its own keys; ``source.options`` may not set them.
+RESERVED_OPTIONS = {
+    "eventhubs.connectionstring",
+    "eventhubs.name",
+    "eventhubs.consumergroup",
+    "eventhubs.startingposition",
+    "eventhubs.maxeventspertrigger",
+    "maxeventspertrigger",
+}
+_POSITIONS = {
+    "earliest": '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": true}',
+    "latest": '{"offset": "@latest", "seqNo": -1, "enqueuedTime": null, "isInclusive": false}',
+}
+
+
+class EventHubSourceConfig(StrictModel):
+    """``source:`` of eventhubs_to_lake."""
+
+    connection_string_env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    event_hub: str | None = Field(default=None, min_length=1)
+    consumer_group: str = Field(default="$Default", min_length=1)
+    starting_position: Literal["earliest", "latest"] = "earliest"
+    max_events_per_trigger: int = Field(default=100_000, gt=0)
+    options: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options_as_text(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+        return value
+
+    @field_validator("connection_string_env")
+    @classmethod
+    def _variable_is_set(cls, value: str) -> str:
+        if not os.environ.get(value):
+            raise ValueError(
+                f"environment variable {value} is not set; export the Event Hubs connection string in it"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _no_reserved_options(self) -> EventHubSourceConfig:
+        for key in self.options:
+            if key.lower() in RESERVED_OPTIONS:
+                raise KeyedValueError(
+                    f"options.{key}", "is set by the job itself; use the source keys (see docs/jobs.md)"
+                )
+            if "secret" in key.lower():
+                raise KeyedValueError(f"options.{key}", "secrets do not belong in the config file")
+        return self
+
+    def spark_options(self) -> dict[str, str]:
+        """The options for ``format("eventhubs")``, connection string read from the environment."""
+        options = {
+            **self.options,
+            "eventhubs.connectionString": os.environ[self.connection_string_env],
+            "eventhubs.consumerGroup": self.consumer_group,
+            "eventhubs.startingPosition": _POSITIONS[self.starting_position],
+            "maxEventsPerTrigger": str(self.max_events_per_trigger),
+        }
+        if self.event_hub:
+            options["eventhubs.name"] = self.event_hub
+        return options
+
+
+class BronzeSinkConfig(StrictModel):
+    """``sink:`` of eventhubs_to_lake."""
+
+    output_path: str = Field(min_length=1)
+
+
+class EventHubsToLakeConfig(JobConfig):
+    """The whole config of eventhubs_to_lake: the common section plus ``source`` and ``sink``."""
+
+    source: EventHubSourceConfig
+    sink: BronzeSinkConfig
+
+    def extra_spark_conf(self) -> dict[str, str]:
+        """Mask the connection string wherever Spark prints options (a static, session-wide setting)."""
+        from pyspark_eventhubs import redaction_conf
+
+        return redaction_conf()
+
+
+def start_eventhubs_to_lake(spark: Any, config: EventHubsToLakeConfig, status: JobStatus) -> Any:
+    """Start the streaming query of eventhubs_to_lake and return it."""
+    from pyspark.sql import functions as F
+
+    from pyspark_eventhubs import DefaultSource
+
+    # Registering explicitly works however the connector was installed (wheel, --py-files, editable);
+    # Spark's own discovery only sees plain pyspark_* modules on sys.path.
+    spark.dataSource.register(DefaultSource)
+    events = spark.readStream.format("eventhubs").options(**config.source.spark_options()).load()
+    now = F.current_timestamp()
+    rows = events.withColumn("_ingested_at", now).withColumn(INGEST_DATE_COLUMN, F.to_date(now))
+    return (
+        rows.writeStream.queryName(config.name)
+        .format("parquet")
+        .option("path", config.sink.output_path)
+        .option("checkpointLocation", config.checkpoint_location)
+        .partitionBy(INGEST_DATE_COLUMN)
+        .trigger(**config.trigger.spark_kwargs())
+        .start()
+    )

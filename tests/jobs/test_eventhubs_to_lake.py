@@ -1,0 +1,198 @@
+"""eventhubs_to_lake against the embedded emulator: every event exactly once, raw body kept,
+across availableNow runs and across kill -9 of the driver at random moments."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hubflow_jobs import EXIT_OK
+from hubflow_jobs.config import ConfigError, load_config
+from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig, start_eventhubs_to_lake
+from hubflow_jobs.runner import run_job
+from hubflow_jobs.stop import StopRequest
+from tests.support.processes import wait_until
+
+from .helpers import (
+    EVENTHUBS_TO_LAKE,
+    EmulatedHub,
+    eventhubs_config,
+    last_log_line,
+    read_status,
+    spark_submit,
+    write_config,
+)
+
+pytestmark = pytest.mark.integration
+
+ENV_VAR = "HUBFLOW_TEST_EVENTHUBS_CONNECTION"
+
+
+def _check_exactly_once(spark: Any, output: Path, sent: set[bytes]) -> None:
+    """The lake holds every sent event once: unique (partition, sequenceNumber), raw bodies equal."""
+    frame = spark.read.parquet(str(output))
+    rows = frame.select("partition", "sequenceNumber", "body").collect()
+    identities = [(r["partition"], r["sequenceNumber"]) for r in rows]
+    assert len(identities) == len(set(identities)), "an event was written twice"
+    bodies = [bytes(r["body"]) for r in rows]
+    assert len(rows) == len(sent), f"{len(sent) - len(set(bodies) & sent)} events missing"
+    assert set(bodies) == sent
+
+
+def test_config_names_the_missing_variable_and_never_echoes_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub = EmulatedHub("hub1", "unused", partitions=4)
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    path = write_config(tmp_path / "job.yaml", eventhubs_config(tmp_path, hub, ENV_VAR))
+    with pytest.raises(ConfigError) as missing:
+        load_config(path, EventHubsToLakeConfig)
+    assert str(missing.value) == (
+        f"jobs config error: source.connection_string_env: environment variable {ENV_VAR} is not set; "
+        "export the Event Hubs connection string in it"
+    )
+    secret = "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=TOPSECRET;EntityPath=hub1"
+    monkeypatch.setenv(ENV_VAR, secret)
+    config = eventhubs_config(
+        tmp_path, hub, ENV_VAR, source={"options": {"eventhubs.connectionString": secret}}
+    )
+    with pytest.raises(ConfigError) as reserved:
+        load_config(write_config(tmp_path / "job.yaml", config), EventHubsToLakeConfig)
+    assert "source.options.eventhubs.connectionString: is set by the job itself" in str(reserved.value)
+    assert "TOPSECRET" not in str(reserved.value)
+    loaded = load_config(
+        write_config(tmp_path / "job.yaml", eventhubs_config(tmp_path, hub, ENV_VAR)), EventHubsToLakeConfig
+    )
+    assert loaded.extra_spark_conf()["spark.redaction.regex"].count("connectionstring") == 1
+    assert loaded.source.spark_options()["eventhubs.connectionString"] == secret
+
+
+def test_available_now_lands_every_event_once_with_its_raw_body(
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_VAR, eventhub.connection_string)
+    config = load_config(
+        write_config(tmp_path / "job.yaml", eventhubs_config(tmp_path, eventhub, ENV_VAR)),
+        EventHubsToLakeConfig,
+    )
+    sent = eventhub.send_numbered(0, 2500)
+    binary = {"0": [bytes(range(256)), b"\x00\xff{not json"]}
+    eventhub.send(binary)
+    sent |= set(binary["0"])
+
+    code, reason = run_job(spark, config, start_eventhubs_to_lake, StopRequest())
+
+    assert code == EXIT_OK, reason
+    output = Path(config.sink.output_path)
+    _check_exactly_once(spark, output, sent)
+    today = datetime.now(UTC).date().isoformat()
+    assert [p.name for p in output.iterdir() if p.name.startswith("ingest_date=")] == [f"ingest_date={today}"]
+    status = read_status(tmp_path, "eventhubs_to_lake")
+    assert status["state"] == "stopped"
+    source = status["last_progress"]["sources"][0]
+    assert source["end_offset"] == eventhub.expected_offsets()
+    assert source["latest_offset"] == eventhub.expected_offsets(), "the lag (latest offset) is reported"
+
+    more = eventhub.send_numbered(10_000, 300)
+    code, reason = run_job(spark, config, start_eventhubs_to_lake, StopRequest())
+    assert code == EXIT_OK, reason
+    _check_exactly_once(spark, output, sent | more)
+
+
+def _run_with_kills(
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path, total: int, kills: int, per_trigger: int, seed: int
+) -> None:
+    """Send ``total`` events while the job runs; kill -9 it ``kills`` times; check exactly once."""
+    config = write_config(
+        tmp_path / "job.yaml",
+        eventhubs_config(
+            tmp_path,
+            eventhub,
+            ENV_VAR,
+            trigger={"availableNow": False, "processingTime": "1 second"},
+            source={"connection_string_env": ENV_VAR, "max_events_per_trigger": per_trigger},
+            runtime={
+                "heartbeat_interval": "1 second",
+                "poll_interval": "200 ms",
+                "stale_lock_after": "10 minutes",
+            },
+        ),
+    )
+    env = {ENV_VAR: eventhub.connection_string}
+    sent: set[bytes] = set()
+    chunks = 10
+
+    def send_all() -> None:
+        for chunk in range(chunks):
+            sent.update(eventhub.send_numbered(chunk * (total // chunks), total // chunks))
+
+    sender = threading.Thread(target=send_all, daemon=True)
+    sender.start()
+    rng = random.Random(seed)
+    status_file = tmp_path / "status" / "eventhubs_to_lake" / "status.json"
+    seen_runs: set[str] = set()
+
+    def new_run_started() -> bool:
+        try:
+            run_id = json.loads(status_file.read_text())["run_id"]
+        except (FileNotFoundError, ValueError):
+            return False
+        return run_id is not None and run_id not in seen_runs
+
+    for kill in range(kills):
+        log = tmp_path / f"run{kill}.log"
+        job = spark_submit(config, log, script=EVENTHUBS_TO_LAKE, extra_env=env)
+        try:
+            wait_until(lambda job=job: new_run_started() or job.poll() is not None, 120, "the query to start")
+            assert job.poll() is None, last_log_line(log)
+            seen_runs.add(json.loads(status_file.read_text())["run_id"])
+            threading.Event().wait(rng.uniform(0.5, 5.0))
+            assert job.poll() is None, f"run {kill} ended before its kill: {last_log_line(log)}"
+        finally:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    sender.join(300)
+    assert not sender.is_alive()
+
+    log = tmp_path / "final.log"
+    job = spark_submit(config, log, script=EVENTHUBS_TO_LAKE, extra_env=env)
+    try:
+
+        def caught_up() -> bool:
+            try:
+                progress = json.loads(status_file.read_text())["last_progress"]
+                return progress["sources"][0]["end_offset"] == eventhub.expected_offsets()
+            except (FileNotFoundError, ValueError, KeyError, TypeError, IndexError):
+                return False
+
+        wait_until(lambda: caught_up() or job.poll() is not None, 600, "the job to read every event")
+        (tmp_path / "status" / "eventhubs_to_lake" / "STOP").touch()
+        assert job.wait(120) == EXIT_OK, last_log_line(log)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    assert "taking over stale lock of job eventhubs_to_lake" in log.read_text()
+    _check_exactly_once(spark, tmp_path / "lake" / "bronze", sent)
+    assert len(sent) == total
+
+
+def test_kill_9_at_random_moments_loses_and_repeats_nothing(
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path
+) -> None:
+    _run_with_kills(spark, eventhub, tmp_path, total=4_000, kills=2, per_trigger=400, seed=5)
+
+
+@pytest.mark.slow
+def test_five_kills_during_100k_events_lose_and_repeat_nothing(
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path
+) -> None:
+    _run_with_kills(spark, eventhub, tmp_path, total=100_000, kills=6, per_trigger=5_000, seed=7)
