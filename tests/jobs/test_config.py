@@ -144,3 +144,15 @@ def test_example_config_is_valid() -> None:
     config = load_config(example, FilesToLakeConfig)
     assert config.name == "files_to_lake"
     assert config.source.required_columns == ["order_id", "ordered_at"]
+
+
+def test_eventhubs_example_config_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig
+
+    monkeypatch.setenv(
+        "ORDERS_EVENTHUBS_CONNECTION", "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=s"
+    )
+    example = Path(__file__).resolve().parents[2] / "jobs" / "configs" / "eventhubs_to_lake.yaml"
+    config = load_config(example, EventHubsToLakeConfig)
+    assert config.source.spark_options()["eventhubs.name"] == "orders"
+    assert config.source.spark_options()["eventhubs.receiverTimeout"] == "PT30S"
