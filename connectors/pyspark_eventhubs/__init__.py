@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 from .errors import EventHubsDataLossError, EventHubsOptionError, EventHubsReadError
 from .options import EventHubsOptions, parse_options
 from .positions import EventPosition, position_key
-from .redaction import SPARK_REDACTION_REGEX, redaction_conf
+from .redaction import SPARK_REDACTION_REGEX, protect_secrets, redaction_conf
 from .schema import EVENTHUBS_SCHEMA
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "EventPosition",
     "parse_options",
     "position_key",
+    "protect_secrets",
     "redaction_conf",
 ]
 
