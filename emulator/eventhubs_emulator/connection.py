@@ -103,18 +103,24 @@ class Link:
         return (self.hub.name.lower(), self.consumer_group.lower(), self.partition_id)
 
     # ------------------------------------------------------------------------------ sending to client
-    def pump(self) -> None:
-        """Send retained events from ``next_seq`` on, while the client has credit (consumer links)."""
-        if self.closed or self.credit <= 0 or self.log is None:
+    def pump(self, after_delay: bool = False) -> None:
+        """Send retained events from ``next_seq`` on, while the client has credit (consumer links).
+
+        With the delay-deliveries fault on, events wait that long before going out (``after_delay``
+        is set when the held-back pump finally runs).
+        """
+        if after_delay:
+            self._delayed = False
+        if self.closed or self.credit <= 0 or self.log is None or self._delayed:
             return
         conn = self.connection
         if conn.closed:
             return
         delay = conn.server.faults.delivery_delay()
-        if delay > 0:
-            if not self._delayed:
+        if delay > 0 and not after_delay:
+            if self.next_seq - self.log.begin_seq < len(self.log.events):
                 self._delayed = True
-                asyncio.get_running_loop().call_later(delay, self._pump_after_delay)
+                asyncio.get_running_loop().call_later(delay, self.pump, True)
             return
         if conn.is_congested():
             conn.block(self)
@@ -149,24 +155,6 @@ class Link:
         conn.write(b"".join(out))
         if self.credit > 0 and self.next_seq - self.log.begin_seq < len(self.log.events):
             asyncio.get_running_loop().call_soon(self.pump)
-
-    def _pump_after_delay(self) -> None:
-        self._delayed = False
-        if self.closed or self.log is None:
-            return
-        conn = self.connection
-        events = self.log.events
-        idx = max(self.next_seq - self.log.begin_seq, 0)
-        count = min(self.credit, len(events) - idx)
-        if count <= 0:
-            return
-        # Send what was due, ignoring the delay for this round (the delay already elapsed).
-        saved = conn.server.faults.delivery_delay
-        conn.server.faults.delivery_delay = lambda: 0.0  # type: ignore[method-assign]
-        try:
-            self.pump()
-        finally:
-            conn.server.faults.delivery_delay = saved  # type: ignore[method-assign]
 
     def send_message(self, payload: bytes) -> None:
         """Queue a settled message (management / CBS reply) and send it when credit allows."""
@@ -257,6 +245,7 @@ class Connection:
         self._blocked: set[Link] = set()
         self._draining = False
         self._drain_task: asyncio.Future | None = None
+        self._heartbeat_task: asyncio.Future | None = None
 
     # ------------------------------------------------------------------------------------ plumbing
     def write(self, data: bytes) -> None:
@@ -327,6 +316,11 @@ class Connection:
         finally:
             self._cleanup()
 
+    async def _heartbeat(self, interval: float) -> None:
+        while not self.closed:
+            await asyncio.sleep(interval)
+            self.write(F.EMPTY_FRAME)
+
     def _close_with_error(self, condition: str, description: str) -> None:
         if self.closed:
             return
@@ -335,6 +329,8 @@ class Connection:
 
     def _cleanup(self) -> None:
         self.closed = True
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
         for session in self.sessions.values():
             for link in session.links.values():
                 link.close_local()
@@ -412,6 +408,8 @@ class Connection:
 
     def _on_open(self, fields: list) -> None:
         self.remote_max_frame_size = max(512, int(fields[2])) if fields[2] is not None else 0xFFFFFFFF
+        if fields[4]:  # the client's idle timeout (ms): send empty frames at half that interval
+            self._heartbeat_task = asyncio.ensure_future(self._heartbeat(max(int(fields[4]) / 2000, 0.05)))
         self.write(
             F.frame(
                 0,
@@ -499,7 +497,7 @@ class Connection:
         reply = [
             name,
             UInt(handle),
-            not client_sends,  # our role: receiver (true) when the client sends
+            client_sends,  # our role: receiver (true) when the client sends
             _ubyte(fields[3]),
             _ubyte(fields[4]),
             source,
@@ -770,7 +768,8 @@ class Connection:
         name = props.get("name")
         if isinstance(name, str) and audience_path(name) != grant.path:
             return 401, "InvalidAudience: the token's audience does not match the 'name' of the request."
-        self.grants.append(grant)
+        now = time.time()
+        self.grants = [g for g in self.grants if g.expires_at > now] + [grant]
         return 202, "Accepted"
 
     def _management(self, props: dict) -> tuple[int, str, Any]:

@@ -215,7 +215,10 @@ class Emulator:
             listener.close()
         if self._server is not None:
             self._server.drop_connections()
-        await asyncio.sleep(0)
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
         if self._broker is not None:
             self._broker.close()
 

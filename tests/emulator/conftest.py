@@ -30,6 +30,33 @@ def send(conn_str: str, bodies: list[str], **batch_kwargs: Any) -> None:
         producer.send_batch(batch)
 
 
+def receive_all(
+    conn_str: str, expected: int, consumer_group: str = "$Default", timeout: float = 30.0, settle: float = 0.3
+) -> list[tuple[str, EventData]]:
+    """Receive from every partition (one client claims them all) until ``expected`` events arrived.
+
+    Returns ``(partition_id, event)`` pairs.
+    """
+    events: list[tuple[str, EventData]] = []
+    consumer = EventHubConsumerClient.from_connection_string(conn_str, consumer_group=consumer_group)
+
+    def on_batch(ctx: Any, batch: list[EventData]) -> None:
+        events.extend((ctx.partition_id, e) for e in batch)
+
+    thread = threading.Thread(
+        target=lambda: consumer.receive_batch(on_batch, starting_position="-1", max_wait_time=0.5),
+        daemon=True,
+    )
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while len(events) < expected and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(settle)
+    consumer.close()
+    thread.join(timeout=10)
+    return events
+
+
 def receive(
     conn_str: str,
     partition_id: str,

@@ -70,18 +70,22 @@ def test_add_partitions_at_run_time(emulator):
 def test_events_survive_a_restart(tmp_path):
     with start_test_emulator(tmp_path, persist=True, hub1=2) as emu:
         conn = emu.connection_string("hub1")
-        send(conn, [f"p{i}" for i in range(20)], partition_id="0")
-        send(conn, ["other"], partition_id="1")
+        with EventHubProducerClient.from_connection_string(conn) as producer:
+            for pid, bodies in (("0", [f"p{i}" for i in range(20)]), ("1", ["other"])):
+                batch = producer.create_batch(partition_id=pid)
+                for body in bodies:
+                    batch.add(EventData(body))
+                producer.send_batch(batch)
         before = receive(conn, "0", expected=20)
         emu.truncate("hub1", "0", before_sequence_number=2)
         emu.add_partitions("hub1", 3)
     with start_test_emulator(tmp_path, persist=True, hub1=2) as emu:
         conn = emu.connection_string("hub1")
-        props = _props(conn, "0")
+        with EventHubProducerClient.from_connection_string(conn) as producer:
+            props = producer.get_partition_properties("0")
+            assert producer.get_partition_ids() == ["0", "1", "2"]
         assert props["beginning_sequence_number"] == 2
         assert props["last_enqueued_sequence_number"] == 19
-        with EventHubProducerClient.from_connection_string(conn) as producer:
-            assert producer.get_partition_ids() == ["0", "1", "2"]
         after = receive(conn, "0", expected=18, starting_position="-1", settle=0.3)
         assert [(e.sequence_number, e.offset, e.body_as_str()) for e in after] == [
             (e.sequence_number, e.offset, e.body_as_str()) for e in before[2:]

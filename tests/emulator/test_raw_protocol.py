@@ -1,0 +1,114 @@
+"""Protocol details checked with a tiny raw AMQP client (the SDK cannot be made to do these)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+
+from eventhubs_emulator import frames
+from eventhubs_emulator.codec import Described, Symbol, UInt, UShort, decode, encode
+
+pytestmark = pytest.mark.integration
+
+
+class RawClient:
+    """SASL ANONYMOUS + AMQP header + Open/Begin over a plain socket; reads frames back."""
+
+    def __init__(self, port: int, idle_timeout_ms: int | None = None) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.buffer = b""
+        self.sock.sendall(frames.SASL_HEADER)
+        assert self._read_exact(8) == frames.SASL_HEADER
+        code, fields = self.read_frame()
+        assert code == frames.SASL_MECHANISMS and Symbol("ANONYMOUS") in fields[0]
+        self.sock.sendall(frames.frame(0, frames.SASL_INIT, [Symbol("ANONYMOUS"), b"", None], frame_type=1))
+        code, fields = self.read_frame()
+        assert code == frames.SASL_OUTCOME and fields[0] == 0
+        self.sock.sendall(frames.AMQP_HEADER)
+        assert self._read_exact(8) == frames.AMQP_HEADER
+        idle = UInt(idle_timeout_ms) if idle_timeout_ms else None
+        self.send(
+            frames.OPEN, ["raw", "127.0.0.1", UInt(65536), UShort(8), idle, None, None, None, None, None]
+        )
+        code, fields = self.read_frame()
+        assert code == frames.OPEN and len(fields) == 10
+        self.send(frames.BEGIN, [None, UInt(0), UInt(100), UInt(100), UInt(10), None, None, None])
+        code, fields = self.read_frame()
+        assert code == frames.BEGIN and len(fields) == 8 and fields[0] == 0
+
+    def send(self, code: int, fields: list) -> None:
+        """Send a performative with exactly these fields (trailing ones may be left out, as AMQP allows)."""
+        body = encode(Described(code, fields))
+        self.sock.sendall(struct.pack(">IBBH", 8 + len(body), 2, 0, 0) + body)
+
+    def _read_exact(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buffer += chunk
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+    def read_frame(self) -> tuple[int | None, list]:
+        """The next frame's performative code and fields (None, [] for an empty frame)."""
+        size, doff, _type, _channel = struct.unpack(">IBBH", self._read_exact(8))
+        body = self._read_exact(size - 8)[doff * 4 - 8 :]
+        if not body:
+            return None, []
+        value, _ = decode(body)
+        return int(value.descriptor), value.value
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_every_performative_field_is_written(emulator):
+    client = RawClient(emulator.port)
+    try:
+        source = Described(frames.SOURCE, ["$cbs"] + [None] * 10)
+        target = Described(frames.TARGET, ["$cbs"] + [None] * 6)
+        # A short attach (6 of 14 fields) is padded by the emulator; its reply has all 14.
+        client.send(frames.ATTACH, ["cbs-receiver", UInt(0), True, None, None, source])
+        code, fields = client.read_frame()
+        assert code == frames.ATTACH and len(fields) == 14
+        client.send(
+            frames.ATTACH, ["cbs-sender", UInt(1), False, None, None, source, target, None, None, UInt(0)]
+        )
+        code, fields = client.read_frame()
+        assert code == frames.ATTACH and len(fields) == 14 and fields[2] is True
+        code, fields = client.read_frame()
+        assert code == frames.FLOW and len(fields) == 11 and fields[6] > 0  # credit for the sender
+        client.send(frames.DETACH, [UInt(1), True])
+        code, fields = client.read_frame()
+        assert code == frames.DETACH and len(fields) == 3
+        client.send(frames.END, [])
+        code, fields = client.read_frame()
+        assert code == frames.END and fields == [None]
+    finally:
+        client.close()
+
+
+def test_attach_without_a_token_is_unauthorized(emulator):
+    client = RawClient(emulator.port)
+    try:
+        source = Described(frames.SOURCE, ["hub1/ConsumerGroups/$Default/Partitions/0"] + [None] * 10)
+        client.send(frames.ATTACH, ["consumer", UInt(0), True, None, None, source, None, None, None, None])
+        code, fields = client.read_frame()
+        assert code == frames.ATTACH
+        code, fields = client.read_frame()
+        assert code == frames.DETACH and fields[1] is True
+        assert fields[2].value[0] == "amqp:unauthorized-access"
+    finally:
+        client.close()
+
+
+def test_heartbeats_when_the_client_asks_for_an_idle_timeout(emulator):
+    client = RawClient(emulator.port, idle_timeout_ms=200)
+    try:
+        client.sock.settimeout(2)
+        assert client.read_frame() == (None, [])  # an empty frame within half the idle timeout
+    finally:
+        client.close()
