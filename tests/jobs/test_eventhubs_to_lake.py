@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import threading
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from .helpers import (
     EmulatedHub,
     eventhubs_config,
     last_log_line,
+    log_ids,
     read_status,
     spark_submit,
     write_config,
@@ -83,7 +85,7 @@ def test_available_now_lands_every_event_once_with_its_raw_body(
         write_config(tmp_path / "job.yaml", eventhubs_config(tmp_path, eventhub, ENV_VAR)),
         EventHubsToLakeConfig,
     )
-    sent = eventhub.send_numbered(0, 2500)
+    sent = eventhub.send_numbered(0, 1500)
     binary = {"0": [bytes(range(256)), b"\x00\xff{not json"]}
     eventhub.send(binary)
     sent |= set(binary["0"])
@@ -147,6 +149,8 @@ def _run_with_kills(
             return False
         return run_id is not None and run_id not in seen_runs
 
+    commits = tmp_path / "checkpoints" / "eventhubs_to_lake" / "commits"
+    kill_moments = []
     for kill in range(kills):
         log = tmp_path / f"run{kill}.log"
         job = spark_submit(config, log, script=EVENTHUBS_TO_LAKE, extra_env=env)
@@ -154,11 +158,24 @@ def _run_with_kills(
             wait_until(lambda job=job: new_run_started() or job.poll() is not None, 120, "the query to start")
             assert job.poll() is None, last_log_line(log)
             seen_runs.add(json.loads(status_file.read_text())["run_id"])
-            threading.Event().wait(rng.uniform(0.5, 5.0))
+            if kill % 2 == 0:
+                # After this run committed a batch: lands in the next batch or between batches.
+                before = len(log_ids(commits))
+                wait_until(
+                    lambda job=job, before=before: len(log_ids(commits)) > before or job.poll() is not None,
+                    180,
+                    "a batch committed by this run",
+                )
+                delay = rng.uniform(0.0, 3.0)
+            else:
+                delay = rng.uniform(0.5, 8.0)  # while planning or writing the run's first batch
+            threading.Event().wait(delay)
             assert job.poll() is None, f"run {kill} ended before its kill: {last_log_line(log)}"
         finally:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
+        kill_moments.append((len(log_ids(commits)), round(delay, 1)))
+    assert kill_moments[-1][0] >= kills // 2, f"the kills should interrupt a job that commits: {kill_moments}"
     sender.join(300)
     assert not sender.is_alive()
 
@@ -181,6 +198,9 @@ def _run_with_kills(
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
     assert "taking over stale lock of job eventhubs_to_lake" in log.read_text()
+    secret = re.search(r"SharedAccessKey=([^;]+)", eventhub.connection_string).group(1)
+    for run_log in tmp_path.glob("*.log"):
+        assert secret not in run_log.read_text(errors="replace"), f"the SAS key leaked into {run_log.name}"
     _check_exactly_once(spark, tmp_path / "lake" / "bronze", sent)
     assert len(sent) == total
 
@@ -188,7 +208,7 @@ def _run_with_kills(
 def test_kill_9_at_random_moments_loses_and_repeats_nothing(
     spark: Any, eventhub: EmulatedHub, tmp_path: Path
 ) -> None:
-    _run_with_kills(spark, eventhub, tmp_path, total=4_000, kills=2, per_trigger=400, seed=5)
+    _run_with_kills(spark, eventhub, tmp_path, total=2_000, kills=2, per_trigger=500, seed=5)
 
 
 @pytest.mark.slow
