@@ -8,7 +8,7 @@ export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: venv test test-all lint demo lock bench clean
+.PHONY: venv test test-all lint demo demo-stop lock bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -26,7 +26,11 @@ test-all: lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 demo: venv
-	$(PY) scripts/demo.py $(DEMO_ARGS)
+	$(PY) scripts/demo.py run $(DEMO_ARGS)
+
+# Stop a demo stack left running by `make demo DEMO_ARGS=--keep-running`.
+demo-stop: venv
+	$(PY) scripts/demo.py stop
 
 # Recompile requirements.lock from requirements.in (needs the package index).
 lock: venv
