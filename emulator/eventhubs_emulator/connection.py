@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import struct
 import time
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from . import frames as F
-from .auth import Grant, TokenError, audience_path, grant_covers, verify_sas_token
-from .codec import AmqpDecodeError, Described, Symbol, Timestamp, UByte, UInt, ULong, decode, encode
+from . import management
+from .auth import Grant, grant_covers
+from .codec import AmqpDecodeError, Described, Symbol, UByte, UInt, ULong, UShort, decode
+from .links import Link, LinkRefused, Session
 from .messages import build_message, parse_request, unpack_delivery
-from .store import Hub, PartitionLog, now_ms
+from .positions import address_of, start_position
 
 if TYPE_CHECKING:
     from .server import EmulatorServer
@@ -38,10 +38,6 @@ SESSION_WINDOW = 0x7FFFFFFF
 
 EPOCH = Symbol("com.microsoft:epoch")
 RUNTIME_METRIC = "com.microsoft:enable-receiver-runtime-metric"
-SELECTOR_FILTER = "apache.org:selector-filter:string"
-_SELECTOR = re.compile(
-    r"amqp\.annotation\.x-opt-(offset|sequence-number|enqueued-time)\s*(>=|>|=)\s*'([^']*)'", re.IGNORECASE
-)
 _HEADER = struct.Struct(">IBBH")
 
 
@@ -52,180 +48,6 @@ class ProtocolError(Exception):
         super().__init__(description)
         self.condition = condition
         self.description = description
-
-
-class LinkRefused(Exception):
-    """An attach cannot be honoured; the link is detached with this AMQP error."""
-
-    def __init__(self, condition: str, description: str) -> None:
-        super().__init__(description)
-        self.condition = condition
-        self.description = description
-
-
-class Link:
-    """One attached link and its delivery state."""
-
-    def __init__(self, session: Session, name: str, handle: int, client_sends: bool, kind: str) -> None:
-        self.session = session
-        self.name = name
-        self.handle = handle
-        self.client_sends = client_sends
-        self.kind = kind  # "cbs", "management", "producer", "consumer"
-        self.closed = False
-        # we send (client receives)
-        self.delivery_count = 0
-        self.credit = 0
-        self.pending: deque[bytes] = deque()
-        # we receive (client sends)
-        self.received = 0
-        self.granted_until = 0
-        self.partial = bytearray()
-        self.partial_meta: tuple[int | None, int | None, bool] | None = None
-        # producer / consumer
-        self.hub: Hub | None = None
-        self.partition_id: str | None = None
-        self.consumer_group: str | None = None
-        self.log: PartitionLog | None = None
-        self.next_seq = 0
-        self.epoch: int | None = None
-        self.metrics = False
-        self._delayed = False
-
-    @property
-    def connection(self) -> Connection:
-        """The connection this link belongs to."""
-        return self.session.connection
-
-    def registry_key(self) -> tuple[str, str, str]:
-        """(hub, consumer group, partition) in lower case: the receivers that compete for owner level."""
-        assert self.hub is not None and self.consumer_group is not None and self.partition_id is not None
-        return (self.hub.name.lower(), self.consumer_group.lower(), self.partition_id)
-
-    # ------------------------------------------------------------------------------ sending to client
-    def pump(self, after_delay: bool = False) -> None:
-        """Send retained events from ``next_seq`` on, while the client has credit (consumer links).
-
-        With the delay-deliveries fault on, events wait that long before going out (``after_delay``
-        is set when the held-back pump finally runs).
-        """
-        if after_delay:
-            self._delayed = False
-        if self.closed or self.credit <= 0 or self.log is None or self._delayed:
-            return
-        conn = self.connection
-        if conn.closed:
-            return
-        delay = conn.server.faults.delivery_delay()
-        if delay > 0 and not after_delay:
-            if self.next_seq - self.log.begin_seq < len(self.log.events):
-                self._delayed = True
-                asyncio.get_running_loop().call_later(delay, self.pump, True)
-            return
-        if conn.is_congested():
-            conn.block(self)
-            return
-        events = self.log.events
-        begin = self.log.begin_seq
-        if self.next_seq < begin:
-            self.next_seq = begin
-        idx = self.next_seq - begin
-        count = min(self.credit, len(events) - idx, 2000)
-        if count <= 0:
-            return
-        session = self.session
-        max_frame = conn.remote_max_frame_size
-        out: list[bytes] = []
-        metrics = None
-        if self.metrics:
-            metrics = _runtime_metrics(self.log)
-        for i in range(idx, idx + count):
-            seq, _offset, _enq, payload, hlen = events[i]
-            if metrics is not None:
-                payload = payload[:hlen] + metrics + payload[hlen:]
-            did = session.next_outgoing_id
-            session.next_outgoing_id = (did + 1) & 0xFFFFFFFF
-            if len(payload) + F.TRANSFER_OVERHEAD <= max_frame:
-                out.append(F.transfer_frames(session.channel, self.handle, did, seq, payload, max_frame)[0])
-            else:
-                out.extend(F.transfer_frames(session.channel, self.handle, did, seq, payload, max_frame))
-        self.next_seq += count
-        self.credit -= count
-        self.delivery_count = (self.delivery_count + count) & 0xFFFFFFFF
-        conn.write(b"".join(out))
-        if self.credit > 0 and self.next_seq - self.log.begin_seq < len(self.log.events):
-            asyncio.get_running_loop().call_soon(self.pump)
-
-    def send_message(self, payload: bytes) -> None:
-        """Queue a settled message (management / CBS reply) and send it when credit allows."""
-        self.pending.append(payload)
-        self.flush_pending()
-
-    def flush_pending(self) -> None:
-        """Send queued replies while there is credit."""
-        conn = self.connection
-        while self.pending and self.credit > 0 and not self.closed:
-            payload = self.pending.popleft()
-            did = self.session.next_outgoing_id
-            self.session.next_outgoing_id = (did + 1) & 0xFFFFFFFF
-            for f in F.transfer_frames(
-                self.session.channel,
-                self.handle,
-                did,
-                self.delivery_count,
-                payload,
-                conn.remote_max_frame_size,
-            ):
-                conn.write(f)
-            self.credit -= 1
-            self.delivery_count = (self.delivery_count + 1) & 0xFFFFFFFF
-
-    def detach(self, condition: str | None = None, description: str | None = None) -> None:
-        """Close the link from our side (with an AMQP error when given)."""
-        if self.closed:
-            return
-        self.close_local()
-        error = F.Error.make(condition, description) if condition else None
-        self.connection.write(F.frame(self.session.channel, F.DETACH, [UInt(self.handle), True, error]))
-
-    def close_local(self) -> None:
-        """Forget the link: stop deliveries and leave the owner-level registry."""
-        if self.closed:
-            return
-        self.closed = True
-        if self.log is not None:
-            self.log.listeners.discard(self.pump)
-        if self.kind == "consumer" and None not in (self.hub, self.consumer_group, self.partition_id):
-            self.connection.server.receivers.get(self.registry_key(), set()).discard(self)
-
-
-def _runtime_metrics(log_: PartitionLog) -> bytes:
-    last = log_.last_event()
-    values = {
-        Symbol("last_enqueued_sequence_number"): log_.next_seq - 1,
-        Symbol("last_enqueued_offset"): str(log_.last_enqueued_offset()),
-        Symbol("last_enqueued_time_utc"): Timestamp(last[2] if last else log_.last_enqueued_ms),
-        Symbol("runtime_info_retrieval_time_utc"): Timestamp(now_ms()),
-    }
-    return encode(Described(0x71, values))
-
-
-class Session:
-    """One AMQP session: its links by handle and its delivery counters."""
-
-    def __init__(self, connection: Connection, channel: int, next_incoming_id: int) -> None:
-        self.connection = connection
-        self.channel = channel
-        self.next_outgoing_id = 0
-        self.next_incoming_id = next_incoming_id
-        self.links: dict[int, Link] = {}
-
-    def reply_link(self, node: str) -> Link | None:
-        """The client's receiver link on ``node`` ($cbs / $management) in this session."""
-        for link in self.links.values():
-            if link.kind == node and not link.client_sends and not link.closed:
-                return link
-        return None
 
 
 class Connection:
@@ -465,7 +287,7 @@ class Connection:
         source = fields[F.ATTACH_SOURCE]
         target = fields[F.ATTACH_TARGET]
         node_term = target if client_sends else source
-        address = _address(node_term)
+        address = address_of(node_term)
         kind = "producer" if client_sends else "consumer"
         node = address.strip("/").lower()
         if node in ("$cbs", "$management"):
@@ -526,11 +348,14 @@ class Connection:
     def _entity_path(self, *parts: str) -> str:
         return "/".join(p.lower() for p in parts)
 
-    def _require_grant(self, entity_path: str) -> None:
+    def _authorized(self, entity_path: str) -> bool:
+        """Whether a valid $cbs token of this connection covers ``entity_path``."""
         now = time.time()
-        for grant in self.grants:
-            if grant.expires_at > now and grant_covers(grant.path, entity_path):
-                return
+        return any(g.expires_at > now and grant_covers(g.path, entity_path) for g in self.grants)
+
+    def _require_grant(self, entity_path: str) -> None:
+        if self._authorized(entity_path):
+            return
         raise LinkRefused(
             "amqp:unauthorized-access",
             f"Unauthorized access to '{entity_path}': put a valid token on $cbs for this entity first.",
@@ -579,7 +404,7 @@ class Connection:
         self._require_grant(self._entity_path(hub.name, "consumergroups", group, "partitions", parts[4]))
         log_ = hub.partitions[parts[4]]
         link.log = log_
-        link.next_seq = _start_position(log_, source)
+        link.next_seq = start_position(log_, source)
         props = fields[F.ATTACH_PROPERTIES]
         if isinstance(props, dict) and props.get(EPOCH) is not None:
             link.epoch = int(props[EPOCH])
@@ -742,11 +567,14 @@ class Connection:
         except AmqpDecodeError as exc:
             return _rejected("amqp:decode-error", f"malformed request message: {exc}")
         if link.kind == "cbs":
-            status, description = self._put_token(props, body)
+            status, description, grant = management.put_token(self.broker, props, body)
+            if grant is not None:
+                now = time.time()
+                self.grants = [g for g in self.grants if g.expires_at > now] + [grant]
             reply_props = {"status-code": status, "status-description": description}
             reply = build_message(None, reply_props, message_id)
         else:
-            status, description, value = self._management(props)
+            status, description, value = management.read(self.broker, props, self._authorized)
             reply_props = {
                 "status-code": status,
                 "status-description": description,
@@ -757,78 +585,6 @@ class Connection:
         if reply_link is not None:
             reply_link.send_message(reply)
         return _accepted()
-
-    def _put_token(self, props: dict, token: Any) -> tuple[int, str]:
-        if props.get("operation") != "put-token":
-            return 400, f"Unsupported $cbs operation {props.get('operation')!r}; only put-token is supported."
-        try:
-            grant = verify_sas_token(str(token), self.broker.config.key_name, self.broker.config.key)
-        except TokenError as exc:
-            return 401, f"InvalidSignature: {exc}."
-        name = props.get("name")
-        if isinstance(name, str) and audience_path(name) != grant.path:
-            return 401, "InvalidAudience: the token's audience does not match the 'name' of the request."
-        now = time.time()
-        self.grants = [g for g in self.grants if g.expires_at > now] + [grant]
-        return 202, "Accepted"
-
-    def _management(self, props: dict) -> tuple[int, str, Any]:
-        name = props.get("name")
-        token = props.get("security_token")
-        if props.get("operation") != "READ":
-            return (
-                400,
-                f"Unsupported $management operation {props.get('operation')!r}; only READ is supported.",
-                None,
-            )
-        if not isinstance(name, str):
-            return 400, "The request has no 'name' (event hub name).", None
-        hub = self.broker.hub(name)
-        if hub is None:
-            return 404, f"The messaging entity '{name}' could not be found.", None
-        try:
-            if token is not None:
-                grant = verify_sas_token(str(token), self.broker.config.key_name, self.broker.config.key)
-                if not grant_covers(grant.path, hub.name.lower()):
-                    raise TokenError("the token's audience does not cover this event hub")
-            else:
-                self._require_grant(hub.name.lower())
-        except (TokenError, LinkRefused) as exc:
-            return 401, f"Unauthorized: {exc}", None
-        kind = props.get("type")
-        if kind == "com.microsoft:eventhub":
-            return (
-                200,
-                "OK",
-                {
-                    "name": hub.name,
-                    "type": "com.microsoft:eventhub",
-                    "created_at": Timestamp(hub.created_ms),
-                    "partition_count": len(hub.partitions),
-                    "partition_ids": hub.partition_ids(),
-                },
-            )
-        if kind == "com.microsoft:partition":
-            pid = str(props.get("partition"))
-            log_ = hub.partitions.get(pid)
-            if log_ is None:
-                return 404, f"Partition '{pid}' does not exist in event hub '{hub.name}'.", None
-            last = log_.last_event()
-            return (
-                200,
-                "OK",
-                {
-                    "name": hub.name,
-                    "type": "com.microsoft:partition",
-                    "partition": pid,
-                    "begin_sequence_number": log_.begin_seq,
-                    "last_enqueued_sequence_number": log_.next_seq - 1,
-                    "last_enqueued_offset": str(log_.last_enqueued_offset()),
-                    "last_enqueued_time_utc": Timestamp(last[2] if last else log_.last_enqueued_ms),
-                    "is_partition_empty": log_.is_empty,
-                },
-            )
-        return 400, f"Unknown $management type {kind!r}.", None
 
     def _on_events(self, link: Link, payload: bytes, message_format: int | None) -> Described:
         hub = link.hub
@@ -867,61 +623,5 @@ def _ubyte(value: Any) -> UByte | None:
     return None if value is None else UByte(int(value))
 
 
-def _ushort(value: int) -> Any:
-    from .codec import UShort
-
+def _ushort(value: int) -> UShort:
     return UShort(value)
-
-
-def _address(term: Any) -> str:
-    """The path part of a source/target address (scheme and host removed)."""
-    if isinstance(term, Described) and isinstance(term.value, list) and term.value:
-        raw = term.value[0]
-    else:
-        raw = None
-    if isinstance(raw, bytes):
-        raw = raw.decode("utf-8", "replace")
-    if not isinstance(raw, str):
-        return ""
-    if "://" in raw:
-        raw = raw.split("://", 1)[1]
-        raw = raw.split("/", 1)[1] if "/" in raw else ""
-    return raw.strip("/")
-
-
-def _start_position(log_: PartitionLog, source: Any) -> int:
-    """The first sequence number a new consumer link delivers, from its selector filter."""
-    filters = None
-    if isinstance(source, Described) and isinstance(source.value, list) and len(source.value) > 7:
-        filters = source.value[7]
-    expression = None
-    if isinstance(filters, dict):
-        for key, value in filters.items():
-            if str(key) == SELECTOR_FILTER or (
-                isinstance(value, Described) and str(value.descriptor) == SELECTOR_FILTER
-            ):
-                expression = value.value if isinstance(value, Described) else value
-    if expression is None:
-        return log_.next_seq  # no position: like "@latest"
-    if isinstance(expression, bytes):
-        expression = expression.decode("utf-8", "replace")
-    match = _SELECTOR.search(str(expression))
-    if match is None:
-        raise LinkRefused("com.microsoft:argument-error", f"Unsupported selector filter: {expression!r}.")
-    field, op, value = match.group(1).lower(), match.group(2), match.group(3)
-    inclusive = op in (">=", "=")
-    try:
-        if field == "offset":
-            if value == "-1":
-                return log_.begin_seq
-            if value == "@latest":
-                return log_.next_seq
-            return log_.first_seq_after_offset(int(value), inclusive)
-        if field == "sequence-number":
-            seq = int(value)
-            return max(seq if inclusive else seq + 1, log_.begin_seq)
-        return log_.first_seq_after_time(int(value), inclusive)
-    except ValueError:
-        raise LinkRefused(
-            "com.microsoft:argument-error", f"The {field} in the selector filter is not a number: {value!r}."
-        ) from None

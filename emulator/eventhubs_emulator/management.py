@@ -1,0 +1,94 @@
+"""The $cbs and $management nodes: SAS put-token, and READ of event hub and partition properties.
+
+Replies carry exactly the fields and types the SDK parses: ``status-code`` (int),
+``status-description`` (and ``statusDescription``, which the SDK reads on $management), and for READ an
+amqp-value map (offsets as strings, times as AMQP timestamps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .auth import Grant, TokenError, audience_path, grant_covers, verify_sas_token
+from .codec import Timestamp
+from .store import Broker
+
+
+def put_token(broker: Broker, props: dict, token: Any) -> tuple[int, str, Grant | None]:
+    """Answer a $cbs put-token request: (status code, description, the grant when accepted)."""
+    if props.get("operation") != "put-token":
+        operation = props.get("operation")
+        return 400, f"Unsupported $cbs operation {operation!r}; only put-token is supported.", None
+    try:
+        grant = verify_sas_token(str(token), broker.config.key_name, broker.config.key)
+    except TokenError as exc:
+        return 401, f"InvalidSignature: {exc}.", None
+    name = props.get("name")
+    if isinstance(name, str) and audience_path(name) != grant.path:
+        return 401, "InvalidAudience: the token's audience does not match the 'name' of the request.", None
+    return 202, "Accepted", grant
+
+
+def read(broker: Broker, props: dict, authorized: Callable[[str], bool]) -> tuple[int, str, Any]:
+    """Answer a $management READ: (status code, description, amqp-value body).
+
+    ``authorized(entity_path)`` says whether the connection holds a $cbs token for the entity; it is
+    used when the request carries no ``security_token`` of its own.
+    """
+    name = props.get("name")
+    token = props.get("security_token")
+    if props.get("operation") != "READ":
+        return (
+            400,
+            f"Unsupported $management operation {props.get('operation')!r}; only READ is supported.",
+            None,
+        )
+    if not isinstance(name, str):
+        return 400, "The request has no 'name' (event hub name).", None
+    hub = broker.hub(name)
+    if hub is None:
+        return 404, f"The messaging entity '{name}' could not be found.", None
+    try:
+        if token is not None:
+            grant = verify_sas_token(str(token), broker.config.key_name, broker.config.key)
+            if not grant_covers(grant.path, hub.name.lower()):
+                raise TokenError("the token's audience does not cover this event hub")
+        elif not authorized(hub.name.lower()):
+            raise TokenError("no valid token was put on $cbs for this event hub")
+    except TokenError as exc:
+        return 401, f"Unauthorized: {exc}", None
+    kind = props.get("type")
+    if kind == "com.microsoft:eventhub":
+        return (
+            200,
+            "OK",
+            {
+                "name": hub.name,
+                "type": "com.microsoft:eventhub",
+                "created_at": Timestamp(hub.created_ms),
+                "partition_count": len(hub.partitions),
+                "partition_ids": hub.partition_ids(),
+            },
+        )
+    if kind == "com.microsoft:partition":
+        pid = str(props.get("partition"))
+        log_ = hub.partitions.get(pid)
+        if log_ is None:
+            return 404, f"Partition '{pid}' does not exist in event hub '{hub.name}'.", None
+        last = log_.last_event()
+        return (
+            200,
+            "OK",
+            {
+                "name": hub.name,
+                "type": "com.microsoft:partition",
+                "partition": pid,
+                "begin_sequence_number": log_.begin_seq,
+                "last_enqueued_sequence_number": log_.next_seq - 1,
+                "last_enqueued_offset": str(log_.last_enqueued_offset()),
+                "last_enqueued_time_utc": Timestamp(last[2] if last else log_.last_enqueued_ms),
+                "is_partition_empty": log_.is_empty,
+            },
+        )
+    return 400, f"Unknown $management type {kind!r}.", None
