@@ -76,6 +76,8 @@ def test_events_survive_a_restart(tmp_path):
                 for body in bodies:
                     batch.add(EventData(body))
                 producer.send_batch(batch)
+        # accepted events are already in the log file (flushed before the accepted disposition)
+        assert (tmp_path / "eventhubs-data" / "hub1" / "0.log").read_bytes().count(b"p19") == 1
         before = receive(conn, "0", expected=20)
         emu.truncate("hub1", "0", before_sequence_number=2)
         emu.add_partitions("hub1", 3)
