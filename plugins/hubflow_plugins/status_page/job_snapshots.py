@@ -1,0 +1,154 @@
+"""One snapshot per registered job: health verdict, state, heartbeat, last batch, lag, history.
+
+Everything comes from files other parts of hubflow already keep: the registry (which jobs exist),
+the checkpoint (the inspector's verdict) and the job's status folder (``status.json`` written by the
+jobs runtime). A job whose config or storage cannot be read gets an ``error`` in its snapshot
+instead of breaking the page for every other job.
+
+Secrets never leave this module: strings shown to the user pass through :func:`redact`, which
+masks connection string keys, SAS signatures and account keys wherever they appear.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hubflow_plugins.status_page.progress_history import (
+    ProgressSamples,
+    history_from_checkpoint,
+    merge_points,
+    progress_lag,
+    read_history_file,
+)
+
+_SECRET = re.compile(
+    r"(?i)\b(SharedAccessKey|SharedAccessSignature|AccountKey|ClientSecret|Password|sig|token)"
+    r"(\s*[=:]\s*)([^;&\s\"',]+)"
+)
+#: Silence allowed before a live state counts as dead (the supervisor's default).
+HEARTBEAT_TIMEOUT = timedelta(minutes=2)
+_LAST_BATCH_KEYS = (
+    "batch_id",
+    "timestamp",
+    "num_input_rows",
+    "input_rows_per_second",
+    "processed_rows_per_second",
+    "batch_duration_ms",
+)
+
+
+def redact(text: Any) -> Any:
+    """``text`` with every secret-looking value (``SharedAccessKey=...``, ``sig=...``) masked."""
+    if not isinstance(text, str):
+        return text
+    return _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+
+
+def load_jobs(registry_path: Path | None = None) -> list[Any]:
+    """The registered jobs (``hubflow_plugins.registry``), in registry order."""
+    from hubflow_plugins.registry import load_registry
+
+    return list(load_registry(registry_path).jobs)
+
+
+def job_snapshot(
+    job: Any,
+    samples: ProgressSamples,
+    *,
+    with_history: bool = False,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """What the status page shows of one registered job (plain JSON types, secrets masked)."""
+    now = now or datetime.now(UTC)
+    snapshot: dict[str, Any] = {
+        "name": job.name,
+        "mode": job.mode,
+        "schedule": job.schedule,
+        "application": job.application,
+        "verdict": None,
+        "ok": None,
+        "reason": None,
+        "state": None,
+        "alive": None,
+        "liveness": None,
+        "heartbeat": None,
+        "heartbeat_age_seconds": None,
+        "last_batch": None,
+        "lag": None,
+        "exception": None,
+        "checkpoint_location": None,
+        "error": None,
+    }
+    try:
+        paths = job.paths
+    except Exception as exc:  # registry/config problems: show them on the job's row
+        snapshot["error"] = redact(str(exc))
+        return snapshot
+    snapshot["checkpoint_location"] = redact(paths.checkpoint_location)
+    errors = []
+    try:
+        _fill_verdict(snapshot, job, paths.checkpoint_location, now)
+    except Exception as exc:  # storage unreachable: the verdict is unknown, not "missing"
+        errors.append(f"cannot read the checkpoint: {redact(str(exc))}")
+    try:
+        _fill_status(snapshot, job, paths.status_dir, samples, now)
+    except Exception as exc:
+        errors.append(f"cannot read the status folder: {redact(str(exc))}")
+    if with_history:
+        try:
+            snapshot["history"] = job_history(job.name, paths, samples)
+        except Exception as exc:
+            snapshot["history"] = samples.points(job.name)
+            errors.append(f"cannot read the batch history: {redact(str(exc))}")
+    snapshot["error"] = "; ".join(errors) or None
+    return snapshot
+
+
+def _fill_verdict(snapshot: dict[str, Any], job: Any, checkpoint: str, now: datetime) -> None:
+    from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
+
+    report = inspect_checkpoint(checkpoint, stalled_after=job.stalled_after_delta, now=now)
+    snapshot["verdict"] = report.verdict.value
+    snapshot["ok"] = report.ok
+    snapshot["reason"] = redact(report.reason)
+
+
+def _fill_status(
+    snapshot: dict[str, Any], job: Any, status_dir: str, samples: ProgressSamples, now: datetime
+) -> None:
+    from hubflow_plugins.job_control import JobControl
+
+    control = JobControl(job.name, status_dir, heartbeat_timeout=HEARTBEAT_TIMEOUT)
+    status = control.status()
+    if status is None:
+        snapshot["liveness"] = f"no status.json in {redact(status_dir)} yet"
+        return
+    live = control.liveness(now=now)
+    progress = status.get("last_progress") if isinstance(status.get("last_progress"), dict) else None
+    samples.record(job.name, progress)
+    snapshot.update(
+        state=status.get("state"),
+        alive=live.alive,
+        liveness=redact(live.reason),
+        heartbeat=status.get("heartbeat"),
+        heartbeat_age_seconds=live.heartbeat_age_seconds,
+        exception=redact(status.get("exception")),
+        lag=progress_lag(progress),
+    )
+    if progress:
+        snapshot["last_batch"] = {key: progress.get(key) for key in _LAST_BATCH_KEYS}
+
+
+def job_history(name: str, paths: Any, samples: ProgressSamples) -> list[dict[str, Any]]:
+    """The chart points of one job: the history file if any, else checkpoint plus samples."""
+    import fsspec
+
+    status_fs, status_root = fsspec.core.url_to_fs(paths.status_dir)
+    from_file = read_history_file(status_fs, status_root)
+    if from_file is not None:
+        return merge_points(from_file, samples.points(name))
+    checkpoint_fs, checkpoint_root = fsspec.core.url_to_fs(paths.checkpoint_location)
+    return merge_points(history_from_checkpoint(checkpoint_fs, checkpoint_root), samples.points(name))

@@ -1,0 +1,135 @@
+// hubflow status page: draws each job's input-rate and lag charts as plain SVG and refreshes them.
+// No library and no network beyond this Airflow API server: the page must work offline.
+(function () {
+  "use strict";
+
+  var SVG = "http://www.w3.org/2000/svg";
+  var WIDTH = 480, HEIGHT = 200;
+  var PAD = { left: 56, right: 12, top: 12, bottom: 28 };
+  var COLORS = { input_rows_per_second: "#1f6feb", lag: "#d9480f" };
+  var base = document.body.getAttribute("data-base") || "";
+  var refreshSeconds = Number(document.body.getAttribute("data-refresh-seconds")) || 10;
+
+  function el(name, attrs, text) {
+    var node = document.createElementNS(SVG, name);
+    Object.keys(attrs || {}).forEach(function (key) { node.setAttribute(key, attrs[key]); });
+    if (text !== undefined) { node.textContent = text; }
+    return node;
+  }
+
+  function niceMax(value) {
+    if (!(value > 0)) { return 1; }
+    var power = Math.pow(10, Math.floor(Math.log10(value)));
+    var steps = [1, 2, 2.5, 5, 10];
+    for (var i = 0; i < steps.length; i++) {
+      if (steps[i] * power >= value) { return steps[i] * power; }
+    }
+    return 10 * power;
+  }
+
+  function formatNumber(value) {
+    if (value >= 1e6) { return (value / 1e6).toFixed(1) + "M"; }
+    if (value >= 1e3) { return (value / 1e3).toFixed(1) + "k"; }
+    return Number.isInteger(value) ? String(value) : value.toFixed(1);
+  }
+
+  // Draw one series (points: [{batch_id, <series>}]) into an <svg> element.
+  function drawChart(svg, points, series) {
+    while (svg.firstChild) { svg.removeChild(svg.firstChild); }
+    var color = COLORS[series] || "#444";
+    var data = (points || []).filter(function (p) {
+      return p[series] !== null && p[series] !== undefined && isFinite(p[series]);
+    });
+    var plotW = WIDTH - PAD.left - PAD.right, plotH = HEIGHT - PAD.top - PAD.bottom;
+    svg.appendChild(el("rect", { x: 0, y: 0, width: WIDTH, height: HEIGHT, fill: "#ffffff" }));
+    svg.appendChild(el("line", { x1: PAD.left, y1: PAD.top + plotH, x2: PAD.left + plotW, y2: PAD.top + plotH,
+      stroke: "#999", "stroke-width": 1 }));
+    svg.appendChild(el("line", { x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: PAD.top + plotH,
+      stroke: "#999", "stroke-width": 1 }));
+    if (data.length === 0) {
+      svg.appendChild(el("text", { x: PAD.left + plotW / 2, y: PAD.top + plotH / 2, "text-anchor": "middle",
+        fill: "#888", "class": "no-data" }, "no data yet"));
+      svg.setAttribute("data-points", "0");
+      return;
+    }
+    var maxY = niceMax(Math.max.apply(null, data.map(function (p) { return p[series]; })));
+    var first = data[0].batch_id, last = data[data.length - 1].batch_id;
+    var span = Math.max(1, last - first);
+    function x(p) { return PAD.left + (data.length === 1 ? plotW / 2 : ((p.batch_id - first) / span) * plotW); }
+    function y(v) { return PAD.top + plotH - (v / maxY) * plotH; }
+    [0, 0.5, 1].forEach(function (f) {
+      var gy = y(maxY * f);
+      svg.appendChild(el("line", { x1: PAD.left, y1: gy, x2: PAD.left + plotW, y2: gy, stroke: "#eee" }));
+      svg.appendChild(el("text", { x: PAD.left - 6, y: gy + 4, "text-anchor": "end", fill: "#555",
+        "font-size": 11 }, formatNumber(maxY * f)));
+    });
+    if (data.length === 1) {
+      svg.appendChild(el("text", { x: PAD.left + plotW / 2, y: HEIGHT - 8, fill: "#555", "font-size": 11,
+        "text-anchor": "middle" }, "batch " + first + " (one batch seen so far)"));
+    } else {
+      svg.appendChild(el("text", { x: PAD.left, y: HEIGHT - 8, fill: "#555", "font-size": 11 }, "batch " + first));
+      svg.appendChild(el("text", { x: PAD.left + plotW, y: HEIGHT - 8, fill: "#555", "font-size": 11,
+        "text-anchor": "end" }, "batch " + last));
+      var line = data.map(function (p) { return x(p).toFixed(1) + "," + y(p[series]).toFixed(1); });
+      var area = [PAD.left + "," + (PAD.top + plotH)].concat(line)
+        .concat([x(data[data.length - 1]).toFixed(1) + "," + (PAD.top + plotH)]);
+      svg.appendChild(el("polygon", { points: area.join(" "), fill: color, "fill-opacity": 0.18 }));
+      svg.appendChild(el("polyline", { points: line.join(" "), fill: "none", stroke: color,
+        "stroke-width": 2.5, "class": "series" }));
+    }
+    data.forEach(function (p) {
+      var dot = el("circle", { cx: x(p).toFixed(1), cy: y(p[series]).toFixed(1), r: data.length === 1 ? 5 : 3,
+        fill: color });
+      dot.appendChild(el("title", {}, "batch " + p.batch_id + ": " + formatNumber(p[series])));
+      svg.appendChild(dot);
+    });
+    svg.setAttribute("data-points", String(data.length));
+  }
+
+  function drawJob(job) {
+    ["input_rows_per_second", "lag"].forEach(function (series) {
+      var id = (series === "lag" ? "chart-lag-" : "chart-rate-") + job.name;
+      var svg = document.getElementById(id);
+      if (svg) { drawChart(svg, job.history || [], series); }
+    });
+  }
+
+  function setCell(row, index, text) {
+    if (row && row.cells[index]) { row.cells[index].textContent = text; }
+  }
+
+  function updateRow(job) {
+    var row = document.getElementById("row-" + job.name);
+    var batch = job.last_batch;
+    var verdict = row && row.cells[2].querySelector(".verdict");
+    if (verdict) {
+      verdict.textContent = job.verdict || "unknown";
+      verdict.className = "verdict verdict-" + (job.verdict || "unknown");
+    }
+    setCell(row, 3, job.state || "–");
+    setCell(row, 4, job.heartbeat_age_seconds === null ? "–" : Math.round(job.heartbeat_age_seconds) + " s ago");
+    setCell(row, 5, batch ? "#" + batch.batch_id : "–");
+    setCell(row, 6, batch ? String(batch.num_input_rows) : "–");
+    setCell(row, 7, batch && batch.input_rows_per_second !== null ? batch.input_rows_per_second.toFixed(1) : "–");
+    setCell(row, 8, job.lag === null ? "–" : String(job.lag));
+  }
+
+  function refresh() {
+    var sections = document.querySelectorAll("section.job");
+    var requests = Array.prototype.map.call(sections, function (section) {
+      var name = section.getAttribute("data-job");
+      return fetch(base + "/api/jobs/" + encodeURIComponent(name), { credentials: "same-origin" })
+        .then(function (response) { return response.ok ? response.json() : null; })
+        .then(function (job) { if (job) { drawJob(job); updateRow(job); } })
+        .catch(function () { /* keep the last drawing; the next refresh tries again */ });
+    });
+    Promise.all(requests).then(function () {
+      document.getElementById("updated").textContent = "Updated " + new Date().toLocaleTimeString() + ".";
+    });
+  }
+
+  var initial = JSON.parse(document.getElementById("initial-data").textContent || "{\"jobs\": []}");
+  initial.jobs.forEach(drawJob);
+  document.body.setAttribute("data-charts-ready", "true");
+  window.setInterval(refresh, refreshSeconds * 1000);
+})();

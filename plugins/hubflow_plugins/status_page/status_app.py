@@ -1,0 +1,123 @@
+"""The status page's FastAPI app: one HTML page and two JSON endpoints.
+
+Mounted by the Airflow plugin (``plugins/hubflow_status_plugin.py``) under ``/hubflow``:
+
+* ``GET /hubflow/``                 the page: a table of registered jobs and, per job, charts of the
+                                   input rate and the lag over the last batches (plain SVG drawn by
+                                   ``static/status_page.js``; no CDN, works offline).
+* ``GET /hubflow/api/jobs``         every job's snapshot (see ``job_snapshots.job_snapshot``).
+* ``GET /hubflow/api/jobs/{name}``  one job's snapshot with its ``history`` (chart points).
+* ``GET /hubflow/static/...``       the page's script and style sheet.
+
+Airflow does not protect plugin apps by itself; with ``require_login=True`` (what the plugin uses)
+every route asks for the Airflow login, read from the ``Authorization: Bearer`` header or the UI's
+session cookie, through Airflow's own ``get_user`` dependency.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from hubflow_plugins.status_page.progress_history import ProgressSamples
+
+HERE = Path(__file__).resolve().parent
+#: How often the page fetches fresh data, in seconds.
+REFRESH_SECONDS = 10
+
+
+async def _airflow_user(request: Request) -> None:
+    """Refuse the request unless it carries a valid Airflow login (header token or UI cookie)."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.security import HTTPAuthorizationCredentials
+
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    credentials = HTTPAuthorizationCredentials(scheme=scheme, credentials=token) if token else None
+    await get_user(request, None, credentials)
+
+
+def create_app(registry_path: Path | None = None, *, require_login: bool = False) -> FastAPI:
+    """The status page app.
+
+    Args:
+        registry_path: the job registry to list (default: ``HUBFLOW_REGISTRY`` or
+            ``dags/registry.yaml``), read again on every request so new jobs show up at once.
+        require_login: ask for an Airflow login on every route (the plugin sets it; tests that
+            serve the app outside Airflow leave it off).
+    """
+    dependencies = [Depends(_airflow_user)] if require_login else []
+    app = FastAPI(
+        title="hubflow streaming status",
+        description="Health, last batch, input rate and lag of every registered hubflow job.",
+        dependencies=dependencies,
+    )
+    samples = ProgressSamples()
+    app.state.samples = samples
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    def jobs() -> list[Any]:
+        from hubflow_plugins.registry import RegistryError
+        from hubflow_plugins.status_page.job_snapshots import load_jobs, redact
+
+        try:
+            return load_jobs(registry_path)
+        except RegistryError as exc:
+            raise HTTPException(status_code=500, detail=redact(str(exc))) from None
+
+    @app.get("/api/jobs")
+    def list_jobs() -> JSONResponse:
+        """Every registered job's snapshot, in registry order."""
+        from hubflow_plugins.status_page.job_snapshots import job_snapshot
+
+        return JSONResponse({"jobs": [job_snapshot(job, samples) for job in jobs()]})
+
+    @app.get("/api/jobs/{name}")
+    def get_job(name: str) -> JSONResponse:
+        """One job's snapshot with its chart points (``history``)."""
+        from hubflow_plugins.status_page.job_snapshots import job_snapshot
+
+        for job in jobs():
+            if job.name == name:
+                return JSONResponse(job_snapshot(job, samples, with_history=True))
+        raise HTTPException(status_code=404, detail=f"no registered job named {name!r}")
+
+    @app.get("/", response_class=HTMLResponse)
+    def page(request: Request) -> HTMLResponse:
+        """The status page, rendered with the current snapshots; the script refreshes it."""
+        from hubflow_plugins.status_page.job_snapshots import job_snapshot
+
+        snapshots = [job_snapshot(job, samples, with_history=True) for job in jobs()]
+        base = request.scope.get("root_path", "").rstrip("/")
+        html = _render(
+            "status.html",
+            jobs=snapshots,
+            base=base,
+            refresh_seconds=REFRESH_SECONDS,
+            initial_json=_script_json({"jobs": snapshots}),
+        )
+        return HTMLResponse(html)
+
+    return app
+
+
+def _render(template: str, **context: Any) -> str:
+    import jinja2
+
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined,
+    )
+    return environment.get_template(template).render(**context)
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe to embed in ``<script type="application/json">`` (no ``</script>`` break-out)."""
+    text = json.dumps(value, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

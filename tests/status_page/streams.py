@@ -1,0 +1,123 @@
+"""Real streaming jobs for the status page tests: Event Hubs and file streams on the local Spark.
+
+Each run writes what a hubflow job leaves behind: a Spark checkpoint, ``status.json`` through the
+jobs runtime's own ``StatusListener``, and (when asked) ``progress_history.jsonl``, one
+``last_progress`` block per batch, the history format the status page reads first.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pyspark.sql.streaming import StreamingQueryListener
+
+from hubflow_jobs.listener import StatusListener, summarize_progress
+from hubflow_jobs.status import JobStatus, StatusFolder
+
+EARLIEST = '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": true}'
+
+
+class HistoryAppender(StreamingQueryListener):
+    """Appends every progress to ``progress_history.jsonl`` (the format proposed to the runtime)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(summarize_progress(event.progress)) + "\n")
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+
+def job_config(base: Path, name: str, source: dict[str, Any]) -> Path:
+    """A job config (the keys the registry reads) whose roots are under ``base``."""
+    config = {
+        "name": name,
+        "trigger": {"processingTime": "5 seconds"},
+        "checkpoint_root": str(base / "checkpoints"),
+        "status_root": str(base / "status"),
+        "source": source,
+        "sink": {"output_path": str(base / "lake" / name)},
+    }
+    path = base / "configs" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def write_registry(base: Path, jobs: list[dict[str, Any]]) -> Path:
+    """The registry file listing ``jobs``."""
+    path = base / "registry.yaml"
+    path.write_text(yaml.safe_dump({"jobs": jobs}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run_job(
+    spark: Any, base: Path, name: str, df: Any, *, with_history: bool, final_state: str = "stopped"
+) -> list[dict[str, Any]]:
+    """Run ``df`` as job ``name`` (availableNow into parquet) and return every progress dict.
+
+    status.json is written by the runtime's StatusListener; the run ends as ``final_state``, as the
+    runtime marks a finished run.
+    """
+    status = JobStatus(StatusFolder(str(base / "status" / name)), name)
+    listeners: list[Any] = [StatusListener(status)]
+    if with_history:
+        listeners.append(HistoryAppender(base / "status" / name / "progress_history.jsonl"))
+    for listener in listeners:
+        spark.streams.addListener(listener)
+    try:
+        query = (
+            df.writeStream.format("parquet")
+            .option("path", str(base / "lake" / name))
+            .option("checkpointLocation", str(base / "checkpoints" / name))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(180), f"job {name} did not finish"
+        if query.exception():
+            raise AssertionError(f"job {name} failed: {query.exception()}")
+        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        _wait_for_status(base / "status" / name / "status.json", progress[-1]["batchId"])
+        if with_history:
+            _wait_for_lines(base / "status" / name / "progress_history.jsonl", len(query.recentProgress))
+    finally:
+        for listener in listeners:
+            spark.streams.removeListener(listener)
+    status.update(state=final_state)
+    return progress
+
+
+def _wait_for_status(path: Path, batch_id: int, timeout: float = 30.0) -> None:
+    """Listener events are asynchronous: wait until status.json shows ``batch_id``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            last = json.loads(path.read_text())["last_progress"] or {}
+            if last.get("batch_id", -1) >= batch_id:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{path} never showed batch {batch_id}")
+
+
+def _wait_for_lines(path: Path, count: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= count:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{path} never reached {count} lines")

@@ -1,0 +1,137 @@
+"""The status page app against checkpoints and status folders written by real Spark streams."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from hubflow_plugins.status_page.job_snapshots import redact
+from hubflow_plugins.status_page.progress_history import source_lag
+from hubflow_plugins.status_page.status_app import create_app
+from tests.status_page.conftest import BATCH_SIZE, EVENT_COUNTS, SECRET, StatusWorld
+
+pytestmark = pytest.mark.integration
+
+TOTAL_EVENTS = sum(EVENT_COUNTS.values())
+# 130 events in batches of 50: 50, 50, 30.
+EXPECTED_ROWS = [BATCH_SIZE] * (TOTAL_EVENTS // BATCH_SIZE) + [TOTAL_EVENTS % BATCH_SIZE]
+
+
+def client_for(world: StatusWorld, **options: Any) -> TestClient:
+    """The app mounted under /hubflow on a parent app, as Airflow's API server mounts it."""
+    parent = FastAPI()
+    parent.mount("/hubflow", create_app(world.registry, **options))
+    return TestClient(parent)
+
+
+def test_job_list_shows_verdict_state_last_batch_and_lag(status_world: StatusWorld) -> None:
+    response = client_for(status_world).get("/hubflow/api/jobs")
+    assert response.status_code == 200
+    jobs = {job["name"]: job for job in response.json()["jobs"]}
+    assert list(jobs) == ["events_history", "events_plain", "orders_files", "never_ran", "broken_config"]
+
+    events = jobs["events_history"]
+    last = status_world.progress["events_history"][-1]
+    assert events["verdict"] == "healthy" and events["ok"] is True
+    assert events["state"] == "stopped" and events["alive"] is False
+    assert events["last_batch"]["batch_id"] == last["batchId"]
+    assert events["last_batch"]["num_input_rows"] == EXPECTED_ROWS[-1]
+    assert events["lag"] == 0  # availableNow read the whole hub
+    assert events["heartbeat_age_seconds"] is not None and events["heartbeat_age_seconds"] < 600
+
+    files = jobs["orders_files"]
+    assert files["verdict"] == "healthy"
+    assert files["last_batch"]["num_input_rows"] == 4
+    assert files["last_batch"]["batch_id"] == status_world.progress["orders_files"][-1]["batchId"]
+
+    never = jobs["never_ran"]
+    assert never["verdict"] == "missing" and never["state"] is None and never["last_batch"] is None
+    assert "no status.json" in never["liveness"]
+
+    broken = jobs["broken_config"]
+    assert broken["verdict"] is None and "cannot read job config" in broken["error"]
+
+
+def test_history_file_gives_rate_and_lag_per_batch(status_world: StatusWorld) -> None:
+    job = client_for(status_world).get("/hubflow/api/jobs/events_history").json()
+    points = [p for p in job["history"] if p["num_input_rows"]]
+    assert [p["num_input_rows"] for p in points] == EXPECTED_ROWS
+    assert {p["origin"] for p in points} == {"progress_history.jsonl"}
+    # Lag after each batch: what the hub holds minus what was read so far.
+    read_so_far = [sum(EXPECTED_ROWS[: i + 1]) for i in range(len(EXPECTED_ROWS))]
+    assert [p["lag"] for p in points] == [TOTAL_EVENTS - n for n in read_so_far]
+    assert all(p["input_rows_per_second"] and p["input_rows_per_second"] > 0 for p in points[1:])
+    spark_batches = [p["batchId"] for p in status_world.progress["events_history"]]
+    assert [p["batch_id"] for p in points] == spark_batches
+
+
+def test_history_without_file_comes_from_checkpoint_and_status(status_world: StatusWorld) -> None:
+    job = client_for(status_world).get("/hubflow/api/jobs/events_plain").json()
+    points = job["history"]
+    batches = [p["batchId"] for p in status_world.progress["events_plain"]]
+    assert [p["batch_id"] for p in points] == batches
+    # The first batch has no earlier offsets to subtract from; every later one is exact.
+    assert [p["num_input_rows"] for p in points][1:] == EXPECTED_ROWS[1:]
+    assert all(p["input_rows_per_second"] > 0 for p in points[1:])
+    # Lag is known only for the batch status.json reports (the checkpoint does not record it).
+    assert points[-1]["lag"] == 0 and all(p["lag"] is None for p in points[:-1])
+
+
+def test_page_lists_jobs_with_charts_and_shows_no_secret(status_world: StatusWorld) -> None:
+    client = client_for(status_world)
+    page = client.get("/hubflow/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    for name in ("events_history", "events_plain", "orders_files", "never_ran", "broken_config"):
+        assert f'id="row-{name}"' in html
+        assert f'id="chart-rate-{name}"' in html and f'id="chart-lag-{name}"' in html
+    assert 'class="verdict verdict-healthy"' in html and 'class="verdict verdict-missing"' in html
+    assert 'src="/hubflow/static/status_page.js"' in html  # links follow the mount point
+    assert client.get("/hubflow/static/status_page.js").status_code == 200
+    assert client.get("/hubflow/static/status_page.css").status_code == 200
+
+    embedded = re.search(r'<script type="application/json" id="initial-data">(.*?)</script>', html, re.S)
+    assert embedded is not None
+    initial = {job["name"]: job for job in json.loads(embedded.group(1))["jobs"]}
+    assert len(initial["events_history"]["history"]) >= len(EXPECTED_ROWS)
+
+    everything = html + client.get("/hubflow/api/jobs").text
+    everything += "".join(client.get(f"/hubflow/api/jobs/{n}").text for n in initial)
+    assert SECRET not in everything and "SharedAccessKey=" not in everything
+
+
+def test_unknown_job_is_404(status_world: StatusWorld) -> None:
+    response = client_for(status_world).get("/hubflow/api/jobs/nope")
+    assert response.status_code == 404 and "nope" in response.json()["detail"]
+
+
+def test_login_required_refuses_anonymous_requests(status_world: StatusWorld) -> None:
+    client = client_for(status_world, require_login=True)
+    for path in ("/hubflow/", "/hubflow/api/jobs", "/hubflow/api/jobs/events_history"):
+        response = client.get(path)
+        assert response.status_code == 401, path
+
+
+def test_source_lag_of_event_hubs_and_file_offsets() -> None:
+    end = {"hub1": {"0": 10, "1": 5}}
+    latest = {"hub1": {"0": 15, "1": 5, "2": 7}}  # partition 2 not read yet
+    assert source_lag(end, latest) == 12
+    assert source_lag({"logOffset": 3}, {"logOffset": 5}) == 2
+    assert source_lag(7, 9) == 2
+    assert source_lag(end, None) is None
+    assert source_lag("something", {"hub1": {}}) is None
+
+
+def test_redact_masks_keys_and_signatures() -> None:
+    text = (
+        "Endpoint=sb://ns/;SharedAccessKeyName=Root;SharedAccessKey=abc123=; "
+        "url?sv=2024&sig=XyZ%3D&se=1 AccountKey=qwerty"
+    )
+    masked = redact(text)
+    assert "abc123" not in masked and "XyZ" not in masked and "qwerty" not in masked
+    assert "SharedAccessKeyName=Root" in masked  # the key's name is not a secret
