@@ -167,3 +167,29 @@ def test_bad_sink_columns_fail_before_any_task(
     with pytest.raises(Exception) as info:
         df.write.format("eventhubs").options(**no_events_sent.options()).mode("append").save()
     assert named in str(info.value)
+
+
+def test_min_partitions_splits_ranges_without_gaps_or_duplicates(eh_spark: Any, hub: Hub) -> None:
+    sent = hub.send_per_partition({"0": 40, "1": 9})
+    df = (
+        eh_spark.read.format("eventhubs")
+        .options(**hub.options(minPartitions="5", **{"eventhubs.useExclusiveReceiver": "false"}))
+        .load()
+    )
+    assert df.rdd.getNumPartitions() >= 5
+    rows = df.select("partition", "sequenceNumber", "body").collect()
+    assert sorted(bytes(r.body).decode() for r in rows) == sorted(sent)
+    assert sorted((r.partition, r.sequenceNumber) for r in rows) == sorted(
+        [("0", i) for i in range(40)] + [("1", i) for i in range(9)]
+    )
+
+
+def test_exclusive_receivers_read_the_same_events(eh_spark: Any, hub: Hub) -> None:
+    sent = hub.send_per_partition({"2": 12})
+    rows = (
+        eh_spark.read.format("eventhubs")
+        .options(**hub.options(**{"eventhubs.useExclusiveReceiver": "true"}))
+        .load()
+        .collect()
+    )
+    assert sorted(bytes(r.body).decode() for r in rows) == sorted(sent)
