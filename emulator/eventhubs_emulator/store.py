@@ -15,6 +15,7 @@ the next start.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import struct
 import time
@@ -25,6 +26,8 @@ from typing import BinaryIO
 
 from .config import EmulatorConfig, HubConfig
 from .messages import stamp_event
+
+log = logging.getLogger("eventhubs_emulator")
 
 Event = tuple[int, int, int, bytes, int]  # (sequence_number, offset, enqueued_ms, payload, header_len)
 
@@ -140,7 +143,10 @@ class PartitionLog:
             self._file.flush()
             self.dirty = True
         for listener in list(self.listeners):
-            listener()
+            try:
+                listener()
+            except Exception:  # a broken consumer must not fail the producer's delivery
+                log.exception("delivering to a consumer failed")
 
     def truncate_before(self, sequence_number: int) -> int:
         """Drop events with a sequence number below ``sequence_number``; return how many went."""
