@@ -9,6 +9,8 @@ import time
 import pytest
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
 
+from tests.support.emulator import start_test_emulator
+
 from .conftest import receive, receive_all, send
 
 pytestmark = pytest.mark.integration
@@ -99,9 +101,14 @@ def test_send_event_single_message(emulator):
     assert [(e.sequence_number, e.body_as_str()) for e in events] == [(0, "single")]
 
 
-@pytest.fixture
-def ten_events(emulator):
-    conn = emulator.connection_string("hub1")
+@pytest.fixture(scope="module")
+def ten_events():
+    """One emulator for the position tests, with ten events in hub1 partition 0 (two batches)."""
+    with start_test_emulator(hub1=2) as emu:
+        yield _send_ten(emu.connection_string("hub1"))
+
+
+def _send_ten(conn):
     with EventHubProducerClient.from_connection_string(conn) as producer:
         for half in (range(5), range(5, 10)):
             batch = producer.create_batch(partition_id="0")
