@@ -1,0 +1,321 @@
+"""docker-compose.yml, checked without a Docker engine: schema, references, ordering, ports.
+
+The compose-spec JSON schema comes from Debian's ``docker-compose`` package (1.29), whose
+``docker-compose config`` also validates the file without talking to an engine; both tests skip,
+naming the package, when it is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.compose_file import (
+    COMPOSE_FILE,
+    DEBIAN_COMPOSE_SCHEMA,
+    REPO_ROOT,
+    MissingVariable,
+    bind_sources,
+    host_ports,
+    interpolate,
+    load_compose,
+    mount_targets,
+    named_volumes,
+)
+
+AIRFLOW_SERVICES = {
+    "airflow-init",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-worker",
+    "airflow-triggerer",
+}
+#: What a user's .env must at least hold (see deploy/env.example).
+USER_ENV = {"ACCEPT_EULA": "Y"}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    """The compose file with variables substituted from their defaults (and ACCEPT_EULA=Y)."""
+    return interpolate(load_compose(), USER_ENV)
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return compose["services"]
+
+
+def test_compose_file_matches_the_compose_spec_schema() -> None:
+    if not DEBIAN_COMPOSE_SCHEMA.exists():
+        pytest.skip(f"no compose-spec schema at {DEBIAN_COMPOSE_SCHEMA}: apt-get install -y docker-compose")
+    import jsonschema
+
+    validator = jsonschema.Draft201909Validator(json.loads(DEBIAN_COMPOSE_SCHEMA.read_text()))
+    document = load_compose()
+    validator.validate(document)
+    broken = json.loads(json.dumps(document))
+    broken["services"]["redis"]["depends_on"] = {"postgres": {"condition": "when_ready"}}
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(broken)  # the schema does check what matters here
+
+
+def test_docker_compose_config_accepts_the_file_and_requires_the_eula() -> None:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        pytest.skip("Debian's docker-compose is not installed: apt-get install -y docker-compose")
+    env = {k: v for k, v in os.environ.items() if k != "ACCEPT_EULA"}
+    run = [binary, "--project-directory", str(REPO_ROOT), "-f", str(COMPOSE_FILE), "config"]
+    accepted = subprocess.run(run, env={**env, **USER_ENV}, capture_output=True, text=True, timeout=60)
+    assert accepted.returncode == 0, accepted.stderr
+    resolved = yaml.safe_load(accepted.stdout)
+    assert set(resolved["services"]) >= AIRFLOW_SERVICES | {"spark-master", "spark-worker"}
+    refused = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "ACCEPT_EULA=Y" in refused.stderr
+
+
+def test_missing_eula_is_named_in_the_error() -> None:
+    with pytest.raises(MissingVariable, match="ACCEPT_EULA"):
+        interpolate(load_compose(), {})
+
+
+def test_the_expected_services_exist(services: dict[str, dict[str, Any]]) -> None:
+    expected = AIRFLOW_SERVICES | {
+        "postgres",
+        "redis",
+        "spark-master",
+        "spark-worker",
+        "azurite",
+        "eventhubs-emulator",
+        "eventhubs-ready",
+    }
+    assert expected <= set(services)
+
+
+def test_build_contexts_dockerfiles_and_copied_paths_exist(services: dict[str, dict[str, Any]]) -> None:
+    built = {name: s["build"] for name, s in services.items() if "build" in s}
+    assert AIRFLOW_SERVICES | {"spark-master", "spark-worker"} <= set(built)
+    for name, build in built.items():
+        context = REPO_ROOT / build["context"]
+        assert context.is_dir(), f"{name}: build context {context} does not exist"
+        dockerfile = context / build.get("dockerfile", "Dockerfile")
+        assert dockerfile.is_file(), f"{name}: {dockerfile} does not exist"
+        assert services[name]["image"] == "hubflow-airflow:local", f"{name} must run the one hubflow image"
+    ignored = {
+        line.strip()
+        for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for line in (REPO_ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY"):
+            sources = [part for part in line.split()[1:-1] if not part.startswith("--")]
+            for source in sources:
+                assert (REPO_ROOT / source).exists(), f"Dockerfile copies {source}, which does not exist"
+                assert source.rstrip("/") not in ignored, f".dockerignore excludes {source}, which is copied"
+
+
+def test_dockerfile_builds_airflow_java_and_the_locked_project() -> None:
+    text = (REPO_ROOT / "Dockerfile").read_text()
+    base_images = [line for line in text.splitlines() if line.startswith("FROM")]
+    assert base_images == ["FROM apache/airflow:3.3.2-python3.11"]
+    assert "openjdk-17-jre-headless" in text and "JAVA_HOME" in text
+    assert "uv pip sync --no-cache requirements.lock" in text
+    assert "--no-deps ./connectors ./emulator" in text
+    lock = (REPO_ROOT / "requirements.lock").read_text().splitlines()
+    pins = dict(line.split("==", 1) for line in lock if "==" in line and not line.startswith(" "))
+    assert pins["apache-airflow"] == "3.3.2"
+    assert "pyspark-client" not in pins  # it would overwrite pyspark's Python files
+
+
+def test_bind_mounts_exist(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        for source in bind_sources(service):
+            path = (REPO_ROOT / source).resolve()
+            assert path.exists(), f"{name} mounts {source}, which does not exist"
+            assert path.is_relative_to(REPO_ROOT), f"{name} mounts {source} from outside the repository"
+    emulator = services["eventhubs-emulator"]
+    mounts = dict(
+        (str(v).split(":")[1], str(v).split(":")[0]) for v in emulator["volumes"] if isinstance(v, str)
+    )
+    assert mounts["/Eventhubs_Emulator/ConfigFiles/Config.json"] == "./deploy/eventhubs/Config.json"
+    assert (REPO_ROOT / "deploy/eventhubs/Config.json").is_file()
+
+
+def test_named_volumes_are_declared(compose: dict[str, Any]) -> None:
+    declared = set(compose.get("volumes") or {})
+    for name, service in compose["services"].items():
+        for volume in named_volumes(service):
+            assert volume in declared, f"{name} mounts volume {volume}, not declared under volumes:"
+
+
+def test_shared_data_volumes_reach_every_container_that_uses_them(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The job configs' paths exist in the driver (Celery worker), executors and the status page."""
+    config = yaml.safe_load((REPO_ROOT / "jobs/configs/landing_orders.yaml").read_text())
+    paths = [
+        config["checkpoint_root"],
+        config["status_root"],
+        config["source"]["path"],
+        config["source"]["archive_dir"],
+        config["sink"]["output_path"],
+        config["sink"]["quarantine_path"],
+    ]
+    for name in ("airflow-worker", "spark-worker", "airflow-apiserver", "airflow-triggerer"):
+        targets = mount_targets(services[name])
+        for path in paths:
+            assert any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets), (
+                f"{name} does not mount a volume holding {path}"
+            )
+
+
+def test_every_dependency_waits_for_health_or_completion(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        depends = service.get("depends_on") or {}
+        assert isinstance(depends, dict), f"{name}: depends_on must give a condition for each service"
+        for target, rule in depends.items():
+            assert target in services, f"{name} depends on {target}, which is not a service"
+            assert target != name
+            condition = rule["condition"]
+            if condition == "service_healthy":
+                assert "healthcheck" in services[target], f"{name} waits for {target}'s health: none defined"
+            elif condition == "service_completed_successfully":
+                assert services[target].get("restart", "no") == "no", f"{target} must be one-shot"
+            else:
+                assert (name, target) == ("eventhubs-ready", "eventhubs-emulator"), (
+                    f"{name} -> {target}: {condition} does not wait for readiness"
+                )
+    for name in AIRFLOW_SERVICES - {"airflow-init"} | {"postgres", "redis", "spark-master", "spark-worker"}:
+        assert "healthcheck" in services[name], f"{name} has no healthcheck"
+    assert services["airflow-worker"]["depends_on"]["eventhubs-ready"]["condition"] == (
+        "service_completed_successfully"
+    )
+    for name in AIRFLOW_SERVICES - {"airflow-init"}:
+        assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+
+
+def test_host_ports_do_not_clash(services: dict[str, dict[str, Any]]) -> None:
+    published: dict[int, str] = {}
+    for name, service in services.items():
+        for port in host_ports(service):
+            assert port not in published, f"host port {port} is published by {published[port]} and {name}"
+            published[port] = name
+    assert published[8080] == "airflow-apiserver" and published[5672] == "eventhubs-emulator"
+    assert 5432 not in published, "PostgreSQL stays inside the compose network (5432 is often taken)"
+    moved = interpolate(load_compose(), {**USER_ENV, "HUBFLOW_AIRFLOW_PORT": "18080"})
+    assert host_ports(moved["services"]["airflow-apiserver"]) == [18080]
+
+
+def test_airflow_runs_celery_with_the_spark_and_eventhubs_connections(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name in AIRFLOW_SERVICES:
+        env = services[name]["environment"]
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor", name
+        assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
+    env = services["airflow-worker"]["environment"]
+    spark = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert (spark["conn_type"], spark["host"], spark["port"]) == ("spark", "spark://spark-master", 7077)
+    eventhubs = json.loads(env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"])
+    assert eventhubs["password"] == (
+        "Endpoint=sb://eventhubs-emulator;SharedAccessKeyName=RootManageSharedAccessKey;"
+        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
+    )
+    hubs = [e["Name"] for e in _config_json()["UserConfig"]["NamespaceConfig"][0]["Entities"]]
+    assert eventhubs["extra"]["eventhub"] in hubs
+
+
+def test_eventhubs_connection_works_with_the_hook_and_the_sdk(services: dict[str, dict[str, Any]]) -> None:
+    """The hook turns the compose connection into a string the azure-eventhub SDK accepts."""
+    env = dict(os.environ)
+    env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = services["airflow-worker"]["environment"][
+        "AIRFLOW_CONN_EVENTHUBS_DEFAULT"
+    ]
+    env["PYTHONPATH"] = str(REPO_ROOT / "plugins")
+    script = (
+        "from hubflow_plugins.eventhubs_hook import EventHubsHook\n"
+        "from azure.eventhub import EventHubProducerClient\n"
+        "client = EventHubProducerClient.from_connection_string(EventHubsHook().connection_string())\n"
+        "print(client.eventhub_name, client._address.hostname)\n"
+        "client.close()\n"
+    )
+    result = subprocess.run(
+        [str(Path(os.sys.executable)), "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[-2:] == ["telemetry", "eventhubs-emulator"]
+
+
+def test_spark_master_and_worker_run_from_the_same_image(services: dict[str, dict[str, Any]]) -> None:
+    master, worker = services["spark-master"], services["spark-worker"]
+    assert master["command"][:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
+    assert worker["command"][:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]
+    assert "spark://spark-master:7077" in worker["command"]
+    assert worker["depends_on"]["spark-master"]["condition"] == "service_healthy"
+    defaults = _spark_defaults()
+    assert defaults["spark.master"] == "spark://spark-master:7077"
+    assert defaults["spark.driver.host"] == services["airflow-worker"]["hostname"]
+
+
+def test_microsoft_emulator_uses_azurite_and_the_eula(services: dict[str, dict[str, Any]]) -> None:
+    emulator = services["eventhubs-emulator"]
+    assert emulator["image"] == "mcr.microsoft.com/azure-messaging/eventhubs-emulator:latest"
+    env = emulator["environment"]
+    assert (env["BLOB_SERVER"], env["METADATA_SERVER"], env["ACCEPT_EULA"]) == ("azurite", "azurite", "Y")
+    assert emulator["depends_on"]["azurite"]["condition"] == "service_healthy"
+
+
+def test_config_json_serves_the_embedded_emulator(tmp_path: Path) -> None:
+    """The same file configures the embedded emulator; the unmodified SDK sees its hub."""
+    from azure.eventhub import EventHubProducerClient
+
+    from eventhubs_emulator import Emulator, load_config
+
+    config = load_config(REPO_ROOT / "deploy/eventhubs/Config.json")
+    hub = config.hub("telemetry")
+    assert hub.partition_count == 4 and "hubflow" in hub.consumer_groups
+    with Emulator(config, port=0) as emulator:
+        producer = EventHubProducerClient.from_connection_string(emulator.connection_string("telemetry"))
+        try:
+            assert producer.get_partition_ids() == ["0", "1", "2", "3"]
+        finally:
+            producer.close()
+
+
+def test_config_json_keeps_to_microsofts_keys() -> None:
+    """Only keys Microsoft's emulator reads: it must not meet the embedded emulator's extras."""
+    document = _config_json()
+    assert set(document) == {"UserConfig"}
+    assert set(document["UserConfig"]) == {"NamespaceConfig", "LoggingConfig"}
+    for entity in document["UserConfig"]["NamespaceConfig"][0]["Entities"]:
+        assert set(entity) == {"Name", "PartitionCount", "ConsumerGroups"}
+
+
+def test_env_example_names_every_variable_the_compose_file_reads() -> None:
+    import re
+
+    # ``$${HOSTNAME}`` is escaped: the container's shell expands it, not Compose.
+    used = set(re.findall(r"(?<!\$)\$\{([A-Z_][A-Z0-9_]*)", COMPOSE_FILE.read_text()))
+    example = (REPO_ROOT / "deploy/env.example").read_text()
+    defined = set(re.findall(r"^([A-Z_][A-Z0-9_]*)=", example, re.M))
+    assert used <= defined, f"deploy/env.example lacks {sorted(used - defined)}"
+
+
+def _config_json() -> dict[str, Any]:
+    return json.loads((REPO_ROOT / "deploy/eventhubs/Config.json").read_text())
+
+
+def _spark_defaults() -> dict[str, str]:
+    values = {}
+    for line in (REPO_ROOT / "deploy/spark/spark-defaults.conf").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            key, _, value = line.partition(" ")
+            values[key] = value.strip()
+    return values
