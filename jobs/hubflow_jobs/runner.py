@@ -79,11 +79,14 @@ def main(argv: Sequence[str], model: type[ConfigT], start_query: StartQuery, des
     spark = None
     outcome: tuple[int, str] = (EXIT_FAILED, f"job {config.name} failed before its query started")
     try:
+        clear_leftover_stop_marker(folder)
+        status = JobStatus(folder, config.name)
+        status.update(state="starting")  # at once: building the session can take a while
         with SignalHandlers(stop):
             spark = build_session(config)
             previous_handler = install_jvm_sigterm_handler(spark, stop)
             try:
-                outcome = run_job(spark, config, start_query, stop, lock=lock)
+                outcome = run_job(spark, config, start_query, stop, lock=lock, status=status)
             finally:
                 restore_jvm_sigterm_handler(spark, previous_handler)
     except Exception as exc:
@@ -105,18 +108,17 @@ def run_job(
     start_query: StartQuery,
     stop: StopRequest,
     lock: JobLock | None = None,
+    status: JobStatus | None = None,
 ) -> tuple[int, str]:
     """Start the job's query on ``spark`` and supervise it until it ends; return (exit code, reason).
 
     Usable without :func:`main` (tests run it on a shared session): it does not take the lock,
-    install signal handlers or stop the session.
+    clear a leftover STOP marker, install signal handlers or stop the session.
     """
     folder = StatusFolder(config.status_dir)
-    status = JobStatus(folder, config.name)
-    if folder.exists(STOP_MARKER):
-        log.warning("removing the stop marker %s left for an earlier run", folder.path(STOP_MARKER))
-        folder.remove(STOP_MARKER)
-    status.update(state="starting")
+    if status is None:
+        status = JobStatus(folder, config.name)
+        status.update(state="starting")
     listener = StatusListener(status)
     spark.streams.addListener(listener)
     try:
@@ -131,6 +133,19 @@ def run_job(
         return _finish(query, config, status, stop)
     finally:
         spark.streams.removeListener(listener)
+
+
+def clear_leftover_stop_marker(folder: StatusFolder) -> bool:
+    """Remove a STOP marker found before the job starts; it was meant for an earlier run.
+
+    Called right after the lock is taken, before the (slow) session start, so a marker written
+    while the session starts does stop this run. Returns whether a marker was removed.
+    """
+    if not folder.exists(STOP_MARKER):
+        return False
+    log.warning("removing the stop marker %s left for an earlier run", folder.path(STOP_MARKER))
+    folder.remove(STOP_MARKER)
+    return True
 
 
 def _supervise(

@@ -260,17 +260,3 @@ def test_a_batch_that_fails_ends_the_run_with_the_reason(spark: Any, tmp_path: P
     assert status["state"] == "failed" and "broken.parquet" in status["exception"]
     assert (tmp_path / "landing" / "broken.parquet").exists(), "a failed batch archives nothing"
     assert not log_ids(Path(config.checkpoint_location) / "commits")
-
-
-def test_a_leftover_stop_marker_does_not_stop_the_next_run(spark: Any, tmp_path: Path) -> None:
-    config = _config(tmp_path)
-    expected = write_json_landing_file(tmp_path / "landing", "a.json", 1, good=2, bad=0)
-    marker = tmp_path / "status" / "files_to_lake" / "STOP"
-    marker.parent.mkdir(parents=True)
-    marker.touch()
-
-    code, reason = _run(spark, config)
-
-    assert code == EXIT_OK and "finished" in reason
-    assert not marker.exists()
-    assert {r["id"] for r in read_lake(spark, config.sink.output_path)} == expected

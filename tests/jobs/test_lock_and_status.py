@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hubflow_jobs.lock import JobLock, LockHeldError
+from hubflow_jobs.runner import clear_leftover_stop_marker
 from hubflow_jobs.status import LOCK_FILE, JobStatus, StatusFolder
 from hubflow_jobs.stop import StopRequest
 
@@ -127,3 +128,13 @@ def test_stop_marker_requests_a_stop_once(tmp_path: Path) -> None:
     assert stop.check_marker(folder)
     stop.request("later reason")
     assert "stop marker" in (stop.reason or "")
+
+
+def test_a_leftover_stop_marker_is_cleared_before_the_next_run(tmp_path: Path, caplog) -> None:
+    folder = StatusFolder(str(tmp_path / "job_a"))
+    assert not clear_leftover_stop_marker(folder)
+    (Path(folder.root) / "STOP").touch()
+    with caplog.at_level(logging.WARNING, logger="hubflow_jobs"):
+        assert clear_leftover_stop_marker(folder)
+    assert not folder.exists("STOP")
+    assert "left for an earlier run" in caplog.text
