@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -135,3 +136,71 @@ def test_redact_masks_keys_and_signatures() -> None:
     masked = redact(text)
     assert "abc123" not in masked and "XyZ" not in masked and "qwerty" not in masked
     assert "SharedAccessKeyName=Root" in masked  # the key's name is not a secret
+
+
+def test_page_refresh_reads_only_new_offsets_files(status_world: StatusWorld) -> None:
+    app = create_app(status_world.registry)
+    parent = FastAPI()
+    parent.mount("/hubflow", app)
+    client = TestClient(parent)
+    first = client.get("/hubflow/api/jobs/events_plain").json()
+    offsets = [
+        p for p in (status_world.base / "checkpoints/events_plain/offsets").iterdir() if p.name.isdigit()
+    ]
+    assert app.state.offsets_cache.reads == len(offsets)
+    second = client.get("/hubflow/api/jobs/events_plain").json()
+    assert app.state.offsets_cache.reads == len(offsets)  # nothing new planned: nothing re-read
+    assert second["history"] == first["history"]
+
+
+def test_history_file_is_read_from_its_end(status_world: StatusWorld, tmp_path: Path) -> None:
+    """A history file of months costs the same to read: only its tail is parsed."""
+    import fsspec
+
+    from hubflow_plugins.status_page.progress_history import HISTORY_TAIL_BYTES, MAX_POINTS, read_history_file
+
+    real = (status_world.base / "status/events_history/progress_history.jsonl").read_text().splitlines()
+    template = json.loads(real[-1])
+    lines = []
+    batch_id = 0
+    while sum(len(line) + 1 for line in lines) < 2 * HISTORY_TAIL_BYTES:
+        lines.append(json.dumps({**template, "batch_id": batch_id}))
+        batch_id += 1
+    (tmp_path / "progress_history.jsonl").write_text("\n".join(lines) + "\n")
+    points = read_history_file(fsspec.filesystem("file"), str(tmp_path))
+    assert points is not None and len(points) == MAX_POINTS * 2
+    assert [p["batch_id"] for p in points] == list(range(batch_id - MAX_POINTS * 2, batch_id))
+    assert read_history_file(fsspec.filesystem("file"), str(tmp_path / "absent")) is None
+
+
+def test_charts_keep_every_batch_the_page_saw_across_runs(spark: Any, tmp_path: Path) -> None:
+    """A file-source job without a history file: points come from status.json at each refresh."""
+    from tests.status_page.streams import job_config, run_job, write_registry
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    registry = write_registry(
+        tmp_path,
+        [
+            {
+                "name": "growing",
+                "application": "files_to_lake",
+                "config": str(job_config(tmp_path, "growing", {"path": str(landing)})),
+                "mode": "streaming",
+            }
+        ],
+    )
+    parent = FastAPI()
+    parent.mount("/hubflow", create_app(registry))
+    client = TestClient(parent)
+    seen = []
+    for run, rows in enumerate((3, 5)):
+        (landing / f"part-{run}.json").write_text("".join(f'{{"id": {run * 10 + i}}}\n' for i in range(rows)))
+        df = spark.readStream.schema("id BIGINT").json(str(landing))
+        progress = run_job(spark, tmp_path, "growing", df, with_history=False)
+        seen.append(progress[-1]["batchId"])
+        job = client.get("/hubflow/api/jobs/growing").json()
+        assert job["last_batch"]["num_input_rows"] == rows
+    history = {p["batch_id"]: p for p in job["history"]}
+    assert [history[b]["num_input_rows"] for b in seen] == [3, 5]
+    assert {history[b]["origin"] for b in seen} == {"status.json"}

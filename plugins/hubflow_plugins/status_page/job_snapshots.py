@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hubflow_plugins.status_page.progress_history import (
+    OffsetsCache,
     ProgressSamples,
     history_from_checkpoint,
     merge_points,
@@ -59,6 +60,7 @@ def job_snapshot(
     samples: ProgressSamples,
     *,
     with_history: bool = False,
+    offsets_cache: OffsetsCache | None = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """What the status page shows of one registered job (plain JSON types, secrets masked)."""
@@ -99,7 +101,7 @@ def job_snapshot(
         errors.append(f"cannot read the status folder: {redact(str(exc))}")
     if with_history:
         try:
-            snapshot["history"] = job_history(job.name, paths, samples)
+            snapshot["history"] = job_history(job.name, paths, samples, offsets_cache)
         except Exception as exc:
             snapshot["history"] = samples.points(job.name)
             errors.append(f"cannot read the batch history: {redact(str(exc))}")
@@ -142,13 +144,16 @@ def _fill_status(
         snapshot["last_batch"] = {key: progress.get(key) for key in _LAST_BATCH_KEYS}
 
 
-def job_history(name: str, paths: Any, samples: ProgressSamples) -> list[dict[str, Any]]:
+def job_history(
+    name: str, paths: Any, samples: ProgressSamples, offsets_cache: OffsetsCache | None = None
+) -> list[dict[str, Any]]:
     """The chart points of one job: the history file if any, else checkpoint plus samples."""
     import fsspec
 
     status_fs, status_root = fsspec.core.url_to_fs(paths.status_dir)
     from_file = read_history_file(status_fs, status_root)
     if from_file is not None:
-        return merge_points(from_file, samples.points(name))
+        return merge_points(samples.points(name), from_file)
     checkpoint_fs, checkpoint_root = fsspec.core.url_to_fs(paths.checkpoint_location)
-    return merge_points(history_from_checkpoint(checkpoint_fs, checkpoint_root), samples.points(name))
+    derived = history_from_checkpoint(checkpoint_fs, checkpoint_root, offsets_cache)
+    return merge_points(derived, samples.points(name))

@@ -86,17 +86,28 @@ def point_from_progress(progress: dict[str, Any], origin: str) -> dict[str, Any]
     }
 
 
-def read_history_file(fs: Any, status_root: str) -> list[dict[str, Any]] | None:
-    """Points from ``progress_history.jsonl``; None when the file does not exist.
+#: Bytes read from the end of a long history file (enough for far more than MAX_POINTS lines).
+HISTORY_TAIL_BYTES = 512 * 1024
 
+
+def read_history_file(fs: Any, status_root: str) -> list[dict[str, Any]] | None:
+    """Points from the end of ``progress_history.jsonl``; None when the file does not exist.
+
+    Only the last ``HISTORY_TAIL_BYTES`` are read, so a file that grows for months costs the same.
     Broken lines (a line being appended while we read, a hand edit) are skipped, not fatal.
     """
     path = f"{status_root.rstrip('/')}/{HISTORY_FILE}"
     try:
-        with fs.open(path, "r") as handle:
-            lines = handle.read().splitlines()
+        with fs.open(path, "rb") as handle:
+            size = handle.seek(0, 2)
+            start = max(0, size - HISTORY_TAIL_BYTES)
+            handle.seek(start)
+            data = handle.read()
     except FileNotFoundError:
         return None
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if start > 0 and lines:
+        lines = lines[1:]  # the first line was cut by the seek
     points = []
     for line in lines[-MAX_POINTS * 2 :]:
         try:
@@ -110,21 +121,52 @@ def read_history_file(fs: Any, status_root: str) -> list[dict[str, Any]] | None:
     return points
 
 
-def history_from_checkpoint(fs: Any, checkpoint_root: str) -> list[dict[str, Any]]:
-    """Points derived from the newest offsets files of a checkpoint (see the module docstring)."""
-    from hubflow_plugins.checkpoint_logs import (
-        CheckpointFormatError,
-        join,
-        list_batch_ids,
-        read_offsets,
-    )
+class OffsetsCache:
+    """Parsed ``offsets/<batchId>`` files, so a page refresh opens only the batches planned since.
 
-    ids = list_batch_ids(fs, join(checkpoint_root, "offsets"))[-MAX_CHECKPOINT_BATCHES:]
+    Spark never rewrites an offsets file, but a checkpoint can be replaced whole (a rewind starts a
+    new one at the same path), so entries are keyed by path, batch id, size and modification time.
+    Thread-safe; holds at most ``limit`` files.
+    """
+
+    def __init__(self, limit: int = 2000) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._files: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self.reads = 0  # files opened, for tests and curiosity
+
+    def get(self, fs: Any, checkpoint_root: str, batch_id: int, info: dict[str, Any]) -> Any:
+        """The parsed offsets file of ``batch_id``, read at most once per version of the file."""
+        from hubflow_plugins.checkpoint_logs import read_offsets
+
+        key = (checkpoint_root, batch_id, info.get("size"), str(_mtime(info)))
+        with self._lock:
+            if key in self._files:
+                self._files.move_to_end(key)
+                return self._files[key]
+        parsed = read_offsets(fs, checkpoint_root, batch_id)
+        with self._lock:
+            self.reads += 1
+            self._files[key] = parsed
+            while len(self._files) > self.limit:
+                self._files.popitem(last=False)
+        return parsed
+
+
+def history_from_checkpoint(
+    fs: Any, checkpoint_root: str, cache: OffsetsCache | None = None
+) -> list[dict[str, Any]]:
+    """Points derived from the newest offsets files of a checkpoint (see the module docstring)."""
+    from hubflow_plugins.checkpoint_logs import CheckpointFormatError
+
+    cache = cache or OffsetsCache()
+    listing = _offsets_listing(fs, checkpoint_root)
+    ids = sorted(listing)[-MAX_CHECKPOINT_BATCHES:]
     points: list[dict[str, Any]] = []
     previous = None
     for batch_id in ids:
         try:
-            current = read_offsets(fs, checkpoint_root, batch_id)
+            current = cache.get(fs, checkpoint_root, batch_id, listing[batch_id])
         except (CheckpointFormatError, FileNotFoundError):
             previous = None  # a file purged or being written between listing and reading
             continue
@@ -147,6 +189,27 @@ def history_from_checkpoint(fs: Any, checkpoint_root: str) -> list[dict[str, Any
         )
         previous = current
     return points
+
+
+def _offsets_listing(fs: Any, checkpoint_root: str) -> dict[int, dict[str, Any]]:
+    """Batch id -> fsspec info of each ``offsets/<batchId>`` file, from one directory listing."""
+    try:
+        entries = fs.ls(f"{checkpoint_root.rstrip('/')}/offsets", detail=True)
+    except FileNotFoundError:
+        return {}
+    listing = {}
+    for entry in entries:
+        name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+        if name.isdigit() and entry.get("type") != "directory":
+            listing[int(name)] = entry
+    return listing
+
+
+def _mtime(info: dict[str, Any]) -> Any:
+    for key in ("mtime", "last_modified", "LastModified", "modified", "created"):
+        if info.get(key) is not None:
+            return info[key]
+    return None
 
 
 def _rows_between(previous: Any, current: Any) -> int | None:
@@ -201,17 +264,18 @@ class ProgressSamples:
 
 
 def merge_points(*groups: list[dict[str, Any]], limit: int = MAX_POINTS) -> list[dict[str, Any]]:
-    """Points by batch id, later groups filling in what earlier ones lack; newest ``limit`` kept."""
+    """Points by batch id; a later group's values win over an earlier one's (best source last).
+
+    A value a later group lacks (None) keeps the earlier one, so a checkpoint-derived point keeps
+    its row count when status.json adds the lag. Only the newest ``limit`` points are kept.
+    """
     merged: dict[int, dict[str, Any]] = {}
     for group in groups:
         for point in group:
-            known = merged.get(point["batch_id"])
-            if known is None:
-                merged[point["batch_id"]] = dict(point)
-                continue
-            for key, value in point.items():
-                if value is not None and (known.get(key) is None or key in ("lag", "input_rows_per_second")):
-                    known[key] = value
+            known = merged.setdefault(point["batch_id"], {})
+            known.update(
+                {key: value for key, value in point.items() if value is not None or key not in known}
+            )
     return [merged[i] for i in sorted(merged)][-limit:]
 
 

@@ -24,7 +24,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from hubflow_plugins.status_page.progress_history import ProgressSamples
+from hubflow_plugins.status_page.progress_history import OffsetsCache, ProgressSamples
 
 HERE = Path(__file__).resolve().parent
 #: How often the page fetches fresh data, in seconds.
@@ -58,7 +58,9 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
         dependencies=dependencies,
     )
     samples = ProgressSamples()
+    offsets_cache = OffsetsCache()
     app.state.samples = samples
+    app.state.offsets_cache = offsets_cache
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     def jobs() -> list[Any]:
@@ -84,7 +86,9 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
 
         for job in jobs():
             if job.name == name:
-                return JSONResponse(job_snapshot(job, samples, with_history=True))
+                return JSONResponse(
+                    job_snapshot(job, samples, with_history=True, offsets_cache=offsets_cache)
+                )
         raise HTTPException(status_code=404, detail=f"no registered job named {name!r}")
 
     @app.get("/", response_class=HTMLResponse)
@@ -92,7 +96,9 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
         """The status page, rendered with the current snapshots; the script refreshes it."""
         from hubflow_plugins.status_page.job_snapshots import job_snapshot
 
-        snapshots = [job_snapshot(job, samples, with_history=True) for job in jobs()]
+        snapshots = [
+            job_snapshot(job, samples, with_history=True, offsets_cache=offsets_cache) for job in jobs()
+        ]
         base = request.scope.get("root_path", "").rstrip("/")
         html = _render(
             "status.html",
