@@ -24,7 +24,7 @@ from hubflow_plugins.registry import RegisteredJob, Registry, parse_duration
 from hubflow_plugins.sensors import CheckpointHealthSensor
 
 START_DATE = datetime(2026, 1, 1)
-ONCALL_ACTIONS = ["restart", "stop", "start"]
+ONCALL_ACTIONS = ["restart", "stop", "start", "rewind"]
 
 
 def build_dags(registry: Registry) -> dict[str, DAG]:
@@ -95,7 +95,7 @@ def oncall_dag(registry: Registry) -> DAG:
     streaming = [job.name for job in registry.jobs if job.mode == "streaming"] or [registry.jobs[0].name]
     with DAG(
         dag_id="hubflow__oncall",
-        description="On-call: restart, stop or start a streaming job (dry run to see what would happen)",
+        description="On-call: restart, stop, start or rewind a streaming job (dry run: only say what)",
         schedule=None,
         start_date=START_DATE,
         catchup=False,
@@ -105,6 +105,18 @@ def oncall_dag(registry: Registry) -> DAG:
             "job": Param(streaming[0], type="string", enum=streaming, title="Job"),
             "action": Param("restart", type="string", enum=ONCALL_ACTIONS, title="Action"),
             "dry_run": Param(True, type="boolean", title="Dry run", description="Say what would be done"),
+            "rewind_to_enqueued_time": Param(
+                None,
+                type=["null", "string"],
+                title="Rewind to enqueued time",
+                description="rewind only: ISO-8601 time, e.g. 2026-11-22T10:00:00Z (every partition)",
+            ),
+            "rewind_to_sequence_numbers": Param(
+                None,
+                type=["null", "string"],
+                title="Rewind to sequence numbers",
+                description='rewind only: JSON partition -> sequence number, e.g. {"0": 120, "1": 80}',
+            ),
         },
     ) as dag:
         StreamingJobOperator(
@@ -112,6 +124,8 @@ def oncall_dag(registry: Registry) -> DAG:
             job_name="{{ params.job }}",
             action="{{ params.action }}",
             dry_run="{{ params.dry_run }}",
+            rewind_to_enqueued_time="{{ params.rewind_to_enqueued_time or '' }}",
+            rewind_to_sequence_numbers="{{ params.rewind_to_sequence_numbers or '' }}",
         )
     return dag
 

@@ -17,7 +17,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from hubflow_plugins.registry import RegisteredJob, load_registry, parse_duration
 
-STREAMING_ACTIONS = ("ensure_running", "start", "stop", "restart")
+STREAMING_ACTIONS = ("ensure_running", "start", "stop", "restart", "rewind")
 
 
 def _job(job_name: str) -> RegisteredJob:
@@ -89,15 +89,27 @@ class StreamingJobOperator(BaseOperator):
     checkpoint when it is dead - unless it was restarted ``max_restarts_per_hour`` times in the last
     hour already: then the task fails (a restart loop needs a person, not another restart).
     ``stop`` asks gracefully (STOP marker, the batch finishes), then SIGTERM, then SIGKILL.
+    ``rewind`` (Event Hubs jobs) stops the job, moves its checkpoint whole into the backups folder
+    and starts it on a new checkpoint from ``rewind_to_enqueued_time`` (every partition) or
+    ``rewind_to_sequence_numbers`` (JSON, partition -> sequence number; other partitions resume
+    where the old checkpoint committed).
 
     :param job_name: the job's name in the registry.
-    :param action: one of ``ensure_running``, ``start``, ``stop``, ``restart``.
+    :param action: one of ``ensure_running``, ``start``, ``stop``, ``restart``, ``rewind``.
+    :param rewind_to_enqueued_time: ISO-8601 time, for ``rewind``.
+    :param rewind_to_sequence_numbers: JSON object partition -> sequence number, for ``rewind``.
     :param stop_wait: how long a graceful stop may take before signals are sent.
     :param start_timeout: how long a started job has to report itself running.
     :param dry_run: say what would be done, do nothing.
     """
 
-    template_fields = ("job_name", "action", "dry_run")
+    template_fields = (
+        "job_name",
+        "action",
+        "dry_run",
+        "rewind_to_enqueued_time",
+        "rewind_to_sequence_numbers",
+    )
     ui_color = "#87cefa"
 
     def __init__(
@@ -108,11 +120,15 @@ class StreamingJobOperator(BaseOperator):
         stop_wait: timedelta = timedelta(minutes=5),
         start_timeout: timedelta = timedelta(minutes=5),
         dry_run: bool | str = False,
+        rewind_to_enqueued_time: str | None = None,
+        rewind_to_sequence_numbers: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.job_name = job_name
         self.action = action
+        self.rewind_to_enqueued_time = rewind_to_enqueued_time
+        self.rewind_to_sequence_numbers = rewind_to_sequence_numbers
         self.stop_wait = stop_wait
         self.start_timeout = start_timeout
         self.dry_run = dry_run
@@ -128,6 +144,8 @@ class StreamingJobOperator(BaseOperator):
         live = control.liveness()
         self.log.info("found: %s", live.reason)
         done: list[str] = []
+        if self.action == "rewind":
+            return self._rewind(job, control, live, dry_run)
 
         if self.action in ("stop", "restart") and live.alive:
             if dry_run:
@@ -158,11 +176,90 @@ class StreamingJobOperator(BaseOperator):
             self.log.info("%s", line)
         return {"job": job.name, "action": self.action, "dry_run": dry_run, "done": done}
 
-    def _start(self, job: RegisteredJob, control: Any) -> str:
+    def _rewind(self, job: RegisteredJob, control: Any, live: Any, dry_run: bool) -> dict[str, Any]:
+        from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
+        from hubflow_plugins.eventhubs_hook import EventHubsHook
+        from hubflow_plugins.health import committed_sequence_numbers
+        from hubflow_plugins.job_control import backup_checkpoint
+        from hubflow_plugins.rewind import (
+            RewindError,
+            parse_enqueued_time,
+            parse_sequence_numbers,
+            resolve_enqueued_time,
+            rewind_positions,
+            seed_checkpoint,
+        )
+
+        if not job.eventhubs_conn_id:
+            raise AirflowFailException(
+                f"job {job.name} has no eventhubs_conn_id: only Event Hubs jobs rewind"
+            )
+        checkpoint = job.paths.checkpoint_location
+        hook = EventHubsHook(job.eventhubs_conn_id)
+        hub, latest = hook.latest_sequence_numbers()
+        report = inspect_checkpoint(checkpoint, stalled_after=job.stalled_after_delta).to_dict()
+        committed = committed_sequence_numbers(report, hub)
+        self.log.info("found: hub %s, next sequence number per partition %s", hub, latest)
+        self.log.info(
+            "found: checkpoint %s is %s; committed %s", checkpoint, report["verdict"], committed or "none"
+        )
+        try:
+            when = parse_enqueued_time(self.rewind_to_enqueued_time)
+            at_time = resolve_enqueued_time(hook.connection_string(), when)[1] if when else None
+            if at_time is not None:
+                self.log.info("found: first sequence numbers enqueued at or after %s: %s", when, at_time)
+            positions = rewind_positions(
+                sorted(latest, key=int),
+                sequence_numbers=parse_sequence_numbers(self.rewind_to_sequence_numbers),
+                at_enqueued_time=at_time,
+                committed=committed,
+            )
+        except RewindError as exc:
+            raise AirflowFailException(f"job {job.name}: cannot rewind: {exc}") from None
+        plan = [
+            f"stop job {job.name}" if live.alive else f"leave job {job.name} stopped ({live.reason})",
+            f"move checkpoint {checkpoint} whole into its backups folder (never edited)",
+            f"write a new checkpoint that resumes at sequence numbers {positions}",
+            f"start job {job.name}",
+        ]
+        if dry_run:
+            for line in plan:
+                self.log.info("dry run, would: %s", line)
+            return {
+                "job": job.name,
+                "action": "rewind",
+                "dry_run": True,
+                "done": [f"would {p}" for p in plan],
+            }
+        done = []
+        if live.alive:
+            done.append(control.stop(self.stop_wait, log=self.log.info))
+            self.log.info("%s", done[-1])
+        backup = backup_checkpoint(checkpoint)
+        if backup is None:
+            raise AirflowFailException(
+                f"job {job.name}: no checkpoint at {checkpoint}; start the job instead"
+            )
+        done.append(f"checkpoint moved to {backup}")
+        self.log.info("%s", done[-1])
+        try:
+            batch = seed_checkpoint(backup, checkpoint, hub, positions)
+        except RewindError as exc:
+            raise AirflowFailException(
+                f"job {job.name}: cannot rewind: {exc} The old checkpoint is intact in {backup}."
+            ) from None
+        done.append(f"new checkpoint {checkpoint} resumes after batch {batch} at {positions}")
+        self.log.info("%s", done[-1])
+        done.append(self._start(job, control, count_restart=False))
+        self.log.info("%s", done[-1])
+        return {"job": job.name, "action": "rewind", "dry_run": False, "backup": backup, "done": done}
+
+    def _start(self, job: RegisteredJob, control: Any, count_restart: bool = True) -> str:
         from hubflow_plugins.spark_submit import build_submit_hook
 
         control.clear_stop()
-        control.record_restart()
+        if count_restart:
+            control.record_restart()
         log_path = _local_driver_log(job)
         hook = build_submit_hook(job, secrets=_secrets(job))
         process = hook.launch_detached(str(job.application_path()), log_path)

@@ -69,7 +69,10 @@ def job_environment(secrets: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def build_submit_hook(
-    job: RegisteredJob, *, secrets: dict[str, str] | None = None, extra_args: list[str] | None = None
+    job: RegisteredJob,
+    *,
+    secrets: dict[str, str] | None = None,
+    extra_args: list[str] | None = None,
 ) -> JobSubmitHook:
     """A hook that submits ``job`` with its config, conf overrides and secret environment.
 

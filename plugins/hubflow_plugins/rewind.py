@@ -1,0 +1,154 @@
+"""Rewinding an Event Hubs job: a new checkpoint that starts at chosen positions. No Airflow import.
+
+A rewind never edits a checkpoint. The job is stopped, its checkpoint is moved whole into the
+backups folder (``job_control.backup_checkpoint``), and a new checkpoint is written at the same
+location holding a single committed batch whose end offsets are the chosen positions. Spark then
+resumes with the next batch from exactly there, and its batch ids keep counting up from the old
+checkpoint's. That matters: Spark's file sink skips every batch id it has already committed in
+its ``_spark_metadata`` log, so a plain fresh checkpoint (batch 0 again) would silently write
+nothing until it caught up with the old ids. Stateful queries cannot be rewound this way (their
+state would not match the positions); they get a clear refusal.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import fsspec
+
+from hubflow_plugins.checkpoint_logs import join, list_batch_ids, read_text
+
+
+class RewindError(ValueError):
+    """The rewind request cannot be carried out; the message says what to change."""
+
+
+def parse_sequence_numbers(text: str | dict[str, Any] | None) -> dict[str, int]:
+    """``{"0": 120, "3": 5}`` (JSON text or a mapping) as partition id -> sequence number."""
+    if text in (None, "", {}):
+        return {}
+    try:
+        data = json.loads(text) if isinstance(text, str) else dict(text)
+        numbers = {str(int(p)): int(n) for p, n in data.items()}
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise RewindError(
+            "sequence numbers must be a JSON object of partition id -> sequence number, "
+            f'e.g. {{"0": 120}}: {exc}'
+        ) from None
+    negative = [p for p, n in numbers.items() if n < 0]
+    if negative:
+        raise RewindError(f"sequence numbers must be >= 0; partitions {negative} are negative")
+    return numbers
+
+
+def parse_enqueued_time(text: str | None) -> datetime | None:
+    """An ISO-8601 time (UTC when it names no zone), or None."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        raise RewindError(f"enqueued time {text!r} is not ISO-8601, e.g. 2026-11-22T10:00:00Z") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def rewind_positions(
+    partitions: list[str],
+    *,
+    sequence_numbers: dict[str, int] | None = None,
+    at_enqueued_time: dict[str, int] | None = None,
+    committed: dict[str, int] | None = None,
+) -> dict[str, int]:
+    """Per partition, the first sequence number the rewound job reads.
+
+    Exactly one target: ``at_enqueued_time`` (every partition, already resolved to sequence numbers)
+    or ``sequence_numbers`` (the named partitions; the others resume where the old checkpoint
+    committed, so rewinding one partition replays only that one).
+    """
+    if (at_enqueued_time is None) == (not sequence_numbers):
+        raise RewindError(
+            "give exactly one rewind target: an enqueued time, or sequence numbers per partition"
+        )
+    if at_enqueued_time is not None:
+        return {p: at_enqueued_time[p] for p in partitions}
+    unknown = sorted(set(sequence_numbers or {}) - set(partitions))
+    if unknown:
+        raise RewindError(f"the hub has partitions {partitions}; there is no partition {unknown}")
+    positions = {}
+    for partition in partitions:
+        seq = (sequence_numbers or {}).get(partition, (committed or {}).get(partition))
+        if seq is None:
+            raise RewindError(
+                f"partition {partition} has no sequence number given and none committed in the old "
+                "checkpoint; give one for every partition"
+            )
+        positions[partition] = seq
+    return positions
+
+
+def resolve_enqueued_time(connection_string: str, when: datetime) -> tuple[str, dict[str, int]]:
+    """``(hub, {partition: first sequence number enqueued at or after when})``, asked of the hub."""
+    from pyspark_eventhubs.client import HubMetadata
+    from pyspark_eventhubs.options import parse_options
+    from pyspark_eventhubs.positions import EventPosition
+
+    options = parse_options({"eventhubs.connectionString": connection_string})
+    metadata = HubMetadata(options)
+    try:
+        bounds = metadata.bounds()
+        position = EventPosition.from_enqueued_time(when)
+        return options.eventhub_name, {p: metadata.resolve(position, b) for p, b in bounds.items()}
+    finally:
+        metadata.close()
+
+
+def seed_checkpoint(backup: str, checkpoint: str, hub: str, positions: dict[str, int]) -> int:
+    """Write a new checkpoint at ``checkpoint`` that resumes at ``positions``; return its batch id.
+
+    The new checkpoint holds the old query id (``metadata``), and one batch - numbered like the
+    backup's newest planned batch, so the next batch id is new to the sink - with the backup's
+    pinned SQL confs and every other source's offsets, the Event Hubs source's replaced by
+    ``{hub: positions}``, and a commit for it.
+    """
+    fs, old = fsspec.core.url_to_fs(backup)
+    _, new = fsspec.core.url_to_fs(checkpoint)
+    if fs.exists(new):
+        raise RewindError(f"{checkpoint} exists: back the checkpoint up before seeding a new one")
+    if fs.exists(join(old, "state")):
+        raise RewindError(
+            "the query keeps state (its checkpoint has state/): a rewind would pair old state with "
+            "replayed input. Start a new checkpoint and output for it instead."
+        )
+    batches = list_batch_ids(fs, join(old, "offsets"))
+    if not batches:
+        raise RewindError(
+            f"the backup {backup} has no offsets log: nothing to continue from; just start the job"
+        )
+    batch = batches[-1]
+    lines = read_text(fs, join(old, "offsets", str(batch))).removesuffix("\n").split("\n")
+    if lines[0].strip() != "v1":
+        raise RewindError(f"offsets log format {lines[0].strip()!r} is not supported for a rewind (only v1)")
+    replaced = 0
+    for index in range(2, len(lines)):
+        try:
+            source = json.loads(lines[index])
+        except ValueError:
+            continue
+        if isinstance(source, dict) and hub in source:
+            lines[index] = json.dumps({hub: {p: positions[p] for p in sorted(positions, key=int)}})
+            replaced += 1
+    if replaced != 1:
+        raise RewindError(
+            f"expected exactly one Event Hubs source reading {hub!r} in the checkpoint, found {replaced}"
+        )
+    fs.makedirs(join(new, "offsets"), exist_ok=True)
+    fs.makedirs(join(new, "commits"), exist_ok=True)
+    with fs.open(join(new, "metadata"), "w") as handle:
+        handle.write(read_text(fs, join(old, "metadata")))
+    with fs.open(join(new, "offsets", str(batch)), "w") as handle:
+        handle.write("\n".join(lines))
+    with fs.open(join(new, "commits", str(batch)), "w") as handle:
+        handle.write('v1\n{"nextBatchWatermarkMs":0}')
+    return batch

@@ -1,0 +1,190 @@
+"""Rewind: the checkpoint is backed up whole, never edited, and the job restarts from chosen positions."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
+from hubflow_plugins.job_control import backup_checkpoint, purge_checkpoint_backups
+from hubflow_plugins.rewind import RewindError, parse_sequence_numbers, rewind_positions, seed_checkpoint
+from tests.airflow.helpers import airflow_env, run_airflow, write_registry
+from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config
+from tests.support.emulator import start_test_emulator
+from tests.support.processes import wait_until
+
+ENV_VAR = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
+
+
+def test_positions_for_an_enqueued_time_cover_every_partition() -> None:
+    positions = rewind_positions(["0", "1"], at_enqueued_time={"0": 7, "1": 3}, committed={"0": 9, "1": 9})
+    assert positions == {"0": 7, "1": 3}
+
+
+def test_positions_for_sequence_numbers_keep_other_partitions_at_their_commit() -> None:
+    positions = rewind_positions(["0", "1"], sequence_numbers={"0": 5}, committed={"0": 20, "1": 30})
+    assert positions == {"0": 5, "1": 30}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "exactly one rewind target"),
+        ({"sequence_numbers": {"7": 1}}, r"no partition \['7'\]"),
+        ({"sequence_numbers": {"0": 1}}, "partition 1 has no sequence number"),
+    ],
+)
+def test_bad_rewind_targets_are_refused(kwargs: dict, message: str) -> None:
+    with pytest.raises(RewindError, match=message):
+        rewind_positions(["0", "1"], **kwargs)
+
+
+def test_sequence_numbers_must_be_json_of_non_negative_numbers() -> None:
+    assert parse_sequence_numbers('{"0": 3, "2": "7"}') == {"0": 3, "2": 7}
+    with pytest.raises(RewindError, match="JSON object"):
+        parse_sequence_numbers("[1, 2]")
+    with pytest.raises(RewindError, match="negative"):
+        parse_sequence_numbers('{"0": -4}')
+
+
+def _old_checkpoint(root: Path, hub: str = "hub") -> Path:
+    old = root / "backup"
+    (old / "offsets").mkdir(parents=True)
+    (old / "commits").mkdir()
+    (old / "metadata").write_text('{"id":"q-1"}')
+    meta = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"spark.sql.shuffle.partitions":"2"}}'
+    for batch in (6, 7):
+        (old / "offsets" / str(batch)).write_text(f'v1\n{meta}\n{{"{hub}":{{"0":{batch * 10},"1":{batch}}}}}')
+    (old / "commits" / "6").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    return old
+
+
+def test_seeded_checkpoint_resumes_at_the_positions_after_the_old_batch_ids(tmp_path: Path) -> None:
+    old = _old_checkpoint(tmp_path)
+    new = tmp_path / "checkpoint"
+    before = {p: p.read_text() for p in old.rglob("*") if p.is_file()}
+    batch = seed_checkpoint(str(old), str(new), "hub", {"0": 5, "1": 2})
+    assert batch == 7, "numbered like the newest planned batch, so the sink sees batch 8 next"
+    lines = (new / "offsets" / "7").read_text().split("\n")
+    assert lines[0] == "v1"
+    assert json.loads(lines[1])["conf"] == {"spark.sql.shuffle.partitions": "2"}
+    assert json.loads(lines[2]) == {"hub": {"0": 5, "1": 2}}
+    assert (new / "commits" / "7").exists()
+    assert (new / "metadata").read_text() == '{"id":"q-1"}'
+    assert {p: p.read_text() for p in old.rglob("*") if p.is_file()} == before, "the backup is untouched"
+    report = inspect_checkpoint(str(new), stalled_after=timedelta(hours=1))
+    assert str(report.verdict) == "healthy"
+
+
+def test_seeding_refuses_stateful_queries_and_other_hubs(tmp_path: Path) -> None:
+    old = _old_checkpoint(tmp_path)
+    with pytest.raises(RewindError, match="exactly one Event Hubs source reading 'other'"):
+        seed_checkpoint(str(old), str(tmp_path / "c1"), "other", {"0": 1})
+    (old / "state" / "0").mkdir(parents=True)
+    with pytest.raises(RewindError, match="keeps state"):
+        seed_checkpoint(str(old), str(tmp_path / "c2"), "hub", {"0": 1, "1": 1})
+
+
+def test_backup_moves_the_checkpoint_whole_and_purge_keeps_recent_backups(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "checkpoints" / "job"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / "0").write_text("v1\n{}\n{}")
+    (checkpoint / "metadata").write_text('{"id":"q"}')
+    old = backup_checkpoint(str(checkpoint), now=datetime(2026, 1, 1, tzinfo=UTC))
+    assert not checkpoint.exists()
+    assert Path(old, "offsets", "0").read_text() == "v1\n{}\n{}"
+    assert Path(old, "metadata").read_text() == '{"id":"q"}'
+    assert backup_checkpoint(str(checkpoint)) is None, "nothing left to back up"
+    (checkpoint / "offsets").mkdir(parents=True)
+    recent = backup_checkpoint(str(checkpoint), now=datetime(2026, 3, 1, tzinfo=UTC))
+    deleted = purge_checkpoint_backups(
+        str(checkpoint), timedelta(days=30), now=datetime(2026, 3, 2, tzinfo=UTC)
+    )
+    assert deleted == [old]
+    assert Path(recent).exists() and not Path(old).exists()
+
+
+def _lake_rows(spark, output: Path) -> list:
+    from pyspark.errors import AnalysisException
+
+    try:
+        return spark.read.parquet(str(output)).select("partition", "sequenceNumber").collect()
+    except AnalysisException:
+        return []
+
+
+def _pid(base: Path) -> int | None:
+    try:
+        return json.loads((base / "status" / "telemetry" / "status.json").read_text()).get("pid")
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.mark.integration
+def test_oncall_rewind_backs_up_and_replays_from_the_chosen_sequence_numbers(
+    airflow_home, spark, tmp_path: Path
+) -> None:
+    emulator = start_test_emulator(tmp_path, telemetry=2)
+    try:
+        conn = emulator.connection_string("telemetry")
+        hub = EmulatedHub("telemetry", conn, 2)
+        hub.send_numbered(0, 40)  # 20 events in each partition
+        config = eventhubs_config(
+            tmp_path, hub, ENV_VAR, name="telemetry", trigger={"processingTime": "1 second"}
+        )
+        config["trigger"] = {"processingTime": "1 second"}
+        config_path = write_config(tmp_path / "telemetry.yaml", config)
+        registry = write_registry(
+            tmp_path,
+            [
+                {
+                    "name": "telemetry",
+                    "application": "eventhubs_to_lake",
+                    "config": str(config_path),
+                    "mode": "streaming",
+                    "eventhubs_conn_id": "eventhubs_default",
+                }
+            ],
+        )
+        env = airflow_env(airflow_home, registry)
+        env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
+        output = tmp_path / "lake" / "bronze"
+
+        def oncall(action: str, **extra: str) -> str:
+            conf = json.dumps({"job": "telemetry", "action": action, "dry_run": False, **extra})
+            result = run_airflow(env, "dags", "test", "hubflow__oncall", "-c", conf)
+            text = result.stdout + result.stderr
+            assert result.returncode == 0, text[-6000:]
+            assert "SAS_KEY_VALUE" not in text, "the key must never reach a task log"
+            return text
+
+        oncall("start")
+        wait_until(lambda: len(_lake_rows(spark, output)) == 40, 180, "the first 40 events in the lake")
+
+        text = oncall("rewind", rewind_to_sequence_numbers='{"0": 5}')
+        assert "checkpoint moved to" in text
+        backups = list((tmp_path / "checkpoints" / "_backups" / "telemetry").iterdir())
+        assert len(backups) == 1 and (backups[0] / "offsets" / "0").exists()
+        hub.send_numbered(40, 10)  # 5 more in each partition
+        # Partition 0 replays 5..19 (15 rows again) and both read the 10 new events: 40 + 15 + 10.
+        wait_until(lambda: len(_lake_rows(spark, output)) >= 65, 180, "the replayed and new events")
+        counts = Counter((r.partition, r.sequenceNumber) for r in _lake_rows(spark, output))
+        assert {k for k, n in counts.items() if n == 2} == {("0", s) for s in range(5, 20)}
+        assert all(n == 1 for (p, s), n in counts.items() if p == "1" or s < 5 or s >= 20)
+        assert set(counts) == {(p, s) for p in ("0", "1") for s in range(25)}
+
+        oncall("stop")
+    finally:
+        pid = _pid(tmp_path)
+        if isinstance(pid, int):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        emulator.stop()
