@@ -14,6 +14,7 @@ that rows read = rows written + rows quarantined before anything is committed.
 
 from __future__ import annotations
 
+import logging
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
@@ -29,6 +30,8 @@ from .config import (
 )
 from .file_sink import ExactlyOnceFileSink
 from .status import JobStatus
+
+log = logging.getLogger(__name__)
 
 #: Hidden column that Spark's json/csv readers fill with the raw text of a record that does not parse.
 RAW_RECORD_COLUMN = "_hubflow_raw_record"
@@ -191,7 +194,10 @@ class LandingBatchWriter:
         batch_counts = {"batch_id": batch_id, "read": read, "written": written, "quarantined": quarantined}
         for key in ("read", "written", "quarantined"):
             self.totals[key] += batch_counts[key]
-        self.status.update(last_batch_counts=batch_counts, counts=dict(self.totals))
+        try:
+            self.status.update(last_batch_counts=batch_counts, counts=dict(self.totals))
+        except Exception as exc:  # the batch is committed; a status hiccup must not fail it
+            log.warning("batch %s: could not record counts in status.json: %s", batch_id, exc)
 
     def _reason_column(self) -> Any:
         from pyspark.sql import functions as F

@@ -101,21 +101,27 @@ class JobLock:
             return f"its heartbeat is {age:.0f} s old (stale after {self.stale_after_seconds:.0f} s)"
         return None
 
-    def refresh(self) -> None:
-        """Renew the heartbeat, proving the owner is alive; call it at least every few seconds."""
+    def refresh(self) -> bool:
+        """Renew the heartbeat, proving the owner is alive; call it at least every few seconds.
+
+        Returns False when this instance no longer owns the lock: another instance took it over
+        (this one looked dead, e.g. its storage was unreachable for longer than the stale limit).
+        """
         if not self.held:
-            return
+            return False
         current = self.folder.read_json(LOCK_FILE)
         if current is not None and current.get("token") != self.token:
             log.error(
-                "job %s: the lock was taken over by pid %s; this instance no longer owns it",
+                "job %s: the lock was taken over by pid %s on host %s; this instance no longer owns it",
                 self.job,
                 current.get("pid"),
+                current.get("host"),
             )
             self.held = False
-            return
+            return False
         self._document["heartbeat"] = utc_now()
         self.folder.write_json_atomically(LOCK_FILE, self._document)
+        return True
 
     def release(self) -> None:
         """Remove the lock if this instance still owns it."""

@@ -169,14 +169,23 @@ def _supervise(
             stop_after_batch(query, config.runtime.seconds("stop_timeout"), poll_every)
             return
         if time.monotonic() - last_beat >= heartbeat_every:
-            status.heartbeat()
-            if lock is not None:
-                lock.refresh()
+            _beat(status, lock, stop, config.name)
             last_beat = time.monotonic()
         try:
             query.awaitTermination(min(poll_every, heartbeat_every))
         except Exception:
             return  # the query failed; _finish reports query.exception()
+
+
+def _beat(status: JobStatus, lock: JobLock | None, stop: StopRequest, job: str) -> None:
+    """Refresh status.json and the lock. Storage hiccups are logged, not fatal; losing the lock
+    to another instance stops this one, since two queries must never share a checkpoint."""
+    try:
+        status.heartbeat()
+        if lock is not None and not lock.refresh():
+            stop.request("the lock was taken over by another instance")
+    except Exception as exc:
+        log.warning("job %s: could not refresh status.json or the lock (will retry): %s", job, exc)
 
 
 def stop_after_batch(query: Any, timeout_seconds: float, poll_seconds: float = 0.2) -> None:

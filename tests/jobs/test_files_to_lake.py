@@ -260,3 +260,30 @@ def test_a_batch_that_fails_ends_the_run_with_the_reason(spark: Any, tmp_path: P
     assert status["state"] == "failed" and "broken.parquet" in status["exception"]
     assert (tmp_path / "landing" / "broken.parquet").exists(), "a failed batch archives nothing"
     assert not log_ids(Path(config.checkpoint_location) / "commits")
+
+
+def test_losing_the_lock_to_another_instance_stops_the_job(spark: Any, tmp_path: Path) -> None:
+    from hubflow_jobs.lock import JobLock
+    from hubflow_jobs.status import StatusFolder
+
+    config = _config(tmp_path, trigger={"availableNow": False, "processingTime": "1 second"})
+    write_json_landing_file(tmp_path / "landing", "a.json", 1, good=2, bad=0)
+    lock = JobLock(StatusFolder(config.status_dir), config.name, stale_after_seconds=60)
+    lock.acquire()
+    lock_file = tmp_path / "status" / "files_to_lake" / "lock"
+
+    def take_over() -> None:
+        wait_until(lambda: bool(log_ids(Path(config.checkpoint_location) / "commits")), 120, "a commit")
+        document = json.loads(lock_file.read_text())
+        lock_file.write_text(json.dumps({**document, "pid": 4242, "token": "another-instance"}))
+
+    thief = threading.Thread(target=take_over, daemon=True)
+    thief.start()
+    code, reason = run_job(spark, config, start_files_to_lake, StopRequest(), lock=lock)
+    thief.join(5)
+
+    assert code == EXIT_OK
+    assert reason == "job files_to_lake stopped gracefully: the lock was taken over by another instance"
+    assert json.loads(lock_file.read_text())["token"] == "another-instance"
+    lock.release()
+    assert lock_file.exists(), "the new owner's lock is left alone"

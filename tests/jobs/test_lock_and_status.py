@@ -111,10 +111,10 @@ def test_refresh_notices_a_takeover_and_release_keeps_the_new_owner(tmp_path: Pa
     lock = JobLock(folder, "job_a", stale_after_seconds=120)
     lock.acquire()
     before = json.loads((Path(folder.root) / LOCK_FILE).read_text())["heartbeat"]
-    lock.refresh()
+    assert lock.refresh()
     assert json.loads((Path(folder.root) / LOCK_FILE).read_text())["heartbeat"] >= before
     _write_lock(folder, pid=4242, token="someone-else", heartbeat=datetime.now(UTC).isoformat())
-    lock.refresh()
+    assert not lock.refresh()
     assert not lock.held
     lock.release()
     assert json.loads((Path(folder.root) / LOCK_FILE).read_text())["token"] == "someone-else"
