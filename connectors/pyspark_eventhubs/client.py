@@ -151,6 +151,7 @@ class HubMetadata:
     def __init__(self, options: EventHubsOptions) -> None:
         self.options = options
         self._client: Any = None
+        self._known_ids: list[str] = []
 
     def _get_client(self) -> Any:
         if self._client is None:
@@ -173,32 +174,50 @@ class HubMetadata:
         return [str(p) for p in ids]
 
     def bounds(self, partition_ids: Iterable[str] | None = None) -> dict[str, PartitionBounds]:
-        """Retained range of every partition (in parallel: one management call each)."""
+        """Retained range of every partition, one management call each, all in parallel.
+
+        Without ``partition_ids`` the hub's partitions are listed; the properties of the
+        partitions seen last time are fetched at the same time (each SDK management call opens
+        its own connection, so overlapping them halves the latency of a micro-batch's planning).
+        """
         client = self._get_client()
-        ids = list(partition_ids) if partition_ids is not None else self.partition_ids()
-        if not ids:
-            return {}
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(8, len(ids)))
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=8)
         try:
+            listing = None
+            if partition_ids is not None:
+                ids = [str(p) for p in partition_ids]
+            else:
+                listing = pool.submit(client.get_partition_ids)
+                ids = list(self._known_ids)
             futures = {pid: pool.submit(client.get_partition_properties, pid) for pid in ids}
-            result = {}
-            for pid, future in futures.items():
-                try:
-                    props = future.result(timeout=self.options.operation_timeout)
-                except concurrent.futures.TimeoutError:
-                    raise EventHubsClientError(
-                        f"Event hub {self.options.description}: reading partition {pid} "
-                        "properties exceeded eventhubs.operationTimeout."
-                    ) from None
-                except Exception as exc:
-                    raise EventHubsClientError(
-                        f"Event hub {self.options.description}: reading partition {pid} "
-                        f"properties failed: {redact(f'{type(exc).__name__}: {exc}', self.options)}"
-                    ) from None
-                result[pid] = _bounds_from_properties(props)
-            return result
+            if listing is not None:
+                listed = [str(p) for p in self._wait(listing, "listing partitions")]
+                self._known_ids = listed
+                for pid in listed:
+                    if pid not in futures:
+                        futures[pid] = pool.submit(client.get_partition_properties, pid)
+                futures = {pid: futures[pid] for pid in listed}
+            return {
+                pid: _bounds_from_properties(self._wait(future, f"reading partition {pid} properties"))
+                for pid, future in futures.items()
+            }
         finally:
             pool.shutdown(wait=False)
+
+    def _wait(self, future: concurrent.futures.Future, what: str) -> Any:
+        try:
+            return future.result(timeout=self.options.operation_timeout)
+        except concurrent.futures.TimeoutError:
+            raise EventHubsClientError(
+                f"Event hub {self.options.description}: {what} took longer than "
+                f"eventhubs.operationTimeout ({self.options.operation_timeout:g} s); check the "
+                "namespace is reachable."
+            ) from None
+        except Exception as exc:
+            raise EventHubsClientError(
+                f"Event hub {self.options.description}: {what} failed: "
+                f"{redact(f'{type(exc).__name__}: {exc}', self.options)}"
+            ) from None
 
     def resolve(self, position: EventPosition, bounds: PartitionBounds, end: bool = False) -> int:
         """The sequence number an EventPosition means in one partition.

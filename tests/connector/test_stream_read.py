@@ -42,12 +42,12 @@ def test_available_now_reads_backlog_in_limited_batches_exactly_once_across_rest
     eh_spark: Any, hub: Any, tmp_path: Path
 ) -> None:
     sent = hub.send_per_partition({"0": 40, "1": 90, "2": 10, "3": 90})  # 230 events
-    options = hub.options(**{"eventhubs.startingPosition": EARLIEST, "maxEventsPerTrigger": "50"})
+    options = hub.options(**{"eventhubs.startingPosition": EARLIEST, "maxEventsPerTrigger": "80"})
     ckpt, out = tmp_path / "ckpt", tmp_path / "out"
 
     progress = run_available_now(eh_spark, options, ckpt, out)
     sizes = [p["numInputRows"] for p in progress if p["numInputRows"] > 0]
-    assert sizes == [50, 50, 50, 50, 30]
+    assert sizes == [80, 80, 70]
     bodies = read_bodies(eh_spark, out)
     assert len(bodies) == 230 and set(bodies) == sent
 
@@ -77,7 +77,7 @@ def test_processing_time_query_stopped_and_restarted_loses_and_repeats_nothing(
     eh_spark: Any, hub: Any, tmp_path: Path
 ) -> None:
     first = hub.send_per_partition({"0": 30, "1": 30, "2": 30, "3": 30})
-    options = hub.options(**{"eventhubs.startingPosition": EARLIEST, "maxEventsPerTrigger": "40"})
+    options = hub.options(**{"eventhubs.startingPosition": EARLIEST, "maxEventsPerTrigger": "60"})
     ckpt, out = tmp_path / "ckpt", tmp_path / "out"
 
     def start() -> Any:
@@ -101,7 +101,7 @@ def test_processing_time_query_stopped_and_restarted_loses_and_repeats_nothing(
     query = start()
     try:
         query.processAllAvailable()
-        assert all(p["numInputRows"] <= 40 for p in query.recentProgress)
+        assert all(p["numInputRows"] <= 60 for p in query.recentProgress)
     finally:
         query.stop()
     bodies = read_bodies(eh_spark, out)
