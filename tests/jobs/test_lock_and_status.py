@@ -138,3 +138,12 @@ def test_a_leftover_stop_marker_is_cleared_before_the_next_run(tmp_path: Path, c
         assert clear_leftover_stop_marker(folder)
     assert not folder.exists("STOP")
     assert "left for an earlier run" in caplog.text
+
+
+def test_lock_file_is_created_exclusively(tmp_path: Path) -> None:
+    """Two starters racing past the 'is there a lock?' check: only one creates the file."""
+    folder = StatusFolder(str(tmp_path / "job_a"))
+    first, second = JobLock(folder, "job_a", 60), JobLock(folder, "job_a", 60)
+    assert first._create()
+    assert not second._create()
+    assert json.loads((Path(folder.root) / LOCK_FILE).read_text())["token"] == first.token
