@@ -26,14 +26,18 @@ class LockHeldError(Exception):
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with ``pid`` exists on this host."""
+    """Whether a process with ``pid`` runs on this host (a zombie, exited but not reaped, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): existence is all we can tell
 
 
 def _age_seconds(iso_time: str | None) -> float | None:

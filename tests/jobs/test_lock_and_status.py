@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -147,3 +148,19 @@ def test_lock_file_is_created_exclusively(tmp_path: Path) -> None:
     assert first._create()
     assert not second._create()
     assert json.loads((Path(folder.root) / LOCK_FILE).read_text())["token"] == first.token
+
+
+def test_a_zombie_driver_does_not_hold_the_lock() -> None:
+    from hubflow_jobs.lock import pid_alive
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    wait_until_exited = time.monotonic() + 10
+    while time.monotonic() < wait_until_exited:
+        with open(f"/proc/{child.pid}/stat") as handle:
+            if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.05)
+    assert not pid_alive(child.pid), "exited but not yet reaped"
+    assert pid_alive(os.getpid())
+    child.wait()
+    assert not pid_alive(child.pid)
