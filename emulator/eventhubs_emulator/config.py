@@ -9,7 +9,9 @@ Official shape (Microsoft's emulator reads the same file)::
 Extras this emulator understands (the official one ignores unknown fields):
 
 - ``UserConfig.EmulatorExtras``: ``SharedAccessKeyName``, ``SharedAccessKey``, ``MaxEventSizeBytes``,
-  ``RetentionMinutes``, ``RetentionEventCount`` (namespace-wide defaults);
+  ``RetentionMinutes``, ``RetentionEventCount`` (namespace-wide defaults), ``MaxReceiversPerPartition``
+  (receivers without owner level per partition and consumer group; default 5 like the service, 0 = no
+  limit);
 - per entity: ``RetentionMinutes``, ``RetentionEventCount``, ``MaxEventSizeBytes``.
 """
 
@@ -24,6 +26,7 @@ DEFAULT_KEY_NAME = "RootManageSharedAccessKey"
 DEFAULT_KEY = "SAS_KEY_VALUE"
 DEFAULT_MAX_EVENT_SIZE = 1024 * 1024
 DEFAULT_CONSUMER_GROUP = "$Default"
+DEFAULT_MAX_RECEIVERS = 5  # receivers without owner level per partition and consumer group, as on the service
 
 
 class ConfigError(ValueError):
@@ -59,6 +62,7 @@ class EmulatorConfig:
     max_event_size: int = DEFAULT_MAX_EVENT_SIZE
     retention_minutes: float | None = None
     retention_event_count: int | None = None
+    max_receivers_per_partition: int = DEFAULT_MAX_RECEIVERS
 
     @classmethod
     def single_hub(
@@ -127,6 +131,11 @@ class EmulatorConfig:
         _check_positive(
             self.retention_event_count, "UserConfig.EmulatorExtras.RetentionEventCount", integer=True
         )
+        limit = self.max_receivers_per_partition
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ConfigError(
+                "UserConfig.EmulatorExtras.MaxReceiversPerPartition: must be a whole number >= 0"
+            )
 
 
 def _check_positive(value: Any, where: str, integer: bool = False) -> None:
@@ -206,6 +215,9 @@ def parse_config(data: Any) -> EmulatorConfig:
         retention_minutes=_get(extras, "RetentionMinutes", where_x, (int, float), required=False),
         retention_event_count=_get(extras, "RetentionEventCount", where_x, int, required=False),
     )
+    receivers = _get(extras, "MaxReceiversPerPartition", where_x, int, required=False)
+    if receivers is not None:
+        cfg.max_receivers_per_partition = receivers
     cfg.validate()
     return cfg
 

@@ -425,6 +425,14 @@ class Connection:
                     f"Receiver with owner level '{owners[0].epoch}' already exists on partition "
                     f"'{link.partition_id}'; a receiver without owner level cannot be created.",
                 )
+            limit = self.broker.config.max_receivers_per_partition
+            if limit and len(existing) >= limit:
+                raise LinkRefused(
+                    "amqp:resource-limit-exceeded",
+                    f"Exceeded the maximum number of allowed receivers per partition in a consumer group "
+                    f"which is {limit} (partition '{link.partition_id}', consumer group "
+                    f"'{link.consumer_group}'). Close unused receivers or use an owner level.",
+                )
         else:
             higher = [o for o in existing if o.epoch is not None and o.epoch > link.epoch]
             if higher:

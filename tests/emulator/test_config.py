@@ -106,3 +106,13 @@ def test_single_hub_helper():
     assert cfg.hub("hub1").partition_count == 4
     with pytest.raises(ConfigError, match="PartitionCount"):
         EmulatorConfig.single_hub("hub1", partition_count=0)
+
+
+def test_receiver_limit_extra(tmp_path):
+    data = json.loads(json.dumps(OFFICIAL))
+    assert load_config(_write(tmp_path, data)).max_receivers_per_partition == 5
+    data["UserConfig"]["EmulatorExtras"] = {"MaxReceiversPerPartition": 0}
+    assert load_config(_write(tmp_path, data)).max_receivers_per_partition == 0
+    data["UserConfig"]["EmulatorExtras"] = {"MaxReceiversPerPartition": -1}
+    with pytest.raises(ConfigError, match="MaxReceiversPerPartition"):
+        load_config(_write(tmp_path, data))

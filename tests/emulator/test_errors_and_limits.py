@@ -208,3 +208,24 @@ def test_send_to_unknown_partition_fails(emulator):
             emulator.connection_string("hub1"), retry_total=0
         ) as producer:
             producer.send_event(EventData("x"), partition_id="7")
+
+
+def test_sixth_receiver_without_owner_level_is_refused(emulator):
+    conn = emulator.connection_string("hub1")
+    receivers = [_receive_errors(conn, "$Default", 0) for _ in range(6)]
+    try:
+        assert _wait_for(lambda: sum(1 for r in receivers if r[2]) == 1, 15)
+        refused = next(r for r in receivers if r[2])
+        assert "amqp:resource-limit-exceeded" in str(refused[2][0])
+        assert "maximum number of allowed receivers" in str(refused[2][0])
+        other_group = _receive_errors(conn, "cg1", 0)  # the limit is per consumer group
+        try:
+            send(conn, ["x"], partition_id="0")
+            assert _wait_for(lambda: other_group[3], 10)
+            assert other_group[2] == []
+        finally:
+            other_group[0].close()
+    finally:
+        for consumer, thread, _, _ in receivers:
+            consumer.close()
+            thread.join(timeout=10)
