@@ -177,7 +177,8 @@ class _BatchSender:
             for attempt in Retrying(
                 retry=retry_if_exception(_is_transient),
                 stop=stop_after_attempt(SEND_ATTEMPTS),
-                wait=wait_exponential_jitter(initial=0.5, max=30),
+                wait=wait_exponential_jitter(multiplier=0.5, max=30, jitter=0.5),
+                before_sleep=self._log_retry,
                 reraise=True,
             ):
                 with attempt:
@@ -190,6 +191,15 @@ class _BatchSender:
                 f"{redact(f'{type(exc).__name__}: {exc}', self.options)}"
             ) from None
         return None  # pragma: no cover
+
+    def _log_retry(self, state: Any) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "Event hub %s: send attempt %d failed (%s); retrying",
+            self.options.description,
+            state.attempt_number,
+            type(exc).__name__,
+        )
 
     def flush(self) -> None:
         for batch in self.open.values():

@@ -2,7 +2,7 @@
 
 The editable install of ``hubflow-connectors`` uses a setuptools import hook, which Spark's
 auto-discovery (``pkgutil.iter_modules``) cannot see; tests therefore register
-``DefaultSource`` on the session explicitly. ``test_discovery.py`` checks auto-discovery with the
+``DefaultSource`` on the session explicitly. ``test_cluster.py`` checks auto-discovery with the
 package on a plain path, as a wheel install puts it.
 """
 
