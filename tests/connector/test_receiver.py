@@ -69,3 +69,15 @@ def test_expired_events_fail_or_are_skipped(filled: tuple[Hub, EventHubsOptions]
     lenient = parse_options(hub.options(failOnDataLoss="false"))
     assert [seq for seq, _ in _read(lenient, "1", 5, 20)] == list(range(12, 20))
     assert _read(lenient, "1", 0, 8) == []  # everything asked for expired
+
+
+def test_dropped_connection_is_reopened_at_the_right_sequence_number(
+    filled: tuple[Hub, EventHubsOptions],
+) -> None:
+    hub, options = filled
+    assert [seq for seq, _ in _read(options, "1", 0, 5)] == list(range(5))
+    assert hub.emulator.faults.drop_connections() >= 1  # kills the cached receiver's connection
+    hub.send([f"late-{i}" for i in range(5)], partition="1")
+    rows = _read(options, "1", 5, 35)
+    assert [seq for seq, _ in rows] == list(range(5, 35))
+    assert rows[-1] == (34, b"late-4")
