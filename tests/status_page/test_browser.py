@@ -10,18 +10,21 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from tests.status_page.conftest import StatusWorld
 from tests.status_page.png import read_png
+from tests.status_page.test_airflow_plugin import plugin_env
 
 pytestmark = pytest.mark.integration
 
@@ -75,7 +78,7 @@ def page_url(status_world: StatusWorld) -> Iterator[str]:
         server.wait(timeout=10)
 
 
-def run_chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def run_chromium(tmp_path: Path, *args: str, budget_ms: int = 5000) -> subprocess.CompletedProcess:
     """Headless Chromium with no sandbox, GPU, QUIC, sync or background network traffic."""
     if CHROMIUM is None:
         pytest.skip("Debian's chromium is not installed: apt-get install -y chromium chromium-driver")
@@ -93,7 +96,7 @@ def run_chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
             "--disable-sync",
             "--disable-dev-shm-usage",
             f"--user-data-dir={profile}",
-            "--virtual-time-budget=5000",
+            f"--virtual-time-budget={budget_ms}",
             f"--window-size={WINDOW[0]},{WINDOW[1]}",
             "--hide-scrollbars",
             *args,
@@ -142,3 +145,75 @@ def test_screenshot_shows_rate_and_lag_charts(page_url: str, tmp_path: Path) -> 
     # Not a blank page: most pixels are background, but far from all.
     background = _pixels_near(image, (0xF6, 0xF8, 0xFA), 2) + _pixels_near(image, (0xFF, 0xFF, 0xFF), 2)
     assert background < image.shape[0] * image.shape[1] * 0.98
+
+
+@pytest.fixture(scope="module")
+def airflow_ui(
+    airflow_home: Any, status_world: StatusWorld, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A real ``airflow api-server`` (plugins loaded, every user an admin) on 127.0.0.1."""
+    port = _free_port()
+    env = plugin_env(airflow_home, status_world.registry)
+    empty_dags = tmp_path_factory.mktemp("no-dags")
+    env.update(
+        {
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(empty_dags),
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        }
+    )
+    log = tmp_path_factory.mktemp("api-server") / "api-server.log"
+    with log.open("wb") as output:
+        server = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "airflow"),
+                "api-server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not _answers(f"http://127.0.0.1:{port}/api/v2/version"):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"airflow api-server did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+
+
+def _answers(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def test_page_shows_inside_the_airflow_ui(airflow_ui: str, tmp_path: Path) -> None:
+    """The external view's route in Airflow's own UI embeds the page, charts drawn."""
+    shot = tmp_path / "airflow_ui.png"
+    url = f"{airflow_ui}/plugin/hubflow-status"
+    result = run_chromium(tmp_path, f"--screenshot={shot}", url, budget_ms=15000)
+    assert shot.exists(), f"chromium wrote no screenshot:\n{result.stderr[-2000:]}"
+    kept = os.environ.get("HUBFLOW_KEEP_SCREENSHOT")
+    if kept:
+        shutil.copy(shot, kept.replace(".png", "") + "-airflow-ui.png")
+    # Right of Airflow's navigation bar (its logo has blues and reds of its own): the embedded page.
+    page = read_png(shot)[:, 120:]
+    assert _pixels_near(page, RATE_COLOUR) > 300
+    assert _pixels_near(page, LAG_COLOUR) > 300
