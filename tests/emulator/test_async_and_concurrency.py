@@ -23,6 +23,7 @@ async def _async_round_trip(conn: str) -> tuple[dict, list[tuple[int, str]]]:
         for i in range(20):
             batch.add(EventData(f"async-{i}"))
         await producer.send_batch(batch)
+        await asyncio.sleep(0.01)  # a later enqueued time for the single event
         await producer.send_event(EventData("async-20"), partition_id="1")
         after = await producer.get_partition_properties("1")
     got: list[tuple[int, str]] = []
@@ -45,11 +46,65 @@ async def _async_round_trip(conn: str) -> tuple[dict, list[tuple[int, str]]]:
     return {"before": props, "after": after}, got
 
 
-def test_async_clients_round_trip(emulator):
-    props, got = asyncio.run(_async_round_trip(emulator.connection_string("hub1")))
+async def _async_positions(conn: str, by_seq: dict[int, EventData]) -> dict[str, list[int]]:
+    """Run one async consumer per position kind at once; return the sequence numbers each saw."""
+    positions = {
+        "start": ("-1", False),
+        "sequence": (5, False),
+        "offset": (by_seq[10].offset, True),
+        "time": (by_seq[19].enqueued_time, False),
+        "latest": ("@latest", False),
+    }
+    seen: dict[str, list[int]] = {name: [] for name in positions}
+    clients = []
+    tasks = []
+    for name, (position, inclusive) in positions.items():
+        client = AsyncConsumer.from_connection_string(
+            conn, consumer_group="cg1" if name == "latest" else "$Default"
+        )
+
+        async def on_event(_ctx, event, name=name):
+            seen[name].append(event.sequence_number)
+
+        clients.append(client)
+        tasks.append(
+            asyncio.ensure_future(
+                client.receive(
+                    on_event,
+                    partition_id="1",
+                    starting_position=position,
+                    starting_position_inclusive=inclusive,
+                )
+            )
+        )
+    await asyncio.sleep(3)  # all links attached
+    async with AsyncProducer.from_connection_string(conn) as producer:
+        await producer.send_event(EventData("async-21"), partition_id="1")
+    for _ in range(200):
+        if seen["latest"] and len(seen["start"]) >= 22:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    await asyncio.gather(*(client.close() for client in clients))
+    for task in tasks:
+        task.cancel()
+    return seen
+
+
+def test_async_clients_round_trip_and_every_position_kind(emulator):
+    conn = emulator.connection_string("hub1")
+    props, got = asyncio.run(_async_round_trip(conn))
     assert props["before"]["is_empty"] is True
     assert props["after"]["last_enqueued_sequence_number"] == 20
     assert got == [(i, f"async-{i}") for i in range(21)]
+    by_seq = {e.sequence_number: e for e in receive(conn, "1", expected=21, consumer_group="cg1")}
+    assert by_seq[19].enqueued_time < by_seq[20].enqueued_time  # the single send came later
+    seen = asyncio.run(_async_positions(conn, by_seq))
+    assert seen["start"] == list(range(22))
+    assert seen["sequence"] == list(range(6, 22))
+    assert seen["offset"] == list(range(10, 22))
+    assert seen["time"] == [20, 21]
+    assert seen["latest"] == [21]
 
 
 def test_twenty_concurrent_clients(emulator):
