@@ -291,8 +291,7 @@ class Connection:
         kind = "producer" if client_sends else "consumer"
         node = address.strip("/").lower()
         if node in ("$cbs", "$management"):
-            kind = node[1:]
-            kind = "cbs" if kind == "cbs" else "management"
+            kind = node[1:]  # "cbs" or "management": request/response nodes
         link = Link(session, str(name), handle, client_sends, kind)
         if client_sends:
             link.received = int(fields[F.ATTACH_INITIAL_DELIVERY_COUNT] or 0)
