@@ -1,0 +1,485 @@
+"""Job ``eventhubs_aggregate``: event-time window aggregation over an Event Hub, written to the lake.
+
+Every event's body is parsed as JSON with the schema declared in ``aggregation.body_schema``. The
+event time (``event_time_field``), the group key (``key_field``) and the value (``value_field``)
+come from the body. Two streaming queries read the hub (same config, same consumer group):
+
+* the **aggregation query** (the job's query: its checkpoint is ``<checkpoint_root>/<name>``, its
+  progress is what status.json shows) groups the events that parse by a tumbling event-time
+  ``window`` and the key, with a ``watermark``; its state lives in RocksDB. The output is Spark's
+  parquet file sink in append mode (exactly once through ``_spark_metadata``): a window is written
+  once, when the watermark passes its end, and never changes afterwards. Events of a window the
+  watermark has already closed are dropped by Spark and **counted**: every batch's
+  ``numRowsDroppedByWatermark`` is added up in status.json (``late_events``) and logged.
+* the **quarantine query** writes the events that do not parse (not JSON, no event time, no key)
+  to ``sink.quarantine_path`` with the raw body, the event's identity and the reason, through a
+  parquet file sink of its own (exactly once; its checkpoint is ``<quarantine_path>/_checkpoint``,
+  which readers of the quarantine ignore like every ``_`` folder).
+
+Both queries classify events with the same expression, so each event either feeds the
+aggregation or lands in the quarantine. :class:`QueryGroup` hands both to the shared runner as one
+query: the job runs while either runs, a graceful stop lets both finish their batch, and a failure
+of either fails the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pyspark.sql.streaming import StreamingQueryListener
+
+from .config import JobConfig, KeyedValueError, StrictModel, declared_column_names, join_path
+from .durations import parse_duration
+from .eventhubs_bronze import EventHubSourceConfig
+from .runner import stop_after_batch
+from .status import JobStatus
+
+log = logging.getLogger(__name__)
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+STATE_STORE_PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
+#: The quarantine query's checkpoint, inside the quarantine output (Spark readers skip ``_`` folders).
+QUARANTINE_CHECKPOINT = "_checkpoint"
+#: The column the output is partitioned by: the UTC date a window starts.
+WINDOW_DATE_COLUMN = "window_date"
+INGEST_DATE_COLUMN = "ingest_date"
+#: Hidden column that ``from_json`` fills with the raw text of a body that does not parse.
+_CORRUPT_COLUMN = "_hubflow_corrupt_body"
+#: Names of the ``observe()`` metrics the two queries report in their progress.
+AGGREGATE_INPUT_METRIC = "aggregate_input"
+QUARANTINE_METRIC = "quarantine"
+
+AggregateFunction = Literal["sum", "count", "min", "max"]
+
+
+class AggregationConfig(StrictModel):
+    """``aggregation:`` of eventhubs_aggregate: what to parse, group by and compute."""
+
+    body_schema: str = Field(min_length=1)
+    event_time_field: str = Field(min_length=1)
+    key_field: str = Field(min_length=1)
+    value_field: str = Field(min_length=1)
+    functions: list[AggregateFunction] = Field(default_factory=lambda: ["sum", "count", "min", "max"])
+    window: str
+    watermark: str
+
+    @field_validator("window", "watermark")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AggregationConfig:
+        columns = declared_column_names(self.body_schema)
+        for key in ("event_time_field", "key_field", "value_field"):
+            field = getattr(self, key)
+            if field not in columns:
+                raise KeyedValueError(key, f"{field!r} is not a field of body_schema {columns}")
+        if not self.functions:
+            raise KeyedValueError("functions", "name at least one of sum, count, min, max")
+        if len(set(self.functions)) != len(self.functions):
+            raise KeyedValueError("functions", f"{self.functions} names a function twice")
+        if self.key_field in (self.event_time_field, self.value_field):
+            raise KeyedValueError("key_field", "must differ from event_time_field and value_field")
+        return self
+
+    def output_columns(self) -> list[str]:
+        """The columns of an output row, in order (``window_date`` is the partition column)."""
+        values = [f"{self.value_field}_{fn}" for fn in self.functions]
+        return ["window_start", "window_end", self.key_field, "event_count", *values, WINDOW_DATE_COLUMN]
+
+
+class AggregateSinkConfig(StrictModel):
+    """``sink:`` of eventhubs_aggregate."""
+
+    output_path: str = Field(min_length=1)
+    quarantine_path: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> AggregateSinkConfig:
+        output, quarantine = self.output_path.rstrip("/"), self.quarantine_path.rstrip("/")
+        if output == quarantine or quarantine.startswith(output + "/") or output.startswith(quarantine + "/"):
+            raise KeyedValueError("quarantine_path", "must not be output_path or lie inside or around it")
+        return self
+
+
+class EventHubsAggregateConfig(JobConfig):
+    """The whole config of eventhubs_aggregate: common section, ``source``, ``aggregation``, ``sink``."""
+
+    source: EventHubSourceConfig
+    aggregation: AggregationConfig
+    sink: AggregateSinkConfig
+
+    def extra_spark_conf(self) -> dict[str, str]:
+        """Mask the connection string (static setting) and keep the state in RocksDB."""
+        from pyspark_eventhubs import redaction_conf
+
+        return {**redaction_conf(), STATE_STORE_PROVIDER_CONF: ROCKSDB_PROVIDER}
+
+    @property
+    def quarantine_checkpoint_location(self) -> str:
+        """Where the quarantine query keeps its checkpoint."""
+        return join_path(self.sink.quarantine_path, QUARANTINE_CHECKPOINT)
+
+
+def classify_events(events: Any, aggregation: AggregationConfig) -> Any:
+    """The connector's events with the parsed body fields and a ``reason`` (null = usable).
+
+    Columns: ``raw_body`` (string), ``partition``, ``sequenceNumber``, ``enqueuedTime``,
+    ``event_time`` (timestamp), the key and value fields, and ``reason``.
+    """
+    from pyspark.sql import functions as F
+
+    schema = f"{aggregation.body_schema}, {_CORRUPT_COLUMN} STRING"
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT_COLUMN}
+    parsed = events.select(
+        F.col("body").cast("string").alias("raw_body"),
+        "partition",
+        "sequenceNumber",
+        "enqueuedTime",
+        F.from_json(F.col("body").cast("string"), schema, options).alias("_data"),
+    )
+    data = F.col("_data")
+    event_time = data[aggregation.event_time_field].cast("timestamp")
+    key = data[aggregation.key_field]
+    reason = (
+        F.when(
+            data.isNull() | data[_CORRUPT_COLUMN].isNotNull(),
+            F.lit("body is not a JSON object matching aggregation.body_schema"),
+        )
+        .when(
+            event_time.isNull(),
+            F.lit(f"event time field {aggregation.event_time_field!r} is missing or not a timestamp"),
+        )
+        .when(key.isNull(), F.lit(f"key field {aggregation.key_field!r} is missing"))
+    )
+    return parsed.select(
+        "raw_body",
+        "partition",
+        "sequenceNumber",
+        "enqueuedTime",
+        event_time.alias("event_time"),
+        key.alias(aggregation.key_field),
+        data[aggregation.value_field].alias(aggregation.value_field),
+        reason.alias("reason"),
+    )
+
+
+def window_aggregates(classified: Any, aggregation: AggregationConfig) -> Any:
+    """The windowed aggregation of the usable events (``reason`` null), one row per window and key."""
+    from pyspark.sql import functions as F
+
+    usable = classified.where(F.col("reason").isNull()).observe(
+        AGGREGATE_INPUT_METRIC, F.count(F.lit(1)).alias("rows")
+    )
+    value = F.col(aggregation.value_field)
+    functions = {"sum": F.sum, "count": F.count, "min": F.min, "max": F.max}
+    aggregates = [F.count(F.lit(1)).alias("event_count")] + [
+        functions[fn](value).alias(f"{aggregation.value_field}_{fn}") for fn in aggregation.functions
+    ]
+    windowed = (
+        usable.withWatermark("event_time", _spark_interval(aggregation.watermark))
+        .groupBy(F.window("event_time", _spark_interval(aggregation.window)), F.col(aggregation.key_field))
+        .agg(*aggregates)
+    )
+    return windowed.select(
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+        aggregation.key_field,
+        "event_count",
+        *[f"{aggregation.value_field}_{fn}" for fn in aggregation.functions],
+        F.to_date(F.col("window.start")).alias(WINDOW_DATE_COLUMN),
+    )
+
+
+def quarantined_events(classified: Any) -> Any:
+    """The unusable events (``reason`` set) as quarantine rows, raw body kept."""
+    from pyspark.sql import functions as F
+
+    now = F.current_timestamp()
+    return (
+        classified.where(F.col("reason").isNotNull())
+        .select(
+            "raw_body",
+            "partition",
+            "sequenceNumber",
+            "enqueuedTime",
+            "reason",
+            now.alias("quarantined_at"),
+            F.to_date(now).alias(INGEST_DATE_COLUMN),
+        )
+        .observe(QUARANTINE_METRIC, F.count(F.lit(1)).alias("rows"))
+    )
+
+
+def _spark_interval(duration: str) -> str:
+    """A config duration as an interval string Spark always accepts (milliseconds)."""
+    return f"{round(parse_duration(duration) * 1000)} milliseconds"
+
+
+def start_eventhubs_aggregate(spark: Any, config: EventHubsAggregateConfig, status: JobStatus) -> Any:
+    """Start the aggregation and quarantine queries; return them as one :class:`QueryGroup`."""
+    from pyspark_eventhubs import DefaultSource, protect_secrets
+
+    # Runtime SQL conf, read when a query starts (and then pinned in its checkpoint): set here too so
+    # a run on an existing session (tests, notebooks) keeps its state in RocksDB as well.
+    spark.conf.set(STATE_STORE_PROVIDER_CONF, ROCKSDB_PROVIDER)
+    # Registering explicitly works however the connector was installed (see eventhubs_bronze).
+    spark.dataSource.register(DefaultSource)
+    protect_secrets(spark)
+    quarantine_session = helper_session(spark)
+
+    counters = AggregateCounters(status)
+    quarantine_name = f"{config.name}_quarantine"
+    counters.listen(spark, config.name, counters.on_aggregation_progress)
+    counters.listen(quarantine_session, quarantine_name, counters.on_quarantine_progress)
+    trigger = config.trigger.spark_kwargs()
+
+    quarantine_events = classify_events(_read_events(quarantine_session, config), config.aggregation)
+    quarantine_query = (
+        quarantined_events(quarantine_events)
+        .writeStream.queryName(quarantine_name)
+        .format("parquet")
+        .option("path", config.sink.quarantine_path)
+        .option("checkpointLocation", config.quarantine_checkpoint_location)
+        .partitionBy(INGEST_DATE_COLUMN)
+        .trigger(**trigger)
+        .start()
+    )
+    try:
+        events = classify_events(_read_events(spark, config), config.aggregation)
+        aggregation_query = (
+            window_aggregates(events, config.aggregation)
+            .writeStream.queryName(config.name)
+            .outputMode("append")
+            .format("parquet")
+            .option("path", config.sink.output_path)
+            .option("checkpointLocation", config.checkpoint_location)
+            .partitionBy(WINDOW_DATE_COLUMN)
+            .trigger(**trigger)
+            .start()
+        )
+    except Exception:
+        quarantine_query.stop()
+        raise
+    log.info(
+        "job %s: aggregation query %s and quarantine query %s started (state store %s)",
+        config.name,
+        aggregation_query.id,
+        quarantine_query.id,
+        spark.conf.get(STATE_STORE_PROVIDER_CONF),
+    )
+    return QueryGroup(aggregation_query, [quarantine_query], config.runtime.seconds("stop_timeout"))
+
+
+def helper_session(spark: Any) -> Any:
+    """A session for the quarantine query with the same conf and data sources as ``spark`` but
+    streaming listeners of its own, so the runner's status listener reports the aggregation query only.
+
+    Spark's ``cloneSession`` (``private[sql]`` in Scala, reachable through Py4J) copies the runtime
+    conf and the registered Python data sources; ``newSession`` copies neither and cannot register
+    ``eventhubs`` again. If a Spark upgrade removes ``cloneSession``, this fails with that reason.
+    """
+    from pyspark.sql import SparkSession
+
+    try:
+        clone = spark._jsparkSession.cloneSession()
+    except Exception as exc:
+        raise RuntimeError(
+            "this Spark version has no SparkSession.cloneSession, which eventhubs_aggregate uses to "
+            f"run its quarantine query beside the aggregation query: {exc}"
+        ) from exc
+    return SparkSession(spark.sparkContext, clone)
+
+
+def _read_events(session: Any, config: EventHubsAggregateConfig) -> Any:
+    return session.readStream.format("eventhubs").options(**config.source.spark_options()).load()
+
+
+class AggregateCounters:
+    """Adds up what the two queries report and keeps it in status.json.
+
+    ``late_events``: rows Spark's stateful operator dropped because their window had already been
+    closed by the watermark (``numRowsDroppedByWatermark``). Spark aggregates rows of the same key
+    and window within an input partition before that operator, so several late events of one key
+    and window from one Event Hubs partition count as one row there.
+    ``counts``: events read by the aggregation query, events that fed the aggregation, events
+    quarantined - all since this run started.
+    """
+
+    def __init__(self, status: JobStatus) -> None:
+        self.status = status
+        self._lock = threading.Lock()
+        self.late = {"last_batch": 0, "run_total": 0}
+        self.counts = {"read": 0, "aggregated": 0, "quarantined": 0}
+
+    def listen(self, session: Any, query_name: str, on_progress: Any) -> None:
+        """Call ``on_progress`` with each progress of the query ``query_name`` of ``session``."""
+        session.streams.addListener(_ProgressListener(session, query_name, on_progress))
+
+    def on_aggregation_progress(self, progress: Any) -> None:
+        dropped = sum(int(op.numRowsDroppedByWatermark or 0) for op in progress.stateOperators)
+        aggregated = _observed_rows(progress, AGGREGATE_INPUT_METRIC)
+        with self._lock:
+            self.late["last_batch"] = dropped
+            self.late["run_total"] += dropped
+            self.counts["read"] += int(progress.numInputRows or 0)
+            self.counts["aggregated"] += aggregated
+            fields = {
+                "late_events": dict(self.late),
+                "counts": dict(self.counts),
+                "watermark": progress.eventTime.get("watermark") if progress.eventTime else None,
+            }
+            self.status.update(**fields)
+        if dropped:
+            log.warning(
+                "batch %s: %d late rows dropped by the watermark (%d in this run); see late_events in "
+                "status.json",
+                progress.batchId,
+                dropped,
+                self.late["run_total"],
+            )
+
+    def on_quarantine_progress(self, progress: Any) -> None:
+        quarantined = _observed_rows(progress, QUARANTINE_METRIC)
+        with self._lock:
+            self.counts["quarantined"] += quarantined
+            self.status.update(counts=dict(self.counts))
+        if quarantined:
+            log.warning("quarantine batch %s: %d events quarantined", progress.batchId, quarantined)
+
+
+def _observed_rows(progress: Any, name: str) -> int:
+    row = (progress.observedMetrics or {}).get(name)
+    return int(row["rows"]) if row is not None else 0
+
+
+class _ProgressListener(StreamingQueryListener):
+    """Calls ``on_progress`` with each progress of one named query; never raises.
+
+    It removes itself from the session when that query ends, so a session that runs the job again
+    (tests, notebooks) does not collect listeners.
+    """
+
+    def __init__(self, session: Any, query_name: str, on_progress: Any) -> None:
+        self.session = session
+        self.query_name = query_name
+        self.on_progress = on_progress
+        self.query_id: str | None = None
+
+    def onQueryStarted(self, event: Any) -> None:
+        if event.name == self.query_name:
+            self.query_id = str(event.id)
+
+    def onQueryProgress(self, event: Any) -> None:
+        if event.progress.name != self.query_name:
+            return
+        try:
+            self.on_progress(event.progress)
+        except Exception:
+            log.exception("could not record the counts of a batch; the job goes on")
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        if self.query_id is not None and str(event.id) == self.query_id:
+            # Not from the listener bus thread itself: removal waits for that thread's lock.
+            threading.Thread(target=self._remove, daemon=True).start()
+
+    def _remove(self) -> None:
+        try:
+            self.session.streams.removeListener(self)
+        except Exception as exc:  # the session may be stopping
+            log.debug("could not remove a progress listener: %s", exc)
+
+
+class QueryGroup:
+    """A main streaming query and helper queries, supervised by the runner as one query.
+
+    It is active while any query is active; ``stop()`` lets each helper finish its running batch,
+    then stops it, then the main query; a failure of any query stops the others and is reported by
+    :meth:`exception`. Progress, status and id are the main query's.
+    """
+
+    def __init__(self, main: Any, helpers: list[Any], stop_timeout_seconds: float) -> None:
+        self.main = main
+        self.helpers = helpers
+        self.stop_timeout_seconds = stop_timeout_seconds
+
+    @property
+    def queries(self) -> list[Any]:
+        """The main query, then the helpers."""
+        return [self.main, *self.helpers]
+
+    @property
+    def id(self) -> Any:
+        return self.main.id
+
+    @property
+    def name(self) -> Any:
+        return self.main.name
+
+    @property
+    def isActive(self) -> bool:
+        return any(query.isActive for query in self.queries)
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return self.main.status
+
+    @property
+    def lastProgress(self) -> Any:
+        return self.main.lastProgress
+
+    def awaitTermination(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for every query to end; raise if one failed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for query in self.queries:
+            remaining = None if deadline is None else max(0.001, deadline - time.monotonic())
+            if query.isActive and not self._await(query, remaining):
+                self._raise_if_failed()
+                return False
+        self._raise_if_failed()
+        return True
+
+    def stop(self) -> None:
+        """Stop the helpers after their running batch, then the main query."""
+        for query in self.helpers:
+            if query.isActive:
+                stop_after_batch(query, self.stop_timeout_seconds)
+        self.main.stop()
+
+    def exception(self) -> Any:
+        """The first failure among the queries, or None."""
+        for query in self.queries:
+            error = query.exception()
+            if error is not None:
+                return error
+        return None
+
+    def _await(self, query: Any, timeout: float | None) -> bool:
+        try:
+            if timeout is None:
+                query.awaitTermination()
+                return True
+            return bool(query.awaitTermination(timeout))
+        except Exception:
+            self._stop_all()
+            raise
+
+    def _raise_if_failed(self) -> None:
+        error = self.exception()
+        if error is not None:
+            self._stop_all()
+            raise RuntimeError(f"a query of the job failed: {error}")
+
+    def _stop_all(self) -> None:
+        for query in self.queries:
+            if query.isActive:
+                query.stop()

@@ -1,0 +1,215 @@
+"""eventhubs_aggregate against the embedded emulator on real Spark: exact window sums per key,
+late events counted, bad events quarantined, a re-run batch writes no window twice, RocksDB state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow_jobs.aggregation import (
+    QUARANTINE_CHECKPOINT,
+    ROCKSDB_PROVIDER,
+    STATE_STORE_PROVIDER_CONF,
+    EventHubsAggregateConfig,
+    start_eventhubs_aggregate,
+)
+from hubflow_jobs.config import load_config
+from hubflow_jobs.runner import run_job
+from hubflow_jobs.stop import StopRequest
+
+from .helpers import JOBS_DIR, EmulatedHub, eventhubs_config, log_ids, python_job, read_status, write_config
+
+pytestmark = pytest.mark.integration
+
+ENV_VAR = "HUBFLOW_TEST_AGGREGATE_CONNECTION"
+EVENTHUBS_AGGREGATE = JOBS_DIR / "eventhubs_aggregate.py"
+NAME = "eventhubs_aggregate"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def aggregate_config(base: Path, hub: EmulatedHub, **overrides: Any) -> dict[str, Any]:
+    """A valid eventhubs_aggregate config: 1-minute windows, 30-second watermark, availableNow."""
+    config = eventhubs_config(base, hub, ENV_VAR, name=NAME)
+    config["aggregation"] = {
+        "body_schema": "device STRING, ts TIMESTAMP, temp DOUBLE",
+        "event_time_field": "ts",
+        "key_field": "device",
+        "value_field": "temp",
+        "functions": ["sum", "count", "min", "max"],
+        "window": "1 minute",
+        "watermark": "30 seconds",
+    }
+    config["sink"] = {
+        "output_path": str(base / "lake" / "device_minutes"),
+        "quarantine_path": str(base / "quarantine" / "device_minutes"),
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
+    return config
+
+
+def reading(device: str | None, seconds: float, temp: float) -> bytes:
+    """A JSON event body ``seconds`` after T0 (``device`` None leaves the key out)."""
+    body: dict[str, Any] = {"ts": (T0 + timedelta(seconds=seconds)).isoformat(), "temp": temp}
+    if device is not None:
+        body["device"] = device
+    return json.dumps(body).encode()
+
+
+def spread(bodies: list[bytes], partitions: int = 4) -> dict[str, list[bytes]]:
+    """The bodies round robin over the hub's partitions (order kept within each partition)."""
+    per_partition: dict[str, list[bytes]] = {str(p): [] for p in range(partitions)}
+    for index, body in enumerate(bodies):
+        per_partition[str(index % partitions)].append(body)
+    return per_partition
+
+
+def windows(spark: Any, output: Path) -> list[tuple[Any, ...]]:
+    """Every committed output row as (window minute, device, count, sum, n, min, max), sorted."""
+    rows = spark.read.parquet(str(output)).collect()
+    return sorted(
+        (
+            int((r["window_start"].replace(tzinfo=UTC) - T0).total_seconds() // 60),
+            r["device"],
+            r["event_count"],
+            r["temp_sum"],
+            r["temp_count"],
+            r["temp_min"],
+            r["temp_max"],
+        )
+        for r in rows
+    )
+
+
+@pytest.fixture
+def job_spark(spark: Any) -> Iterator[Any]:
+    """The shared session; the job sets the state store provider on it, put back afterwards."""
+    before = spark.conf.get(STATE_STORE_PROVIDER_CONF, None)
+    yield spark
+    if before is None:
+        spark.conf.unset(STATE_STORE_PROVIDER_CONF)
+    else:
+        spark.conf.set(STATE_STORE_PROVIDER_CONF, before)
+
+
+def test_config_errors_name_the_key_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_VAR, "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=TOPSECRET")
+    hub = EmulatedHub("hub1", "unused", partitions=4)
+    path = write_config(
+        tmp_path / "job.yaml", aggregate_config(tmp_path, hub, aggregation={"key_field": "sensor"})
+    )
+    result = python_job(path, script=EVENTHUBS_AGGREGATE)
+    assert result.returncode == EXIT_CONFIG_ERROR
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.endswith(
+        "jobs config error: aggregation.key_field: 'sensor' is not a field of body_schema "
+        "['device', 'ts', 'temp']"
+    )
+    bad_window = aggregate_config(
+        tmp_path,
+        hub,
+        aggregation={"window": "one minute", "functions": ["sum", "avg"]},
+        sink={"output_path": str(tmp_path / "out"), "quarantine_path": str(tmp_path / "out")},
+    )
+    result = python_job(write_config(tmp_path / "job.yaml", bad_window), script=EVENTHUBS_AGGREGATE)
+    assert result.returncode == EXIT_CONFIG_ERROR
+    message = result.stderr.strip().splitlines()[-1]
+    for key in ("aggregation.functions.1", "aggregation.window", "sink.quarantine_path"):
+        assert key in message
+    assert "TOPSECRET" not in result.stderr
+    assert not (tmp_path / "checkpoints").exists(), "nothing may start on a bad config"
+
+
+def test_windows_late_events_quarantine_and_rerun_exactly_once(
+    job_spark: Any, eventhub: EmulatedHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spark = job_spark
+    monkeypatch.setenv(ENV_VAR, eventhub.connection_string)
+    config = load_config(
+        write_config(tmp_path / "job.yaml", aggregate_config(tmp_path, eventhub)), EventHubsAggregateConfig
+    )
+    output = Path(config.sink.output_path)
+    quarantine = Path(config.sink.quarantine_path)
+
+    # Run 1: windows 0 and 1 complete; c at 5:00 moves the watermark to 4:30, so window 5 stays open.
+    good = [
+        reading("a", 5, 1.0),
+        reading("a", 40, 2.0),
+        reading("b", 30, 10.0),
+        reading("a", 70, 4.0),
+        reading("b", 110, 20.0),
+        reading("b", 119, 30.0),
+        reading("c", 300, 100.0),
+    ]
+    bad = [
+        b"not json at all",
+        json.dumps({"device": "a", "temp": 1.0}).encode(),  # no event time
+        reading(None, 20, 3.0),  # no key
+        json.dumps({"device": "a", "ts": "yesterday-ish", "temp": 1.0}).encode(),  # not a timestamp
+    ]
+    eventhub.send(spread(good + bad))
+    code, reason = run_job(spark, config, start_eventhubs_aggregate, StopRequest())
+    assert code == EXIT_OK, reason
+    assert windows(spark, output) == [
+        (0, "a", 2, 3.0, 2, 1.0, 2.0),
+        (0, "b", 1, 10.0, 1, 10.0, 10.0),
+        (1, "a", 1, 4.0, 1, 4.0, 4.0),
+        (1, "b", 2, 50.0, 2, 20.0, 30.0),
+    ]
+    quarantined = spark.read.parquet(str(quarantine)).collect()
+    assert sorted(r["raw_body"].encode() for r in quarantined) == sorted(bad)
+    reasons = {r["raw_body"].encode(): r["reason"] for r in quarantined}
+    assert reasons[bad[0]] == "body is not a JSON object matching aggregation.body_schema"
+    assert reasons[bad[1]] == "event time field 'ts' is missing or not a timestamp"
+    assert reasons[bad[2]] == "key field 'device' is missing"
+    assert reasons[bad[3]] in {reasons[bad[0]], reasons[bad[1]]}
+    assert len({(r["partition"], r["sequenceNumber"]) for r in quarantined}) == len(bad)
+    assert (quarantine / QUARANTINE_CHECKPOINT / "commits").is_dir()
+    status = read_status(tmp_path, NAME)
+    assert status["state"] == "stopped"
+    assert status["counts"] == {"read": 11, "aggregated": 7, "quarantined": 4}
+    assert status["late_events"]["run_total"] == 0
+
+    # Run 2: two events of closed windows are late (dropped, counted); d at 4:20 is older than the
+    # watermark (4:30) but its window [4:00, 5:00) is still open, so it counts; e at 10:00 closes 4 and 5.
+    late = [reading("a", 50, 1000.0), reading("b", 90, 1000.0)]
+    eventhub.send(spread([*late, reading("d", 260, 7.0), reading("d", 285, 8.0), reading("e", 600, 1.0)]))
+    code, reason = run_job(spark, config, start_eventhubs_aggregate, StopRequest())
+    assert code == EXIT_OK, reason
+    expected = [
+        (0, "a", 2, 3.0, 2, 1.0, 2.0),
+        (0, "b", 1, 10.0, 1, 10.0, 10.0),
+        (1, "a", 1, 4.0, 1, 4.0, 4.0),
+        (1, "b", 2, 50.0, 2, 20.0, 30.0),
+        (4, "d", 2, 15.0, 2, 7.0, 8.0),
+        (5, "c", 1, 100.0, 1, 100.0, 100.0),
+    ]
+    assert windows(spark, output) == expected
+    status = read_status(tmp_path, NAME)
+    assert status["late_events"]["run_total"] == len(late), status
+    assert status["counts"] == {"read": 5, "aggregated": 5, "quarantined": 0}
+
+    # The state lives in RocksDB: the provider is pinned in the checkpoint's offset log.
+    checkpoint = Path(config.checkpoint_location)
+    first_offsets = (checkpoint / "offsets" / "0").read_text().splitlines()
+    assert json.loads(first_offsets[1])["conf"][STATE_STORE_PROVIDER_CONF] == ROCKSDB_PROVIDER
+
+    # A driver that died after writing a batch's output but before committing it: the restart
+    # re-runs the batch from the offset and state logs, and the file sink writes no window twice.
+    last = log_ids(checkpoint / "commits")[-1]
+    for name in (str(last), f".{last}.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    code, reason = run_job(spark, config, start_eventhubs_aggregate, StopRequest())
+    assert code == EXIT_OK, reason
+    assert last in log_ids(checkpoint / "commits")
+    assert windows(spark, output) == expected
+    assert len(spark.read.parquet(str(quarantine)).collect()) == len(bad)
