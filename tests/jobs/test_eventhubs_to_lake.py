@@ -175,7 +175,9 @@ def _run_with_kills(
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
         kill_moments.append((len(log_ids(commits)), round(delay, 1)))
-    assert kill_moments[-1][0] >= kills // 2, f"the kills should interrupt a job that commits: {kill_moments}"
+    assert kill_moments[-1][0] >= max(1, kills // 2), (
+        f"the kills should interrupt a committing job: {kill_moments}"
+    )
     sender.join(300)
     assert not sender.is_alive()
 
@@ -208,7 +210,7 @@ def _run_with_kills(
 def test_kill_9_at_random_moments_loses_and_repeats_nothing(
     spark: Any, eventhub: EmulatedHub, tmp_path: Path
 ) -> None:
-    _run_with_kills(spark, eventhub, tmp_path, total=2_000, kills=2, per_trigger=500, seed=5)
+    _run_with_kills(spark, eventhub, tmp_path, total=1_000, kills=1, per_trigger=250, seed=5)
 
 
 @pytest.mark.slow
