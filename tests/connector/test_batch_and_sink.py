@@ -118,7 +118,7 @@ def test_streaming_sink_copies_one_hub_into_another(eh_spark: Any, tmp_path: Pat
         query = (
             eh_spark.readStream.format("eventhubs")
             .options(**src.options(**{"eventhubs.startingPosition": '{"offset": "-1"}'}))
-            .option("maxEventsPerTrigger", "20")
+            .option("maxEventsPerTrigger", "30")
             .load()
             .selectExpr("body", "concat('copy-', partition) AS partitionKey", "properties")
             .writeStream.format("eventhubs")

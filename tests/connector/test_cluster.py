@@ -32,13 +32,13 @@ JOB = """
 import json, sys
 from pyspark.sql import SparkSession
 
-conn, ckpt, out, result = sys.argv[1:5]
+conn, ckpt, out, result, limit = sys.argv[1:6]
 spark = SparkSession.builder.appName("eventhubs-cluster-test").getOrCreate()
 query = (
     spark.readStream.format("eventhubs")
     .option("eventhubs.connectionString", conn)
     .option("eventhubs.startingPosition", '{"offset": "-1"}')
-    .option("maxEventsPerTrigger", "90")
+    .option("maxEventsPerTrigger", limit)
     .load()
     .writeStream.format("parquet")
     .option("path", out)
@@ -62,7 +62,16 @@ def _zip_package(target: Path) -> Path:
     return target
 
 
-def test_streaming_read_on_standalone_cluster(spark_cluster: Any, hub: Hub, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("limit", "sizes"),
+    [
+        ("1000", [180]),  # one micro-batch: the default run
+        pytest.param("50", [50, 50, 50, 30], marks=pytest.mark.slow),  # several batches
+    ],
+)
+def test_streaming_read_on_standalone_cluster(
+    spark_cluster: Any, hub: Hub, tmp_path: Path, limit: str, sizes: list[int]
+) -> None:
     sent = hub.send_per_partition({"0": 50, "1": 40, "2": 60, "3": 30})
     script = tmp_path / "job.py"
     script.write_text(JOB)
@@ -92,6 +101,7 @@ def test_streaming_read_on_standalone_cluster(spark_cluster: Any, hub: Hub, tmp_
         str(tmp_path / "ckpt"),
         str(tmp_path / "out"),
         str(result),
+        limit,
     ]
     site = tmp_path / "site"
     shutil.copytree(PACKAGE, site / "pyspark_eventhubs")
@@ -99,7 +109,7 @@ def test_streaming_read_on_standalone_cluster(spark_cluster: Any, hub: Hub, tmp_
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-4000:]
     outcome = json.loads(result.read_text())
-    assert [s for s in outcome["sizes"] if s] == [90, 90]
+    assert [s for s in outcome["sizes"] if s] == sizes
     assert len(outcome["bodies"]) == 180 and set(outcome["bodies"]) == sent
     log_text = "\n".join(p.read_text(errors="replace") for p in events.rglob("*") if p.is_file())
     assert "eventhubs" in log_text and "SAS_KEY_VALUE" not in log_text
