@@ -138,8 +138,14 @@ class ReceiverCache:
     def borrow(self, options: EventHubsOptions, partition_id: str, start: int) -> PartitionReceiver:
         """A receiver whose next event is ``start``: the cached one if it fits, else a new one."""
         key = self.key(options, partition_id)
+        now = time.monotonic()
         with self._lock:
             cached = self._idle.pop(key, None)
+            # Receivers nobody asked for in a while (another query, a finished stream) go away.
+            stale = [k for k, r in self._idle.items() if now - r.last_used >= IDLE_SECONDS]
+            expired = [self._idle.pop(k) for k in stale]
+        for receiver in expired:
+            receiver.close(wait=False)
         if cached is not None:
             fresh = time.monotonic() - cached.last_used < IDLE_SECONDS
             if cached.next_seq == start and fresh:
