@@ -1,0 +1,241 @@
+"""Job ``lake_to_eventhubs``: rows of a lake table -> events on an Event Hub (replays, forwarding).
+
+Spark's streaming file source reads the table (parquet, with the schema declared in the config, or
+the bronze output of ``eventhubs_to_lake`` with ``layout: bronze``), at most
+``max_files_per_trigger`` files per micro-batch; a folder written by a Spark file sink is read
+through its ``_spark_metadata`` log, so only committed files are published. Each row becomes one
+event through the connector's sink (``writeStream.format("eventhubs")``):
+
+* ``message.body_column`` is the body as it is (string or binary; other types are cast to string),
+  or ``message.body_json_columns`` builds a JSON object of those columns;
+* ``message.partition_key_column`` (optional) is the partition key: rows with the same key go to
+  the same partition;
+* ``message.property_columns`` become application properties (name = column, value = the value
+  as a string; nulls are left out), merged over ``message.properties_map_column`` (a
+  map<string,string> column, e.g. bronze's ``properties``).
+
+Delivery is **at-least-once**: the checkpoint records which files were published, so a restart
+after a completed run publishes nothing new, but a batch interrupted while sending is sent again
+on restart (and a retried send may duplicate). Give events an id property and de-duplicate
+downstream when duplicates matter.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .config import JobConfig, KeyedValueError, StrictModel, declared_column_names, is_local, local_path
+from .status import JobStatus
+
+#: The columns of ``eventhubs_to_lake``'s output (the connector's read schema plus what job 1 adds).
+BRONZE_SCHEMA = (
+    "body BINARY, partition STRING, offset STRING, sequenceNumber BIGINT, enqueuedTime TIMESTAMP, "
+    "publisher STRING, partitionKey STRING, properties MAP<STRING, STRING>, "
+    "systemProperties MAP<STRING, STRING>, _ingested_at TIMESTAMP, ingest_date DATE"
+)
+#: Connector options the job sets from its own keys; ``sink.options`` may not set them.
+RESERVED_OPTIONS = {"eventhubs.connectionstring", "eventhubs.name"}
+
+
+def _as_text(value: Any) -> Any:
+    """YAML turns 4 into an int and true into a bool; connector options are strings."""
+    if isinstance(value, dict):
+        return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+    return value
+
+
+class LakeTableSourceConfig(StrictModel):
+    """``source:`` of lake_to_eventhubs: the parquet table to publish."""
+
+    path: str = Field(min_length=1)
+    layout: Literal["table", "bronze"] = "table"
+    schema_ddl: str | None = Field(default=None, alias="schema", min_length=1)
+    max_files_per_trigger: int = Field(default=100, gt=0)
+
+    @field_validator("path")
+    @classmethod
+    def _table_exists(cls, value: str) -> str:
+        if is_local(value) and not local_path(value).is_dir():
+            raise ValueError(f"table folder {value} does not exist; create it or fix the path")
+        return value
+
+    @model_validator(mode="after")
+    def _schema_matches_layout(self) -> LakeTableSourceConfig:
+        if self.layout == "table" and self.schema_ddl is None:
+            raise KeyedValueError("schema", "is required with layout: table (declare the table's columns)")
+        if self.layout == "bronze" and self.schema_ddl is not None:
+            raise KeyedValueError("schema", "must be left out with layout: bronze (its columns are known)")
+        return self
+
+    @property
+    def schema(self) -> str:
+        """The DDL schema the table is read with."""
+        return BRONZE_SCHEMA if self.layout == "bronze" else (self.schema_ddl or "")
+
+
+class EventHubSinkConfig(StrictModel):
+    """``sink:`` of lake_to_eventhubs: the Event Hub to publish to."""
+
+    connection_string_env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    event_hub: str | None = Field(default=None, min_length=1)
+    options: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options_as_text(cls, value: Any) -> Any:
+        return _as_text(value)
+
+    @field_validator("connection_string_env")
+    @classmethod
+    def _variable_is_set(cls, value: str) -> str:
+        if not os.environ.get(value):
+            raise ValueError(
+                f"environment variable {value} is not set; export the Event Hubs connection string in it"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _no_reserved_options(self) -> EventHubSinkConfig:
+        for key in self.options:
+            if key.lower() in RESERVED_OPTIONS:
+                raise KeyedValueError(
+                    f"options.{key}", "is set by the job itself; use the sink keys (see docs/jobs.md)"
+                )
+            if "secret" in key.lower():
+                raise KeyedValueError(f"options.{key}", "secrets do not belong in the config file")
+        return self
+
+    def spark_options(self) -> dict[str, str]:
+        """The options for ``writeStream.format("eventhubs")``, connection string from the environment."""
+        options = {**self.options, "eventhubs.connectionString": os.environ[self.connection_string_env]}
+        if self.event_hub:
+            options["eventhubs.name"] = self.event_hub
+        return options
+
+
+class MessageConfig(StrictModel):
+    """``message:`` of lake_to_eventhubs: how a row becomes an event."""
+
+    body_column: str | None = Field(default=None, min_length=1)
+    body_json_columns: list[str] | None = None
+    partition_key_column: str | None = Field(default=None, min_length=1)
+    property_columns: list[str] = Field(default_factory=list)
+    properties_map_column: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_body(self) -> MessageConfig:
+        if (self.body_column is None) == (self.body_json_columns is None):
+            raise KeyedValueError("body_column", "set exactly one of body_column or body_json_columns")
+        if self.body_json_columns is not None and not self.body_json_columns:
+            raise KeyedValueError("body_json_columns", "name at least one column")
+        return self
+
+    def check_columns(self, columns: list[str]) -> None:
+        """Raise :class:`KeyedValueError` naming the first key that names a column not in ``columns``."""
+        named: list[tuple[str, str | None]] = [
+            ("body_column", self.body_column),
+            ("partition_key_column", self.partition_key_column),
+            ("properties_map_column", self.properties_map_column),
+        ]
+        named += [(f"body_json_columns.{i}", c) for i, c in enumerate(self.body_json_columns or [])]
+        named += [(f"property_columns.{i}", c) for i, c in enumerate(self.property_columns)]
+        for key, column in named:
+            if column is not None and column not in columns:
+                raise KeyedValueError(key, f"{column!r} is not a column of the source table {columns}")
+
+
+class LakeToEventHubsConfig(JobConfig):
+    """The whole config of lake_to_eventhubs: common section, ``source``, ``sink``, ``message``."""
+
+    source: LakeTableSourceConfig
+    sink: EventHubSinkConfig
+    message: MessageConfig
+
+    @model_validator(mode="after")
+    def _message_columns_exist(self) -> LakeToEventHubsConfig:
+        try:
+            self.message.check_columns(declared_column_names(self.source.schema))
+        except KeyedValueError as error:
+            raise KeyedValueError(f"message.{error.key}", str(error)) from None
+        return self
+
+    def extra_spark_conf(self) -> dict[str, str]:
+        """Mask the connection string wherever Spark prints options (a static, session-wide setting)."""
+        from pyspark_eventhubs import redaction_conf
+
+        return redaction_conf()
+
+
+def event_columns(frame: Any, message: MessageConfig) -> Any:
+    """``frame`` as the connector sink's columns: ``body``, optional ``partitionKey``, ``properties``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StringType
+
+    if message.body_column is not None:
+        body = F.col(f"`{message.body_column}`")
+        if not isinstance(frame.schema[message.body_column].dataType, (StringType, BinaryType)):
+            body = body.cast("string")
+    else:
+        body = F.to_json(F.struct(*[F.col(f"`{c}`") for c in message.body_json_columns or []]))
+    columns = [body.alias("body")]
+    if message.partition_key_column is not None:
+        columns.append(F.col(f"`{message.partition_key_column}`").cast("string").alias("partitionKey"))
+    properties = _properties_column(message)
+    if properties is not None:
+        columns.append(properties.alias("properties"))
+    return frame.select(*columns)
+
+
+def _properties_column(message: MessageConfig) -> Any:
+    """The ``properties`` map: the map column's entries, overridden by the property columns."""
+    from pyspark.sql import functions as F
+
+    maps = []
+    if message.properties_map_column is not None:
+        maps.append(
+            F.coalesce(
+                F.col(f"`{message.properties_map_column}`"),
+                F.create_map().cast("map<string,string>"),
+            )
+        )
+    if message.property_columns:
+        entries = []
+        for column in message.property_columns:
+            entries += [F.lit(column), F.col(f"`{column}`").cast("string")]
+        maps.append(F.map_filter(F.create_map(*entries), lambda _key, value: value.isNotNull()))
+    if not maps:
+        return None
+    if len(maps) == 1:
+        return maps[0]
+    # map_concat fails on duplicate keys by default; the later map (the columns) wins here.
+    merged = F.map_concat(
+        F.map_filter(maps[0], lambda key, _value: ~F.array_contains(F.map_keys(maps[1]), key)), maps[1]
+    )
+    return merged
+
+
+def start_lake_to_eventhubs(spark: Any, config: LakeToEventHubsConfig, status: JobStatus) -> Any:
+    """Start the streaming query of lake_to_eventhubs and return it."""
+    from pyspark_eventhubs import DefaultSource, protect_secrets
+
+    spark.dataSource.register(DefaultSource)
+    protect_secrets(spark)
+    source = config.source
+    rows = (
+        spark.readStream.format("parquet")
+        .schema(source.schema)
+        .option("maxFilesPerTrigger", str(source.max_files_per_trigger))
+        .load(source.path)
+    )
+    return (
+        event_columns(rows, config.message)
+        .writeStream.queryName(config.name)
+        .format("eventhubs")
+        .options(**config.sink.spark_options())
+        .option("checkpointLocation", config.checkpoint_location)
+        .trigger(**config.trigger.spark_kwargs())
+        .start()
+    )

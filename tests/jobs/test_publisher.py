@@ -1,0 +1,268 @@
+"""lake_to_eventhubs on real Spark against the embedded emulator, read back with the real SDK:
+every row published once with its body, key and properties; a restart publishes nothing new;
+bronze output of eventhubs_to_lake replays to another hub; bad config exits 2 naming the key."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow_jobs.config import load_config
+from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig, start_eventhubs_to_lake
+from hubflow_jobs.publisher import LakeToEventHubsConfig, start_lake_to_eventhubs
+from hubflow_jobs.runner import run_job
+from hubflow_jobs.stop import StopRequest
+from tests.support.emulator import start_test_emulator
+
+from .helpers import JOBS_DIR, EmulatedHub, eventhubs_config, python_job, read_status, write_config
+
+pytestmark = pytest.mark.integration
+
+ENV_VAR = "HUBFLOW_TEST_PUBLISH_CONNECTION"
+LAKE_TO_EVENTHUBS = JOBS_DIR / "lake_to_eventhubs.py"
+NAME = "lake_to_eventhubs"
+ORDERS_SCHEMA = "order_id BIGINT, customer STRING, amount DOUBLE, region STRING"
+
+
+def publisher_config(base: Path, table: Path, **overrides: Any) -> dict[str, Any]:
+    """A valid lake_to_eventhubs config publishing the orders table at ``table`` (availableNow)."""
+    config: dict[str, Any] = {
+        "name": NAME,
+        "trigger": {"availableNow": True},
+        "checkpoint_root": str(base / "checkpoints"),
+        "status_root": str(base / "status"),
+        "spark_conf": {"spark.sql.shuffle.partitions": 2},
+        "runtime": {"heartbeat_interval": "1 second", "poll_interval": "200 ms"},
+        "source": {"path": str(table), "schema": ORDERS_SCHEMA, "max_files_per_trigger": 1},
+        "sink": {"connection_string_env": ENV_VAR},
+        "message": {
+            "body_json_columns": ["order_id", "customer", "amount"],
+            "partition_key_column": "customer",
+            "property_columns": ["order_id", "region"],
+        },
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
+    return config
+
+
+def write_orders(spark: Any, table: Path, first: int, count: int) -> None:
+    """Append orders ``first .. first+count-1`` to the parquet table (every third has no region)."""
+    rows = [
+        (n, f"customer-{n % 5}", n * 1.5, None if n % 3 == 0 else "eu") for n in range(first, first + count)
+    ]
+    spark.createDataFrame(rows, ORDERS_SCHEMA).coalesce(1).write.mode("append").parquet(str(table))
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def event_count(connection_string: str) -> int:
+    """How many events the hub holds, from its partitions' sequence numbers (no receiving)."""
+    from azure.eventhub import EventHubConsumerClient
+
+    client = EventHubConsumerClient.from_connection_string(connection_string, "$Default")
+    try:
+        total = 0
+        for pid in client.get_partition_ids():
+            props = client.get_partition_properties(pid)
+            if not props["is_empty"]:
+                total += props["last_enqueued_sequence_number"] - props["beginning_sequence_number"] + 1
+        return total
+    finally:
+        client.close()
+
+
+def receive_all(connection_string: str, timeout: float = 60) -> list[dict[str, Any]]:
+    """Every event of the hub, read from the start with the SDK: partition, key, body, properties."""
+    from azure.eventhub import EventHubConsumerClient
+
+    expected = event_count(connection_string)
+    received: list[dict[str, Any]] = []
+    client = EventHubConsumerClient.from_connection_string(connection_string, "$Default")
+
+    def on_event(context: Any, event: Any) -> None:
+        if event is not None:
+            received.append(
+                {
+                    "partition": context.partition_id,
+                    "partition_key": _text(event.partition_key),
+                    "body": event.body_as_str(),
+                    "properties": {_text(k): _text(v) for k, v in (event.properties or {}).items()},
+                }
+            )
+
+    thread = threading.Thread(
+        target=client.receive, kwargs={"on_event": on_event, "starting_position": "-1"}, daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while len(received) < expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    client.close()
+    thread.join(30)
+    assert len(received) == expected, f"received {len(received)} of {expected} events"
+    return received
+
+
+def test_unknown_body_column_exits_2_naming_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_VAR, "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=TOPSECRET")
+    table = tmp_path / "orders"
+    table.mkdir()
+    config = publisher_config(tmp_path, table, message={"body_column": "payload"})
+    del config["message"]["body_json_columns"]
+    result = python_job(write_config(tmp_path / "job.yaml", config), script=LAKE_TO_EVENTHUBS)
+    assert result.returncode == EXIT_CONFIG_ERROR
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "jobs config error: message.body_column: 'payload' is not a column of the source table "
+            "['order_id', 'customer', 'amount', 'region']"
+        )
+    )
+    both = publisher_config(tmp_path, table, message={"body_column": "customer"})
+    result = python_job(write_config(tmp_path / "job.yaml", both), script=LAKE_TO_EVENTHUBS)
+    assert result.returncode == EXIT_CONFIG_ERROR
+    assert "message.body_column: set exactly one of body_column or body_json_columns" in result.stderr
+    bad_property = publisher_config(tmp_path, table, message={"property_columns": ["order_id", "colour"]})
+    result = python_job(write_config(tmp_path / "job.yaml", bad_property), script=LAKE_TO_EVENTHUBS)
+    assert result.returncode == EXIT_CONFIG_ERROR
+    assert "message.property_columns.1: 'colour' is not a column" in result.stderr
+    assert "TOPSECRET" not in result.stderr
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_publishes_each_row_once_with_body_key_and_properties(
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_VAR, eventhub.connection_string)
+    table = tmp_path / "lake" / "orders"
+    write_orders(spark, table, 0, 30)
+    write_orders(spark, table, 30, 10)
+    config = load_config(
+        write_config(tmp_path / "job.yaml", publisher_config(tmp_path, table)), LakeToEventHubsConfig
+    )
+
+    code, reason = run_job(spark, config, start_lake_to_eventhubs, StopRequest())
+    assert code == EXIT_OK, reason
+    events = receive_all(eventhub.connection_string)
+    assert len(events) == 40
+    by_order = {json.loads(e["body"])["order_id"]: e for e in events}
+    assert sorted(by_order) == list(range(40)), "every row exactly once"
+    partitions_of_key: dict[str, set[str]] = defaultdict(set)
+    for number, event in by_order.items():
+        assert json.loads(event["body"]) == {
+            "order_id": number,
+            "customer": f"customer-{number % 5}",
+            "amount": number * 1.5,
+        }
+        assert event["partition_key"] == f"customer-{number % 5}"
+        expected_properties = {"order_id": str(number)} | ({} if number % 3 == 0 else {"region": "eu"})
+        assert event["properties"] == expected_properties
+        partitions_of_key[event["partition_key"]].add(event["partition"])
+    assert all(len(partitions) == 1 for partitions in partitions_of_key.values()), partitions_of_key
+    status = read_status(tmp_path, NAME)
+    assert status["state"] == "stopped"
+    assert status["last_progress"]["batch_id"] == 1, "two files, max_files_per_trigger 1: two batches"
+
+    # A restart after a completed run: the checkpoint says both files are published.
+    code, reason = run_job(spark, config, start_lake_to_eventhubs, StopRequest())
+    assert code == EXIT_OK, reason
+    assert event_count(eventhub.connection_string) == 40
+
+    write_orders(spark, table, 40, 5)
+    code, reason = run_job(spark, config, start_lake_to_eventhubs, StopRequest())
+    assert code == EXIT_OK, reason
+    numbers = sorted(json.loads(e["body"])["order_id"] for e in receive_all(eventhub.connection_string))
+    assert numbers == list(range(45))
+
+
+def test_bronze_output_replays_to_another_hub(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from azure.eventhub import EventData, EventHubProducerClient
+
+    with start_test_emulator(tmp_path, ingest=4, replay=2) as emulator:
+        ingest, replay = emulator.connection_string("ingest"), emulator.connection_string("replay")
+        producer = EventHubProducerClient.from_connection_string(ingest)
+        sent = {}
+        try:
+            for key in ("k1", "k2", "k3"):
+                batch = producer.create_batch(partition_key=key)
+                for n in range(6):
+                    body = f"{key}-{n}".encode() + bytes([0, 255])  # raw bytes survive the round trip
+                    event = EventData(body)
+                    event.properties = {"n": str(n)}
+                    batch.add(event)
+                    sent[body] = (key, str(n))
+                producer.send_batch(batch)
+        finally:
+            producer.close()
+
+        monkeypatch.setenv("HUBFLOW_TEST_INGEST_CONNECTION", ingest)
+        hub = EmulatedHub("ingest", ingest, partitions=4)
+        bronze_config = eventhubs_config(tmp_path, hub, "HUBFLOW_TEST_INGEST_CONNECTION")
+        bronze = load_config(write_config(tmp_path / "bronze.yaml", bronze_config), EventHubsToLakeConfig)
+        code, reason = run_job(spark, bronze, start_eventhubs_to_lake, StopRequest())
+        assert code == EXIT_OK, reason
+
+        monkeypatch.setenv(ENV_VAR, replay)
+        replay_config = publisher_config(
+            tmp_path,
+            Path(bronze.sink.output_path),
+            source={"path": bronze.sink.output_path, "layout": "bronze", "max_files_per_trigger": 100},
+            message={
+                "body_column": "body",
+                "partition_key_column": "partitionKey",
+                "properties_map_column": "properties",
+                "property_columns": ["sequenceNumber"],
+            },
+        )
+        del replay_config["source"]["schema"]
+        del replay_config["message"]["body_json_columns"]
+        config = load_config(write_config(tmp_path / "replay.yaml", replay_config), LakeToEventHubsConfig)
+        code, reason = run_job(spark, config, start_lake_to_eventhubs, StopRequest())
+        assert code == EXIT_OK, reason
+
+        from azure.eventhub import EventHubConsumerClient
+
+        client = EventHubConsumerClient.from_connection_string(replay, "$Default")
+        replayed: list[Any] = []
+        try:
+
+            def on_event(context: Any, event: Any) -> None:
+                replayed.append((context.partition_id, event))
+
+            thread = threading.Thread(
+                target=client.receive, kwargs={"on_event": on_event, "starting_position": "-1"}, daemon=True
+            )
+            thread.start()
+            deadline = time.monotonic() + 60
+            while len(replayed) < len(sent) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            client.close()
+        assert event_count(replay) == len(sent)
+        bodies = {b"".join(event.body): (partition, event) for partition, event in replayed}
+        assert set(bodies) == set(sent)
+        partitions_of_key: dict[str, set[str]] = defaultdict(set)
+        for body, (partition, event) in bodies.items():
+            key, n = sent[body]
+            assert _text(event.partition_key) == key
+            properties = {_text(k): _text(v) for k, v in event.properties.items()}
+            assert properties["n"] == n
+            assert properties["sequenceNumber"].isdigit()
+            partitions_of_key[key].add(partition)
+        assert all(len(p) == 1 for p in partitions_of_key.values())
