@@ -87,8 +87,10 @@ class PartitionReceiver:
         buffer = consumer._message_buffer
         deadline = time.monotonic() + max_wait
         while not buffer:
-            if consumer._open():
-                consumer._handler.do_work(batch=self._prefetch)
+            if consumer._open():  # opens the link and authenticates; True when ready
+                alive = consumer._handler.do_work(batch=self._prefetch)
+                if alive is False:  # the broker closed the link or the connection
+                    raise ConnectionError(f"receiver of partition {self.partition_id} closed")
             if buffer or time.monotonic() >= deadline:
                 break
         take = min(max_count, len(buffer))
