@@ -2,7 +2,8 @@
 
 Started, every progress (batch id, rows, rates, duration and per-source offsets including the
 latest offset, i.e. the lag), idle and terminated (with the exception) update :class:`JobStatus`,
-which rewrites status.json atomically. Callbacks run on Py4J threads; they never raise, because an
+which rewrites status.json atomically; each progress is also appended to ``progress_history.jsonl``
+(the status page's rate and lag charts). Callbacks run on Py4J threads; they never raise, because an
 exception in a listener must not take the job down.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from .status import JobStatus, utc_now
+from .status import PROGRESS_HISTORY_FILE, JobStatus, utc_now
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,11 @@ class StatusListener(StreamingQueryListener):
         progress = event.progress
         # Spark also reports progress for triggers that found no data: that is an idle job.
         state = "running" if progress.numInputRows else "idle"
-        self._safely(lambda: self.status.update(state=state, last_progress=summarize_progress(progress)))
+        summary = summarize_progress(progress)
+        self._safely(lambda: self.status.update(state=state, last_progress=summary))
+        self._safely(
+            lambda: self.status.folder.append_line(PROGRESS_HISTORY_FILE, json.dumps(summary, default=str))
+        )
 
     def onQueryIdle(self, event: Any) -> None:
         self._safely(lambda: self.status.update(state="idle"))

@@ -19,6 +19,10 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 STATUS_FILE = "status.json"
+#: One JSON line per micro-batch (status.json's ``last_progress``): the status page's charts.
+PROGRESS_HISTORY_FILE = "progress_history.jsonl"
+#: The history is rotated (to ``.1``, replacing the older one) when it grows past this size.
+PROGRESS_HISTORY_MAX_BYTES = 4 * 1024 * 1024
 STOP_MARKER = "STOP"
 LOCK_FILE = "lock"
 
@@ -63,6 +67,17 @@ class StatusFolder:
                 return json.load(handle)
         except (FileNotFoundError, ValueError):
             return None
+
+    def append_line(self, name: str, line: str, max_bytes: int = PROGRESS_HISTORY_MAX_BYTES) -> None:
+        """Append one line to ``name``; past ``max_bytes`` the file is rotated to ``name.1`` first."""
+        path = self.path(name)
+        try:
+            if self.fs.size(path) > max_bytes:
+                self.fs.mv(path, self.path(f"{name}.1"))
+        except FileNotFoundError:
+            pass
+        with self.fs.open(path, "a") as handle:
+            handle.write(line.rstrip("\n") + "\n")
 
     def exists(self, name: str) -> bool:
         """Whether ``name`` exists in the folder."""

@@ -109,6 +109,16 @@ def test_available_now_lands_good_rows_quarantines_bad_ones_and_reconciles(
     assert progress["sources"][0]["end_offset"] == {"logOffset": 1}
     assert status["query_id"] and status["run_id"]
 
+    # One line per progress event in progress_history.jsonl: the status page's charts.
+    history = tmp_path / "status" / "files_to_lake" / "progress_history.jsonl"
+
+    def batches_in_history() -> list[int]:
+        lines = history.read_text().splitlines() if history.exists() else []
+        return [json.loads(line)["batch_id"] for line in lines]
+
+    wait_until(lambda: {0, 1} <= set(batches_in_history()), 10, "both batches in progress_history.jsonl")
+    assert [b for b in batches_in_history() if b in (0, 1)] == [0, 1]
+
     # Files of the committed first batch are archived; Spark archives a batch's files when it plans
     # the next batch, so the last batch's file waits in the landing folder for the next run.
     checkpoint = Path(config.checkpoint_location)
