@@ -8,21 +8,24 @@ export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: venv test test-all lint demo demo-stop lock bench clean
+.PHONY: venv test-tools test test-all lint demo demo-stop lock bench clean
 
 venv:
 	@bash scripts/bootstrap.sh
+
+test-tools:
+	@bash scripts/bootstrap.sh --with-test-tools
 
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
 # The default run: everything but tests marked slow.
-test: lint
+test: test-tools lint
 	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
 
 # Every test, the slow soaks included.
-test-all: lint
+test-all: test-tools lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 demo: venv

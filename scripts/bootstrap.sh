@@ -33,7 +33,30 @@ wanted_stamp() {
     2>/dev/null | sha256sum | cut -d' ' -f1
 }
 
+# Headless Chromium (status page browser tests) and docker-compose (validates docker-compose.yml
+# without a Docker engine) come from Debian's packages; tests that need them skip, saying why,
+# when they cannot be installed.
+install_test_tools() {
+  local missing=()
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+  command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "hubflow: installing ${missing[*]} (Debian packages) for the browser and compose tests" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}"; } >/dev/null 2>&1 \
+      || echo "hubflow: could not install ${missing[*]}; the tests that need them will be skipped" >&2
+  else
+    echo "hubflow: ${missing[*]} missing and not installable here (needs root and apt-get);" \
+      "the tests that need them will be skipped" >&2
+  fi
+}
+
 check_java
+if [ "${1:-}" = "--with-test-tools" ]; then
+  install_test_tools
+fi
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(wanted_stamp)" ] && [ -x "$venv/bin/python" ]; then
   exit 0
