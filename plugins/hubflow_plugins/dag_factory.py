@@ -16,14 +16,29 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, CronDataIntervalTimetable, DeltaDataIntervalTimetable, Param
 
 from hubflow_plugins.health import HEALTHY, HEALTHY_STREAMING
-from hubflow_plugins.operators import ArchiveOperator, SparkJobOperator, StreamingJobOperator
+from hubflow_plugins.operators import (
+    ArchiveOperator,
+    CheckpointBackupRetentionOperator,
+    SparkJobOperator,
+    StreamingJobOperator,
+)
 from hubflow_plugins.registry import RegisteredJob, Registry, parse_duration
 from hubflow_plugins.sensors import CheckpointHealthSensor
 
 START_DATE = datetime(2026, 1, 1)
+#: Cron presets as cron expressions, for the data-interval timetable.
+PRESETS = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
 ONCALL_ACTIONS = ["restart", "stop", "start", "rewind"]
 
 
@@ -73,7 +88,7 @@ def available_now_dag(job: RegisteredJob) -> DAG:
     with DAG(
         dag_id=f"{job.name}__available_now",
         description=f"Run the job {job.name} with the availableNow trigger, then check and archive",
-        schedule=job.schedule,
+        schedule=interval_timetable(job.schedule or ""),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
@@ -88,6 +103,18 @@ def available_now_dag(job: RegisteredJob) -> DAG:
         if job.archive:
             health >> ArchiveOperator(task_id="archive_processed_files", job_name=job.name)
     return dag
+
+
+def interval_timetable(schedule: str) -> CronDataIntervalTimetable | DeltaDataIntervalTimetable:
+    """A timetable with data intervals, so a backfill run knows the interval it owns.
+
+    ``schedule`` is a cron expression, a preset such as ``@hourly``, or a duration such as
+    ``"15 minutes"``.
+    """
+    try:
+        return DeltaDataIntervalTimetable(parse_duration(schedule))
+    except ValueError:
+        return CronDataIntervalTimetable(PRESETS.get(schedule, schedule), timezone="UTC")
 
 
 def oncall_dag(registry: Registry) -> DAG:
@@ -131,10 +158,10 @@ def oncall_dag(registry: Registry) -> DAG:
 
 
 def cleanup_dag(registry: Registry) -> DAG:
-    """Daily retention of archived landing files, for jobs that set ``archive_retention``."""
+    """Daily retention of archived landing files and of checkpoint backups."""
     with DAG(
         dag_id="hubflow__cleanup",
-        description="Delete archived landing files older than each job's archive_retention",
+        description="Delete archived landing files and checkpoint backups past each job's retention",
         schedule=timedelta(days=1),
         start_date=START_DATE,
         catchup=False,
@@ -149,4 +176,5 @@ def cleanup_dag(registry: Registry) -> DAG:
                     job_name=job.name,
                     purge_older_than=job.archive_retention,
                 )
+            CheckpointBackupRetentionOperator(task_id=f"checkpoint_backups_{job.name}", job_name=job.name)
     return dag

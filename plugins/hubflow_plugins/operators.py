@@ -37,6 +37,10 @@ def _secrets(job: RegisteredJob) -> dict[str, str]:
 class SparkJobOperator(BaseOperator):
     """Run a registered job to completion (an ``availableNow`` run) with spark-submit.
 
+    A backfill run (``airflow backfill create`` or the UI's Backfill) processes exactly its data
+    interval instead: ``jobs/backfill.py`` reads the interval's enqueued-time window as a batch and
+    overwrites that interval's partition of the job's backfill table, so reruns never duplicate.
+
     :param job_name: the job's name in the registry (``dags/registry.yaml``).
     :param stop_grace: on task kill, how long the job gets to finish its batch after the STOP
         marker before spark-submit is killed (Airflow allows about 5 s before it kills the task).
@@ -56,6 +60,9 @@ class SparkJobOperator(BaseOperator):
         from hubflow_plugins.spark_submit import build_submit_hook
 
         job = _job(self.job_name)
+        window = _backfill_window(context)
+        if window is not None:
+            return self._backfill(job, *window)
         self._hook = build_submit_hook(job, secrets=_secrets(job))
         self.log.info("running job %s: %s --config %s", job.name, job.application_path(), job.config_path())
         self._hook.submit(str(job.application_path()))
@@ -69,6 +76,22 @@ class SparkJobOperator(BaseOperator):
             progress.get("num_input_rows"),
         )
         return {"job": job.name, "state": status.get("state"), "last_progress": progress}
+
+    def _backfill(self, job: RegisteredJob, start: str, end: str) -> dict[str, Any]:
+        from hubflow_plugins.spark_submit import build_submit_hook
+
+        if not job.paths.reads_eventhubs:
+            raise AirflowFailException(
+                f"job {job.name}: backfill runs are supported for Event Hubs jobs only so far; a file job "
+                "reprocesses an interval by moving that interval's files from the archive back into its "
+                "landing folder and running normally"
+            )
+        self.log.info("backfill run: job %s processes exactly the interval [%s, %s)", job.name, start, end)
+        self._hook = build_submit_hook(
+            job, secrets=_secrets(job), extra_args=["--window-start", start, "--window-end", end]
+        )
+        self._hook.submit(str(job.application_path().with_name("backfill.py")))
+        return {"job": job.name, "backfill": {"window_start": start, "window_end": end}}
 
     def on_kill(self) -> None:
         from hubflow_plugins.job_control import JobControl
@@ -281,6 +304,21 @@ class StreamingJobOperator(BaseOperator):
         )
 
 
+def _backfill_window(context: Any) -> tuple[str, str] | None:
+    """``(start, end)`` ISO times of a backfill run's data interval, or None for other runs."""
+    dag_run = context.get("dag_run")
+    run_type = str(getattr(dag_run, "run_type", "") or "").lower()
+    if not run_type.endswith("backfill"):
+        return None
+    start, end = context.get("data_interval_start"), context.get("data_interval_end")
+    if start is None or end is None or start >= end:
+        raise AirflowFailException(
+            f"backfill run without a data interval ({start} .. {end}): the DAG's schedule must be a "
+            "cron data-interval timetable"
+        )
+    return start.isoformat(), end.isoformat()
+
+
 def _heartbeat_timeout(job: RegisteredJob) -> timedelta:
     return max(timedelta(minutes=2), parse_duration(job.supervise_every) / 2)
 
@@ -355,3 +393,32 @@ class ArchiveOperator(BaseOperator):
             purged = purge_archive(paths.archive_root, parse_duration(self.purge_older_than), dry_run=dry_run)
             summary["purge"] = str(purged)
         return summary
+
+
+class CheckpointBackupRetentionOperator(BaseOperator):
+    """Delete a job's checkpoint backups (left by rewinds) older than ``older_than``.
+
+    :param job_name: the job's name in the registry.
+    :param older_than: e.g. ``"30 days"`` (default: the registry's ``checkpoint_backup_retention``).
+    """
+
+    template_fields = ("job_name",)
+
+    def __init__(self, *, job_name: str, older_than: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.older_than = older_than
+
+    def execute(self, context: Any) -> list[str]:
+        from hubflow_plugins.job_control import checkpoint_backups_root, purge_checkpoint_backups
+
+        job = _job(self.job_name)
+        older_than = parse_duration(self.older_than or job.checkpoint_backup_retention)
+        deleted = purge_checkpoint_backups(job.paths.checkpoint_location, older_than)
+        root = checkpoint_backups_root(job.paths.checkpoint_location)
+        self.log.info(
+            "deleted %d checkpoint backup(s) older than %s under %s", len(deleted), older_than, root
+        )
+        for path in deleted:
+            self.log.info("deleted %s", path)
+        return deleted

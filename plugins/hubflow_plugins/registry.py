@@ -55,6 +55,7 @@ class JobPaths(_Strict):
     status_dir: str
     landing_root: str | None = None
     archive_dir: str | None = None
+    reads_eventhubs: bool = False
 
     @property
     def archive_root(self) -> str | None:
@@ -85,12 +86,13 @@ class RegisteredJob(_Strict):
     max_restarts_per_hour: int = Field(default=3, ge=1)
     archive: bool = False
     archive_retention: str | None = None
+    checkpoint_backup_retention: str = "30 days"
     spark_conn_id: str = "spark_default"
     eventhubs_conn_id: str | None = None
     spark_conf: dict[str, str] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
 
-    @field_validator("supervise_every", "stalled_after", "archive_retention")
+    @field_validator("supervise_every", "stalled_after", "archive_retention", "checkpoint_backup_retention")
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
         if value is not None:
@@ -206,6 +208,7 @@ def read_job_paths(config_path: Path, expected_name: str | None = None) -> JobPa
         status_dir=_join(data["status_root"], name),
         landing_root=source.get("path") if isinstance(source, dict) else None,
         archive_dir=source.get("archive_dir") if isinstance(source, dict) else None,
+        reads_eventhubs=isinstance(source, dict) and "connection_string_env" in source,
     )
 
 

@@ -62,3 +62,54 @@ def run_airflow(env: dict[str, str], *args: str, timeout: float = 600) -> subpro
     return subprocess.run(
         [AIRFLOW, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
+
+
+def start_airflow_services(env: dict[str, str], log_dir: Path) -> tuple[list, dict[str, str]]:
+    """Start a real api-server, scheduler and dag-processor (LocalExecutor) for ``env``.
+
+    Returns the processes (stop them with ``tests.support.processes.stop_process``) and the
+    environment pointing the workers at this api-server.
+    """
+    import urllib.request
+
+    from tests.support.processes import free_port, start_background, wait_until
+
+    port = free_port()
+    env = dict(env)
+    env.update(
+        {
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            # A loaded 2-core machine answers slowly; the default 5 s makes workers give up.
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        }
+    )
+    log_dir.mkdir(parents=True, exist_ok=True)
+    processes = [
+        start_background([AIRFLOW, "api-server", "--port", str(port)], log_dir / "api-server.log", env),
+        start_background([AIRFLOW, "scheduler"], log_dir / "scheduler.log", env),
+        start_background([AIRFLOW, "dag-processor"], log_dir / "dag-processor.log", env),
+    ]
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=2) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    wait_until(healthy, 180, "the Airflow api-server")
+    return processes, env
+
+
+def dag_runs(env: dict[str, str], dag_id: str) -> list[dict[str, Any]]:
+    """The DAG's runs as ``airflow dags list-runs -o json`` lists them."""
+    result = run_airflow(env, "dags", "list-runs", dag_id, "-o", "json")
+    for line in reversed(result.stdout.splitlines()):
+        if line.startswith("[{") or line.strip() == "[]":
+            return json.loads(line)
+    return []

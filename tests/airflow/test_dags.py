@@ -56,7 +56,11 @@ def test_dagbag_loads_every_generated_dag_fast(airflow_home, tmp_path: Path) -> 
     ]
     assert bag["tasks"]["orders__available_now"] == ["archive_processed_files", "check_health", "run_job"]
     assert bag["tasks"]["clicks__supervisor"] == ["check_health", "ensure_running"]
-    assert bag["tasks"]["hubflow__cleanup"] == ["archive_orders"]
+    assert bag["tasks"]["hubflow__cleanup"] == [
+        "archive_orders",
+        "checkpoint_backups_clicks",
+        "checkpoint_backups_orders",
+    ]
     for file, seconds in bag["durations"].items():
         assert seconds < 0.5, f"{file} took {seconds:.2f}s to parse"
 
