@@ -91,3 +91,51 @@ def test_available_now_dag_runs_the_job_checks_health_and_archives(
     assert sorted(p.name for p in landing.iterdir() if not p.name.startswith(".")) == []
     archive_root = Path(str(tmp_path / "orders" / "archive") + str(landing))
     assert sorted(p.name for p in archive_root.iterdir()) == ["part-0.json", "part-1.json", "part-2.json"]
+
+
+def test_available_now_dag_reads_the_hub_through_the_connector_exactly_once(
+    airflow_home, spark, tmp_path: Path
+) -> None:
+    from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config
+    from tests.support.emulator import start_test_emulator
+
+    with start_test_emulator(tmp_path, telemetry=3) as emulator:
+        conn = emulator.connection_string("telemetry")
+        hub = EmulatedHub("telemetry", conn, 3)
+        sent = hub.send_numbered(0, 300)
+        config = eventhubs_config(
+            tmp_path,
+            hub,
+            "HUBFLOW_EVENTHUBS_CONNECTION_STRING",
+            name="telemetry",
+            source={"max_events_per_trigger": 120},
+        )
+        registry = write_registry(
+            tmp_path,
+            [
+                {
+                    "name": "telemetry",
+                    "application": "eventhubs_to_lake",
+                    "config": str(write_config(tmp_path / "telemetry.yaml", config)),
+                    "mode": "scheduled",
+                    "schedule": "@hourly",
+                    "eventhubs_conn_id": "eventhubs_default",
+                }
+            ],
+        )
+        env = airflow_env(airflow_home, registry)
+        env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
+
+        result = run_airflow(env, "dags", "test", "telemetry__available_now")
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-6000:]
+        assert "checkpoint of job telemetry: healthy" in output
+        assert "SAS_KEY_VALUE" not in output, "the key must never reach a task log"
+
+    rows = spark.read.parquet(str(tmp_path / "lake" / "bronze")).select("partition", "sequenceNumber", "body")
+    rows = rows.collect()
+    assert len(rows) == 300
+    assert len({(r.partition, r.sequenceNumber) for r in rows}) == 300, "no duplicate"
+    assert {bytes(r.body) for r in rows} == sent, "no loss"
+    last_batch = json.loads((tmp_path / "status" / "telemetry" / "status.json").read_text())["last_progress"]
+    assert last_batch["batch_id"] == 2, "300 events at most 120 per trigger: three batches"
