@@ -30,6 +30,7 @@ check_java() {
 
 wanted_stamp() {
   cat "$root/requirements.lock" "$root"/connectors/pyproject.toml "$root"/emulator/pyproject.toml \
+    "$root/scripts/bootstrap.sh" \
     2>/dev/null | sha256sum | cut -d' ' -f1
 }
 
@@ -74,7 +75,9 @@ fi
 # sync installs exactly the lock: pyspark-client is left out of the lock on purpose, because it
 # writes the same pyspark/ files as pyspark and would leave Python files and jars of two versions.
 "$venv/bin/uv" pip sync --quiet --python "$venv/bin/python" "$root/requirements.lock"
-# The project's own packages, editable, without touching their locked dependencies.
+# The project's own packages, editable, without touching their locked dependencies. "compat" mode
+# puts the folders on sys.path (a .pth file), so Spark's discovery of pyspark_* modules finds the
+# connector and registers format("eventhubs") by itself.
 "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps \
-  -e "$root/connectors" -e "$root/emulator"
+  --config-settings editable_mode=compat -e "$root/connectors" -e "$root/emulator"
 wanted_stamp >"$stamp"
