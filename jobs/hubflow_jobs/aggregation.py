@@ -116,7 +116,8 @@ class EventHubsAggregateConfig(JobConfig):
     sink: AggregateSinkConfig
 
     def extra_spark_conf(self) -> dict[str, str]:
-        """Mask the connection string (static setting) and keep the state in RocksDB."""
+        """Mask the connection string (static setting) and keep the state in RocksDB (``spark_conf``
+        may name another provider)."""
         from pyspark_eventhubs import redaction_conf
 
         return {**redaction_conf(), STATE_STORE_PROVIDER_CONF: ROCKSDB_PROVIDER}
@@ -228,7 +229,9 @@ def start_eventhubs_aggregate(spark: Any, config: EventHubsAggregateConfig, stat
 
     # Runtime SQL conf, read when a query starts (and then pinned in its checkpoint): set here too so
     # a run on an existing session (tests, notebooks) keeps its state in RocksDB as well.
-    spark.conf.set(STATE_STORE_PROVIDER_CONF, ROCKSDB_PROVIDER)
+    spark.conf.set(
+        STATE_STORE_PROVIDER_CONF, config.spark_conf.get(STATE_STORE_PROVIDER_CONF, ROCKSDB_PROVIDER)
+    )
     # Registering explicitly works however the connector was installed (see eventhubs_bronze).
     spark.dataSource.register(DefaultSource)
     protect_secrets(spark)

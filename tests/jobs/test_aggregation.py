@@ -4,6 +4,8 @@ late events counted, bad events quarantined, a re-run batch writes no window twi
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,8 +24,19 @@ from hubflow_jobs.aggregation import (
 from hubflow_jobs.config import load_config
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
+from tests.support.processes import wait_until
 
-from .helpers import JOBS_DIR, EmulatedHub, eventhubs_config, log_ids, python_job, read_status, write_config
+from .helpers import (
+    JOBS_DIR,
+    EmulatedHub,
+    eventhubs_config,
+    last_log_line,
+    log_ids,
+    python_job,
+    read_status,
+    spark_submit,
+    write_config,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -213,3 +226,43 @@ def test_windows_late_events_quarantine_and_rerun_exactly_once(
     assert last in log_ids(checkpoint / "commits")
     assert windows(spark, output) == expected
     assert len(spark.read.parquet(str(quarantine)).collect()) == len(bad)
+
+
+def test_spark_submit_long_running_job_stops_both_queries_on_the_marker(
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path
+) -> None:
+    secret_env = {ENV_VAR: eventhub.connection_string}
+    config = aggregate_config(
+        tmp_path, eventhub, trigger={"availableNow": False, "processingTime": "1 second"}
+    )
+    path = write_config(tmp_path / "job.yaml", config)
+    eventhub.send(spread([reading("a", 5, 1.0), reading("a", 30, 2.0), reading("b", 200, 3.0), b"{broken"]))
+    log = tmp_path / "run.log"
+    job = spark_submit(path, log, script=EVENTHUBS_AGGREGATE, extra_env=secret_env)
+    status_file = tmp_path / "status" / NAME / "status.json"
+
+    def counted() -> bool:
+        try:
+            counts = json.loads(status_file.read_text()).get("counts") or {}
+        except (FileNotFoundError, ValueError):
+            return False
+        return counts.get("aggregated") == 3 and counts.get("quarantined") == 1
+
+    try:
+        wait_until(lambda: counted() or job.poll() is not None, 180, "both queries to process the events")
+        assert job.poll() is None, last_log_line(log)
+        (tmp_path / "status" / NAME / "STOP").touch()
+        assert job.wait(120) == EXIT_OK, last_log_line(log)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    assert "stopped gracefully" in last_log_line(log)
+    assert read_status(tmp_path, NAME)["state"] == "stopped"
+    # b at 3:20 moved the watermark to 2:50: window 0 of a is complete and written.
+    assert windows(spark, Path(config["sink"]["output_path"])) == [(0, "a", 2, 3.0, 2, 1.0, 2.0)]
+    assert len(spark.read.parquet(config["sink"]["quarantine_path"]).collect()) == 1
+    text = log.read_text()
+    key = dict(part.split("=", 1) for part in eventhub.connection_string.split(";") if "=" in part)
+    assert key["SharedAccessKey"] not in text, "the SAS key leaked into the log"
+    assert ROCKSDB_PROVIDER in text, "the job logs the state store provider it runs with"
