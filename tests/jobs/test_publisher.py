@@ -5,6 +5,8 @@ bronze output of eventhubs_to_lake replays to another hub; bad config exits 2 na
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from collections import defaultdict
@@ -20,8 +22,18 @@ from hubflow_jobs.publisher import LakeToEventHubsConfig, start_lake_to_eventhub
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.emulator import start_test_emulator
+from tests.support.processes import wait_until
 
-from .helpers import JOBS_DIR, EmulatedHub, eventhubs_config, python_job, read_status, write_config
+from .helpers import (
+    JOBS_DIR,
+    EmulatedHub,
+    eventhubs_config,
+    last_log_line,
+    python_job,
+    read_status,
+    spark_submit,
+    write_config,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -84,24 +96,20 @@ def event_count(connection_string: str) -> int:
         client.close()
 
 
-def receive_all(connection_string: str, timeout: float = 60) -> list[dict[str, Any]]:
-    """Every event of the hub, read from the start with the SDK: partition, key, body, properties."""
+def receive_all(connection_string: str, timeout: float = 60) -> list[tuple[str, Any]]:
+    """Every event of the hub as (partition id, EventData), read from the start with the SDK."""
     from azure.eventhub import EventHubConsumerClient
 
     expected = event_count(connection_string)
-    received: list[dict[str, Any]] = []
-    client = EventHubConsumerClient.from_connection_string(connection_string, "$Default")
+    received: list[tuple[str, Any]] = []
+    # Greedy: one consumer claims every partition at once instead of one per balancing round.
+    client = EventHubConsumerClient.from_connection_string(
+        connection_string, "$Default", load_balancing_strategy="greedy"
+    )
 
     def on_event(context: Any, event: Any) -> None:
         if event is not None:
-            received.append(
-                {
-                    "partition": context.partition_id,
-                    "partition_key": _text(event.partition_key),
-                    "body": event.body_as_str(),
-                    "properties": {_text(k): _text(v) for k, v in (event.properties or {}).items()},
-                }
-            )
+            received.append((context.partition_id, event))
 
     thread = threading.Thread(
         target=client.receive, kwargs={"on_event": on_event, "starting_position": "-1"}, daemon=True
@@ -109,11 +117,21 @@ def receive_all(connection_string: str, timeout: float = 60) -> list[dict[str, A
     thread.start()
     deadline = time.monotonic() + timeout
     while len(received) < expected and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.1)
     client.close()
     thread.join(30)
     assert len(received) == expected, f"received {len(received)} of {expected} events"
     return received
+
+
+def described(partition: str, event: Any) -> dict[str, Any]:
+    """An event as plain values: partition, key, body text, properties with text keys and values."""
+    return {
+        "partition": partition,
+        "partition_key": _text(event.partition_key),
+        "body": event.body_as_str(),
+        "properties": {_text(k): _text(v) for k, v in (event.properties or {}).items()},
+    }
 
 
 def test_unknown_body_column_exits_2_naming_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,7 +175,7 @@ def test_publishes_each_row_once_with_body_key_and_properties(
 
     code, reason = run_job(spark, config, start_lake_to_eventhubs, StopRequest())
     assert code == EXIT_OK, reason
-    events = receive_all(eventhub.connection_string)
+    events = [described(*received) for received in receive_all(eventhub.connection_string)]
     assert len(events) == 40
     by_order = {json.loads(e["body"])["order_id"]: e for e in events}
     assert sorted(by_order) == list(range(40)), "every row exactly once"
@@ -185,7 +203,9 @@ def test_publishes_each_row_once_with_body_key_and_properties(
     write_orders(spark, table, 40, 5)
     code, reason = run_job(spark, config, start_lake_to_eventhubs, StopRequest())
     assert code == EXIT_OK, reason
-    numbers = sorted(json.loads(e["body"])["order_id"] for e in receive_all(eventhub.connection_string))
+    numbers = sorted(
+        json.loads(e.body_as_str())["order_id"] for _, e in receive_all(eventhub.connection_string)
+    )
     assert numbers == list(range(45))
 
 
@@ -236,24 +256,7 @@ def test_bronze_output_replays_to_another_hub(
         code, reason = run_job(spark, config, start_lake_to_eventhubs, StopRequest())
         assert code == EXIT_OK, reason
 
-        from azure.eventhub import EventHubConsumerClient
-
-        client = EventHubConsumerClient.from_connection_string(replay, "$Default")
-        replayed: list[Any] = []
-        try:
-
-            def on_event(context: Any, event: Any) -> None:
-                replayed.append((context.partition_id, event))
-
-            thread = threading.Thread(
-                target=client.receive, kwargs={"on_event": on_event, "starting_position": "-1"}, daemon=True
-            )
-            thread.start()
-            deadline = time.monotonic() + 60
-            while len(replayed) < len(sent) and time.monotonic() < deadline:
-                time.sleep(0.2)
-        finally:
-            client.close()
+        replayed = receive_all(replay)
         assert event_count(replay) == len(sent)
         bodies = {b"".join(event.body): (partition, event) for partition, event in replayed}
         assert set(bodies) == set(sent)
@@ -266,3 +269,40 @@ def test_bronze_output_replays_to_another_hub(
             assert properties["sequenceNumber"].isdigit()
             partitions_of_key[key].add(partition)
         assert all(len(p) == 1 for p in partitions_of_key.values())
+
+
+def test_spark_submit_forwards_new_files_until_sigterm(
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path
+) -> None:
+    table = tmp_path / "lake" / "orders"
+    write_orders(spark, table, 0, 12)
+    config = publisher_config(tmp_path, table, trigger={"availableNow": False, "processingTime": "1 second"})
+    path = write_config(tmp_path / "job.yaml", config)
+    log = tmp_path / "run.log"
+    job = spark_submit(path, log, script=LAKE_TO_EVENTHUBS, extra_env={ENV_VAR: eventhub.connection_string})
+    try:
+        wait_until(
+            lambda: event_count(eventhub.connection_string) == 12 or job.poll() is not None,
+            180,
+            "the first file to be published",
+        )
+        assert job.poll() is None, last_log_line(log)
+        write_orders(spark, table, 12, 8)  # a file landing while the job runs is forwarded
+        wait_until(
+            lambda: event_count(eventhub.connection_string) == 20 or job.poll() is not None,
+            120,
+            "the second file to be published",
+        )
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(120) == EXIT_OK, last_log_line(log)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    assert "stopped gracefully" in last_log_line(log)
+    numbers = sorted(
+        json.loads(e.body_as_str())["order_id"] for _, e in receive_all(eventhub.connection_string)
+    )
+    assert numbers == list(range(20))
+    key = dict(part.split("=", 1) for part in eventhub.connection_string.split(";") if "=" in part)
+    assert key["SharedAccessKey"] not in log.read_text(), "the SAS key leaked into the log"
