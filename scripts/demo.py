@@ -29,7 +29,8 @@ from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parent.parent
-DEMO = REPO / ".hubflow" / "demo"
+#: Where the demo keeps everything (HUBFLOW_DEMO_HOME overrides it, e.g. for the demo's own test).
+DEMO = Path(os.environ.get("HUBFLOW_DEMO_HOME", REPO / ".hubflow" / "demo"))
 PIDS = DEMO / "pids.json"
 BIN = Path(sys.executable).parent
 HUB = "telemetry"
