@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
+import threading
+from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -266,3 +269,93 @@ def test_spark_submit_long_running_job_stops_both_queries_on_the_marker(
     key = dict(part.split("=", 1) for part in eventhub.connection_string.split(";") if "=" in part)
     assert key["SharedAccessKey"] not in text, "the SAS key leaked into the log"
     assert ROCKSDB_PROVIDER in text, "the job logs the state store provider it runs with"
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_moments_keeps_every_window_exactly_once(
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path
+) -> None:
+    """Three kill -9 of the driver while it aggregates, each followed by a restart: every window
+    is written once with exact sums (a watermark wider than the data, so nothing is late)."""
+    rng = random.Random(5)
+    config = aggregate_config(
+        tmp_path,
+        eventhub,
+        trigger={"availableNow": False, "processingTime": "1 second"},
+        source={"connection_string_env": ENV_VAR, "max_events_per_trigger": 40},
+        aggregation={"watermark": "1 hour"},
+        runtime={
+            "heartbeat_interval": "1 second",
+            "poll_interval": "200 ms",
+            "stale_lock_after": "10 minutes",
+        },
+    )
+    path = write_config(tmp_path / "job.yaml", config)
+    env = {ENV_VAR: eventhub.connection_string}
+    expected: dict[tuple[int, str], list[float]] = defaultdict(list)
+    bodies = []
+    for n in range(1200):
+        device, seconds, temp = f"d{n % 7}", n, float(n % 13)
+        bodies.append(reading(device, seconds, temp))
+        expected[(seconds // 60, device)].append(temp)
+    eventhub.send(spread(bodies))
+    status_file = tmp_path / "status" / NAME / "status.json"
+    commits = tmp_path / "checkpoints" / NAME / "commits"
+
+    def run_id() -> str | None:
+        try:
+            return json.loads(status_file.read_text()).get("run_id")
+        except (FileNotFoundError, ValueError):
+            return None
+
+    seen: set[str | None] = {None}
+    for kill in range(3):
+        log = tmp_path / f"run{kill}.log"
+        job = spark_submit(path, log, script=EVENTHUBS_AGGREGATE, extra_env=env)
+        try:
+            wait_until(
+                lambda job=job: run_id() not in seen or job.poll() is not None, 120, "the query to start"
+            )
+            seen.add(run_id())
+            before = len(log_ids(commits))
+            wait_until(lambda before=before: len(log_ids(commits)) > before, 120, "a batch of this run")
+            threading.Event().wait(rng.uniform(0.0, 3.0))
+            assert job.poll() is None, f"run {kill} ended before its kill: {last_log_line(log)}"
+        finally:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+
+    log = tmp_path / "final.log"
+    job = spark_submit(path, log, script=EVENTHUBS_AGGREGATE, extra_env=env)
+    try:
+
+        def read_everything() -> bool:
+            try:
+                progress = json.loads(status_file.read_text())["last_progress"]
+                return progress["sources"][0]["end_offset"] == eventhub.expected_offsets()
+            except (FileNotFoundError, ValueError, KeyError, TypeError, IndexError):
+                return False
+
+        wait_until(lambda: read_everything() or job.poll() is not None, 300, "every event to be read")
+        eventhub.send({"0": [reading("closer", 4 * 3600, 0.0)]})  # moves the watermark past every window
+        output = Path(config["sink"]["output_path"])
+
+        def all_windows_written() -> bool:
+            try:
+                return len(windows(spark, output)) >= len(expected)
+            except Exception:  # nothing committed yet
+                return False
+
+        wait_until(lambda: all_windows_written() or job.poll() is not None, 180, "every window to be written")
+        (tmp_path / "status" / NAME / "STOP").touch()
+        assert job.wait(120) == EXIT_OK, last_log_line(log)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+    rows = windows(spark, output)
+    assert len({(r[0], r[1]) for r in rows}) == len(rows), "a window was written twice"
+    assert rows == sorted(
+        (minute, device, len(temps), sum(temps), len(temps), min(temps), max(temps))
+        for (minute, device), temps in expected.items()
+    )
