@@ -83,8 +83,9 @@ class SparkJobOperator(BaseOperator):
         if not job.paths.reads_eventhubs:
             raise AirflowFailException(
                 f"job {job.name}: backfill runs are supported for Event Hubs jobs only so far; a file job "
-                "reprocesses an interval by moving that interval's files from the archive back into its "
-                "landing folder and running normally"
+                "reprocesses an interval by copying that interval's files from the archive back into its "
+                "landing folder under new names (the file source skips names it has seen) and running "
+                "normally; see docs/operations.md"
             )
         self.log.info("backfill run: job %s processes exactly the interval [%s, %s)", job.name, start, end)
         self._hook = build_submit_hook(
