@@ -1,0 +1,125 @@
+"""Backfill from `airflow backfill create`, run by a real scheduler: each interval's output once."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.airflow.helpers import (
+    airflow_env,
+    dag_runs,
+    run_airflow,
+    start_airflow_services,
+    write_registry,
+)
+from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config
+from tests.support.emulator import start_test_emulator
+from tests.support.processes import stop_process, wait_until
+
+pytestmark = pytest.mark.integration
+ENV_VAR = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
+INTERVAL = 15  # seconds: three intervals of events take under a minute to produce
+
+
+def _next_boundary(now: datetime) -> datetime:
+    """The next interval start after ``now``, to the second (intervals align to multiples of INTERVAL)."""
+    return datetime.fromtimestamp((int(now.timestamp()) // INTERVAL + 1) * INTERVAL, UTC)
+
+
+@pytest.mark.timeout(1500)
+def test_backfill_over_three_intervals_writes_each_interval_once_even_when_rerun(
+    airflow_home, spark, tmp_path: Path
+) -> None:
+    emulator = start_test_emulator(tmp_path, telemetry=2)
+    processes: list = []
+    try:
+        conn = emulator.connection_string("telemetry")
+        hub = EmulatedHub("telemetry", conn, 2)
+        # Events in three consecutive intervals: 10, 20 and 30 of them, a few seconds inside each.
+        first = _next_boundary(datetime.now(UTC))
+        time.sleep((first - datetime.now(UTC)).total_seconds() + 1)
+        sent: dict[str, set[bytes]] = {}
+        number = 0
+        for index, count in enumerate((10, 20, 30)):
+            start = first + timedelta(seconds=INTERVAL * index)
+            time.sleep(max(0.0, (start + timedelta(seconds=2) - datetime.now(UTC)).total_seconds()))
+            sent[start.strftime("%Y-%m-%dT%H:%M:%SZ")] = hub.send_numbered(number, count)
+            number += count
+        time.sleep(max(0.0, (first + timedelta(seconds=3 * INTERVAL) - datetime.now(UTC)).total_seconds()))
+        hub.send_numbered(number, 7)  # after the third interval: must not be backfilled
+
+        config = eventhubs_config(tmp_path, hub, ENV_VAR, name="telemetry")
+        config_path = write_config(tmp_path / "telemetry.yaml", config)
+        registry = write_registry(
+            tmp_path,
+            [
+                {
+                    "name": "telemetry",
+                    "application": "eventhubs_to_lake",
+                    "config": str(config_path),
+                    "mode": "scheduled",
+                    "schedule": f"{INTERVAL} seconds",
+                    "eventhubs_conn_id": "eventhubs_default",
+                }
+            ],
+        )
+        env = airflow_env(airflow_home, registry)
+        env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
+        # The scheduler starts no run of a paused DAG, backfill runs included. Once unpaused it also
+        # runs the newest finished interval as of the DAG's serialization, and a backfill skips dates
+        # that have a run: serialize and unpause only when that interval lies after the three.
+        time.sleep(
+            max(0.0, (first + timedelta(seconds=4 * INTERVAL + 1) - datetime.now(UTC)).total_seconds())
+        )
+        assert run_airflow(env, "dags", "reserialize").returncode == 0
+        assert run_airflow(env, "dags", "unpause", "telemetry__available_now").returncode == 0
+        processes, env = start_airflow_services(env, tmp_path / "airflow-logs")
+        dag_id = "telemetry__available_now"
+        last = first + timedelta(seconds=2 * INTERVAL)  # logical dates from..to: three intervals
+
+        def backfill(*extra: str) -> None:
+            args = ["backfill", "create", "--dag-id", dag_id, "--from-date", first.isoformat()]
+            args += ["--to-date", last.isoformat(), *extra]
+            for _ in range(30):
+                result = run_airflow(env, *args)
+                # The scheduler marks a finished backfill complete a little later; until then a
+                # new one for the same DAG is refused.
+                if "AlreadyRunningBackfill" not in result.stderr:
+                    break
+                time.sleep(3)
+            assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+
+        def finished(after: str = "") -> bool:
+            """Three backfill runs, each succeeded and ended after ``after``."""
+            runs = [r for r in dag_runs(env, dag_id) if r["run_id"].startswith("backfill__")]
+            assert not any(r["state"] == "failed" for r in runs), runs
+            return len(runs) == 3 and all(
+                r["state"] == "success" and (r["end_date"] or "") > after for r in runs
+            )
+
+        backfill()
+        wait_until(finished, 600, "three successful backfill runs", interval=5)
+        output = tmp_path / "lake" / "bronze_backfill"
+
+        def check() -> None:
+            rows = spark.read.parquet(str(output)).select("window_start", "body").collect()
+            per_window = Counter(r.window_start for r in rows)
+            assert per_window == {w: len(bodies) for w, bodies in sent.items()}
+            for window, bodies in sent.items():
+                assert sorted(bytes(r.body) for r in rows if r.window_start == window) == sorted(bodies)
+
+        check()
+        # Rerun every interval (reprocess completed runs): each partition is replaced, not added to.
+        first_end = max(r["end_date"] for r in dag_runs(env, dag_id) if r["run_id"].startswith("backfill__"))
+        backfill("--reprocess-behavior", "completed")
+        wait_until(lambda: finished(after=first_end), 600, "the three rerun backfill runs", interval=5)
+        check()
+    finally:
+        for process in processes:
+            stop_process(process)
+        emulator.stop()
