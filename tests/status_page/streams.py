@@ -1,8 +1,9 @@
 """Real streaming jobs for the status page tests: Event Hubs and file streams on the local Spark.
 
-Each run writes what a hubflow job leaves behind: a Spark checkpoint, ``status.json`` through the
-jobs runtime's own ``StatusListener``, and (when asked) ``progress_history.jsonl``, one
-``last_progress`` block per batch, the history format the status page reads first.
+Each run writes what a hubflow job leaves behind: a Spark checkpoint, and ``status.json`` and
+``progress_history.jsonl`` (one ``last_progress`` block per progress event, the history the status
+page reads first) through the jobs runtime's own ``StatusListener``. ``with_history=False`` removes
+the history afterwards, as for a job whose status folder cannot take appends.
 """
 
 from __future__ import annotations
@@ -13,32 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pyspark.sql.streaming import StreamingQueryListener
 
-from hubflow_jobs.listener import StatusListener, summarize_progress
+from hubflow_jobs.listener import StatusListener
 from hubflow_jobs.status import JobStatus, StatusFolder
 
 EARLIEST = '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": true}'
-
-
-class HistoryAppender(StreamingQueryListener):
-    """Appends every progress to ``progress_history.jsonl`` (the format proposed to the runtime)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def onQueryStarted(self, event: Any) -> None:
-        pass
-
-    def onQueryProgress(self, event: Any) -> None:
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(summarize_progress(event.progress)) + "\n")
-
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
-    def onQueryTerminated(self, event: Any) -> None:
-        pass
 
 
 def job_config(base: Path, name: str, source: dict[str, Any]) -> Path:
@@ -73,11 +53,9 @@ def run_job(
     runtime marks a finished run.
     """
     status = JobStatus(StatusFolder(str(base / "status" / name)), name)
-    listeners: list[Any] = [StatusListener(status)]
-    if with_history:
-        listeners.append(HistoryAppender(base / "status" / name / "progress_history.jsonl"))
-    for listener in listeners:
-        spark.streams.addListener(listener)
+    history = base / "status" / name / "progress_history.jsonl"
+    listener = StatusListener(status)
+    spark.streams.addListener(listener)
     try:
         query = (
             df.writeStream.format("parquet")
@@ -91,11 +69,11 @@ def run_job(
             raise AssertionError(f"job {name} failed: {query.exception()}")
         progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
         _wait_for_status(base / "status" / name / "status.json", progress[-1]["batchId"])
-        if with_history:
-            _wait_for_lines(base / "status" / name / "progress_history.jsonl", len(query.recentProgress))
+        _wait_for_lines(history, len(query.recentProgress))
     finally:
-        for listener in listeners:
-            spark.streams.removeListener(listener)
+        spark.streams.removeListener(listener)
+    if not with_history:
+        history.unlink()
     status.update(state=final_state)
     return progress
 
