@@ -107,10 +107,7 @@ class JobConfig(StrictModel):
     @field_validator("spark_conf", mode="before")
     @classmethod
     def _conf_values_as_text(cls, value: Any) -> Any:
-        # YAML turns 4 into an int and true into a bool; Spark conf values are strings.
-        if isinstance(value, dict):
-            return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
-        return value
+        return values_as_text(value)
 
     def extra_spark_conf(self) -> dict[str, str]:
         """Spark conf a job needs before its session starts (static settings); ``spark_conf`` wins."""
@@ -125,6 +122,17 @@ class JobConfig(StrictModel):
     def status_dir(self) -> str:
         """``<status_root>/<name>``: status.json, STOP and lock live here (beside the checkpoint)."""
         return join_path(self.status_root, self.name)
+
+
+def values_as_text(value: Any) -> Any:
+    """A mapping's values as strings (``true`` -> ``"true"``, ``4`` -> ``"4"``); other values as given.
+
+    YAML turns 4 into an int and true into a bool, while Spark confs and data source options are
+    strings; used as a ``mode="before"`` validator by every section that holds such a mapping.
+    """
+    if isinstance(value, dict):
+        return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+    return value
 
 
 def join_path(root: str, *parts: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .config import JobConfig, KeyedValueError, StrictModel
+from .config import JobConfig, KeyedValueError, StrictModel, values_as_text
 from .status import JobStatus
 
 INGEST_DATE_COLUMN = "ingest_date"
@@ -50,9 +50,7 @@ class EventHubSourceConfig(StrictModel):
     @field_validator("options", mode="before")
     @classmethod
     def _options_as_text(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
-        return value
+        return values_as_text(value)
 
     @field_validator("connection_string_env")
     @classmethod

@@ -27,6 +27,7 @@ from .config import (
     declared_column_names,
     is_local,
     local_path,
+    values_as_text,
 )
 from .file_sink import ExactlyOnceFileSink
 from .status import JobStatus
@@ -62,9 +63,7 @@ class FileSourceConfig(StrictModel):
     @field_validator("options", mode="before")
     @classmethod
     def _options_as_text(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
-        return value
+        return values_as_text(value)
 
     @field_validator("path")
     @classmethod

@@ -27,7 +27,15 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .config import JobConfig, KeyedValueError, StrictModel, declared_column_names, is_local, local_path
+from .config import (
+    JobConfig,
+    KeyedValueError,
+    StrictModel,
+    declared_column_names,
+    is_local,
+    local_path,
+    values_as_text,
+)
 from .status import JobStatus
 
 #: The columns of ``eventhubs_to_lake``'s output (the connector's read schema plus what job 1 adds).
@@ -38,13 +46,6 @@ BRONZE_SCHEMA = (
 )
 #: Connector options the job sets from its own keys; ``sink.options`` may not set them.
 RESERVED_OPTIONS = {"eventhubs.connectionstring", "eventhubs.name"}
-
-
-def _as_text(value: Any) -> Any:
-    """YAML turns 4 into an int and true into a bool; connector options are strings."""
-    if isinstance(value, dict):
-        return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
-    return value
 
 
 class LakeTableSourceConfig(StrictModel):
@@ -86,7 +87,7 @@ class EventHubSinkConfig(StrictModel):
     @field_validator("options", mode="before")
     @classmethod
     def _options_as_text(cls, value: Any) -> Any:
-        return _as_text(value)
+        return values_as_text(value)
 
     @field_validator("connection_string_env")
     @classmethod
