@@ -1,9 +1,10 @@
-"""spark-submit entry point of a backfill: ``spark-submit jobs/backfill.py --config FILE
---window-start ISO --window-end ISO``.
+"""spark-submit entry point of a backfill: ``spark-submit jobs/backfill.py --application APP
+--config FILE --window-start ISO --window-end ISO``.
 
 Processes exactly one data interval of a job as a batch and overwrites that interval's output
-partition (see ``hubflow_jobs.backfill``). Exit codes as for every job: 0 done, 1 failed, 2 bad
-config or window. Event Hubs jobs (``eventhubs_to_lake``) only, for now.
+partition (see ``hubflow_jobs.backfill``). ``--application`` is the job's entry script name:
+``eventhubs_to_lake`` (the enqueued-time window) or ``files_to_lake`` (the interval's landing or
+archive folders). Exit codes as for every job: 0 done, 1 failed, 2 bad config or window.
 """
 
 import argparse
@@ -11,38 +12,54 @@ import logging
 import sys
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_OK
-from hubflow_jobs.backfill import WindowError, backfill_eventhubs, parse_window
+from hubflow_jobs.backfill import (
+    WindowError,
+    backfill_eventhubs,
+    backfill_files,
+    interval_files,
+    parse_window,
+)
 from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig
+from hubflow_jobs.file_landing import FilesToLakeConfig
 from hubflow_jobs.runner import configure_logging, one_line
 from hubflow_jobs.session import build_session
 
 log = logging.getLogger("hubflow_jobs")
 
+#: The applications a backfill can run, with their config model.
+APPLICATIONS = {"eventhubs_to_lake": EventHubsToLakeConfig, "files_to_lake": FilesToLakeConfig}
+
 
 def main(argv: list[str]) -> int:
     configure_logging()
     parser = argparse.ArgumentParser(description="backfill one data interval of a job")
+    parser.add_argument("--application", required=True, choices=sorted(APPLICATIONS))
     parser.add_argument("--config", required=True, help="the job's YAML config file")
     parser.add_argument("--window-start", required=True, help="ISO-8601, inclusive")
     parser.add_argument("--window-end", required=True, help="ISO-8601, exclusive")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.config, EventHubsToLakeConfig)
+        config = load_config(args.config, APPLICATIONS[args.application])
         start, end = parse_window(args.window_start, args.window_end)
+        if isinstance(config, FilesToLakeConfig):
+            interval_files(config, start, end)  # a config or window it cannot use fails before Spark starts
     except (ConfigError, WindowError) as exc:
         log.error("%s", exc)
         return EXIT_CONFIG_ERROR
     spark = build_session(config)
     try:
-        count = backfill_eventhubs(spark, config, start, end)
+        if isinstance(config, FilesToLakeConfig):
+            result = backfill_files(spark, config, start, end)
+        else:
+            result = {"read": backfill_eventhubs(spark, config, start, end)}
     except Exception as exc:
         log.exception("backfill of job %s failed", config.name)
         log.error("job %s backfill [%s, %s) failed: %s", config.name, start, end, one_line(exc))
         return EXIT_FAILED
     finally:
         spark.stop()
-    log.info("job %s backfill [%s, %s) finished: %d events", config.name, start, end, count)
+    log.info("job %s backfill [%s, %s) finished: %s", config.name, start, end, result)
     return EXIT_OK
 
 

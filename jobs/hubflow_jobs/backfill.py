@@ -1,12 +1,19 @@
-"""Backfill of one data interval: a batch read of an enqueued-time window, overwriting its partition.
+"""Backfill of one data interval: a batch read of exactly that interval, overwriting its partition.
 
 A scheduled job's normal runs are streaming runs (availableNow) that resume from the checkpoint.
 A backfill run (Airflow's ``backfill create``, or the UI's Backfill) must instead process exactly
-its data interval ``[window_start, window_end)`` and be safe to rerun. For Event Hubs that is a
-batch read (``spark.read.format("eventhubs")``) from the first event enqueued at or after the start
-to the first one at or after the end, written to the job's backfill table
-``<sink.output_path>_backfill`` partitioned by ``window_start``, overwriting only that partition
-(dynamic partition overwrite): rerunning an interval replaces its rows, never adds to them.
+its data interval ``[window_start, window_end)`` and be safe to rerun:
+
+* Event Hubs (``eventhubs_to_lake``): a batch read (``spark.read.format("eventhubs")``) from the
+  first event enqueued at or after the start to the first one at or after the end.
+* Files (``files_to_lake``): the files of the interval's folders (``source.interval_folder``),
+  wherever they are now - still in the landing area or already archived. A file found in both
+  places (an interrupted archive move) is read once, from the landing area. Bad records go to the
+  quarantine's backfill table, as in the streaming job, and rows read = written + quarantined.
+
+Rows go to the job's backfill table ``<sink.output_path>_backfill`` (and
+``<sink.quarantine_path>_backfill``) partitioned by ``window_start``, overwriting only that
+partition (dynamic partition overwrite): rerunning an interval replaces its rows, never adds to them.
 
 The backfill table is separate from the streaming output on purpose: the streaming file sink's
 ``_spark_metadata`` log hides files written by batch jobs into its folder, and the same events
@@ -19,7 +26,18 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from .config import declared_column_names
 from .eventhubs_bronze import EventHubsToLakeConfig
+from .file_landing import (
+    FilesToLakeConfig,
+    archive_root,
+    parse_options,
+    raw_record,
+    reader_schema,
+    rejection_reason,
+    with_source_file,
+)
+from .interval_folders import IntervalFolderError, folders_of_interval
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +60,9 @@ def parse_window(start: str, end: str) -> tuple[datetime, datetime]:
     return first.astimezone(UTC), last.astimezone(UTC)
 
 
-def backfill_path(config: EventHubsToLakeConfig) -> str:
-    """Where the job's backfills go: ``<sink.output_path>_backfill``."""
-    return config.sink.output_path.rstrip("/") + "_backfill"
+def backfill_path(table: str) -> str:
+    """Where a table's backfills go: ``<table>_backfill`` (``table`` is an output path)."""
+    return table.rstrip("/") + "_backfill"
 
 
 def window_label(start: datetime) -> str:
@@ -78,7 +96,7 @@ def backfill_eventhubs(spark: Any, config: EventHubsToLakeConfig, start: datetim
         rows.write.mode("overwrite")
         .option("partitionOverwriteMode", "dynamic")
         .partitionBy(WINDOW_COLUMN)
-        .parquet(backfill_path(config))
+        .parquet(backfill_path(config.sink.output_path))
     )
     rows.unpersist()
     log.info(
@@ -87,8 +105,160 @@ def backfill_eventhubs(spark: Any, config: EventHubsToLakeConfig, start: datetim
         count,
         start.isoformat(),
         end.isoformat(),
-        backfill_path(config),
+        backfill_path(config.sink.output_path),
         WINDOW_COLUMN,
         window_label(start),
     )
     return count
+
+
+def interval_files(
+    config: FilesToLakeConfig, start: datetime, end: datetime
+) -> tuple[list[str], dict[str, int]]:
+    """The files of ``[start, end)``: landing copies first, then archived ones not also in landing.
+
+    Returns the paths (as Spark reads them) and how many came from where.
+    """
+    source = config.source
+    if source.interval_folder is None:
+        raise WindowError(
+            f"job {config.name}: source.interval_folder is not set, so a backfill cannot tell which "
+            "landing folder holds an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
+        )
+    try:
+        folders = folders_of_interval(source.interval_folder, start, end)
+    except IntervalFolderError as exc:
+        raise WindowError(f"source.interval_folder: {exc}") from None
+    found: dict[str, str] = {}
+    counts = {"landing": 0, "archive": 0, "in_both": 0}
+    for where, root in (("landing", source.path), ("archive", archive_root(source))):
+        for folder in folders:
+            for relative, path in _files_under(f"{root.rstrip('/')}/{folder}").items():
+                key = f"{folder}/{relative}"
+                if key in found:
+                    counts["in_both"] += 1
+                    continue
+                found[key] = path
+                counts[where] += 1
+    return [found[key] for key in sorted(found)], counts
+
+
+def _files_under(folder: str) -> dict[str, str]:
+    """Data files under ``folder`` by relative path, skipping names Spark skips (``_*``, ``.*``)."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(folder)
+    if not fs.isdir(root):
+        return {}
+    root = root.rstrip("/")
+    files: dict[str, str] = {}
+    for path in fs.find(root):
+        relative = path[len(root) :].lstrip("/")
+        if any(part.startswith(("_", ".")) for part in relative.split("/")):
+            continue
+        files[relative] = folder.rstrip("/") + "/" + relative
+    return files
+
+
+def backfill_files(spark: Any, config: FilesToLakeConfig, start: datetime, end: datetime) -> dict[str, int]:
+    """Process the files of ``[start, end)`` and overwrite that window's partitions; return the counts.
+
+    With no file at all for the interval, nothing is overwritten: the files may have been purged
+    by archive retention, and an earlier backfill's rows are all that is left of them.
+    """
+    from pyspark.sql import functions as F
+
+    source = config.source
+    paths, where = interval_files(config, start, end)
+    label = window_label(start)
+    if not paths:
+        log.warning(
+            "job %s backfill [%s, %s): no files in the interval's folders, neither in %s nor in %s; "
+            "nothing written, an existing %s=%s partition is left as it is",
+            config.name,
+            start.isoformat(),
+            end.isoformat(),
+            source.path,
+            archive_root(source),
+            WINDOW_COLUMN,
+            label,
+        )
+        return {"files": 0, "read": 0, "written": 0, "quarantined": 0}
+    frame = spark.read.format(source.format).schema(reader_schema(source)).options(**parse_options(source))
+    records = with_source_file(frame.load(paths))
+    classified = (
+        records.withColumn("_hubflow_reason", rejection_reason(source))
+        .withColumn("_hubflow_now", F.current_timestamp())
+        .withColumn(WINDOW_COLUMN, F.lit(label))
+        .persist()
+    )
+    try:
+        good = classified.where(F.col("_hubflow_reason").isNull()).select(
+            *[F.col(f"`{c}`") for c in declared_column_names(source.schema_ddl)],
+            "_source_file",
+            F.col("_hubflow_now").alias("_ingested_at"),
+            WINDOW_COLUMN,
+        )
+        bad = classified.where(F.col("_hubflow_reason").isNotNull()).select(
+            raw_record(source).alias("raw_record"),
+            F.col("_source_file").alias("source_file"),
+            F.col("_hubflow_reason").alias("reason"),
+            F.col("_hubflow_now").alias("quarantined_at"),
+            WINDOW_COLUMN,
+        )
+        read, written, quarantined = classified.count(), good.count(), bad.count()
+        if read != written + quarantined:
+            raise RuntimeError(
+                f"counts do not reconcile: read {read} != written {written} + quarantined {quarantined}; "
+                "nothing of this interval was written"
+            )
+        _overwrite_partition(bad, backfill_path(config.sink.quarantine_path), label)
+        _overwrite_partition(good, backfill_path(config.sink.output_path), label)
+    finally:
+        classified.unpersist()
+    counts = {"files": len(paths), "read": read, "written": written, "quarantined": quarantined}
+    log.info(
+        "job %s backfill [%s, %s): %d files (%d from landing, %d from the archive, %d in both read once), "
+        "%d records: %d written to %s, %d quarantined to %s (%s=%s)",
+        config.name,
+        start.isoformat(),
+        end.isoformat(),
+        len(paths),
+        where["landing"],
+        where["archive"],
+        where["in_both"],
+        read,
+        written,
+        backfill_path(config.sink.output_path),
+        quarantined,
+        backfill_path(config.sink.quarantine_path),
+        WINDOW_COLUMN,
+        label,
+    )
+    return counts
+
+
+def _overwrite_partition(frame: Any, table: str, label: str) -> None:
+    """Replace the ``window_start=label`` partition of ``table`` with ``frame``'s rows.
+
+    Dynamic overwrite replaces only partitions that receive rows, so an empty ``frame`` removes
+    the partition instead: a rerun in which every record of a file turned bad (or good) must not
+    leave the earlier run's rows behind.
+    """
+    import fsspec
+
+    if frame.isEmpty():
+        fs, root = fsspec.core.url_to_fs(table)
+        folder = f"{root.rstrip('/')}/{WINDOW_COLUMN}={_escape_partition_value(label)}"
+        if fs.exists(folder):
+            fs.rm(folder, recursive=True)
+        return
+    frame.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(
+        WINDOW_COLUMN
+    ).parquet(table)
+
+
+def _escape_partition_value(value: str) -> str:
+    """A partition value as Spark spells it in a folder name (``:`` -> ``%3A`` and the like)."""
+    special = set("\"#%'*/:=?\\\x7f{[]^")
+    return "".join(f"%{ord(c):02X}" if c in special or ord(c) < 0x20 else c for c in value)

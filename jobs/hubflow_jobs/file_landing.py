@@ -1,8 +1,9 @@
 """Job ``files_to_lake``: files landing in a folder -> parquet in the lake, bad records quarantined.
 
-Spark's streaming file source reads the landing folder (json, csv or parquet, with the schema
-declared in the config), at most ``max_files_per_trigger`` files per micro-batch, and archives each
-file into ``archive_dir`` once its batch is committed (``cleanSource=archive``). Every batch is split:
+Spark's streaming file source reads the landing folder and every folder below it (json, csv or
+parquet, with the schema declared in the config; names starting with ``_`` or ``.`` are skipped),
+at most ``max_files_per_trigger`` files per micro-batch, and archives each file into
+``archive_dir`` once its batch is committed (``cleanSource=archive``). Every batch is split:
 
 * records that parse and have all ``required_columns`` go to ``sink.output_path``, partitioned by
   ``ingest_date`` (the UTC date the batch ran), with ``_source_file`` and ``_ingested_at`` added;
@@ -15,6 +16,7 @@ that rows read = rows written + rows quarantined before anything is committed.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
@@ -30,6 +32,7 @@ from .config import (
     values_as_text,
 )
 from .file_sink import ExactlyOnceFileSink
+from .interval_folders import check_pattern
 from .status import JobStatus
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,7 @@ RESERVED_OPTIONS = {
     "sourcearchivedir",
     "maxfilespertrigger",
     "maxbytespertrigger",
+    "recursivefilelookup",
     "path",
 }
 
@@ -59,11 +63,19 @@ class FileSourceConfig(StrictModel):
     max_files_per_trigger: int = Field(default=100, gt=0)
     archive_dir: str = Field(min_length=1)
     required_columns: list[str] = Field(default_factory=list)
+    #: strftime pattern (UTC) of the folder under ``path`` holding one interval's files, e.g.
+    #: ``%Y/%m/%d/%H``; needed by backfills only (see :mod:`hubflow_jobs.interval_folders`).
+    interval_folder: str | None = None
 
     @field_validator("options", mode="before")
     @classmethod
     def _options_as_text(cls, value: Any) -> Any:
         return values_as_text(value)
+
+    @field_validator("interval_folder")
+    @classmethod
+    def _interval_folder(cls, value: str | None) -> str | None:
+        return None if value is None else check_pattern(value)
 
     @field_validator("path")
     @classmethod
@@ -116,19 +128,16 @@ class FilesToLakeConfig(JobConfig):
 def start_files_to_lake(spark: Any, config: FilesToLakeConfig, status: JobStatus) -> Any:
     """Start the streaming query of files_to_lake and return it."""
     source = config.source
-    parses_text = source.format in ("json", "csv")
-    schema = source.schema_ddl + (f", {RAW_RECORD_COLUMN} STRING" if parses_text else "")
     reader = (
         spark.readStream.format(source.format)
-        .schema(schema)
-        .options(**source.options)
+        .schema(reader_schema(source))
+        .options(**parse_options(source))
         .option("maxFilesPerTrigger", str(source.max_files_per_trigger))
+        .option("recursiveFileLookup", "true")
         .option("cleanSource", "archive")
         .option("sourceArchiveDir", source.archive_dir)
     )
-    if parses_text:
-        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", RAW_RECORD_COLUMN)
-    frame = reader.load(source.path).withColumn("_source_file", _file_path_column())
+    frame = with_source_file(reader.load(source.path))
 
     batches = LandingBatchWriter(spark, config, status)
     return (
@@ -140,10 +149,59 @@ def start_files_to_lake(spark: Any, config: FilesToLakeConfig, status: JobStatus
     )
 
 
+def _parses_text(source: FileSourceConfig) -> bool:
+    return source.format in ("json", "csv")
+
+
+def reader_schema(source: FileSourceConfig) -> str:
+    """The declared schema, plus the raw-record column when the format is text."""
+    return source.schema_ddl + (f", {RAW_RECORD_COLUMN} STRING" if _parses_text(source) else "")
+
+
+def parse_options(source: FileSourceConfig) -> dict[str, str]:
+    """Reader options: the config's, plus permissive parsing that keeps broken records' text."""
+    options = dict(source.options)
+    if _parses_text(source):
+        options.update({"mode": "PERMISSIVE", "columnNameOfCorruptRecord": RAW_RECORD_COLUMN})
+    return options
+
+
 def _file_path_column() -> Any:
     from pyspark.sql import functions as F
 
     return F.col("_metadata.file_path")
+
+
+def with_source_file(frame: Any) -> Any:
+    """``frame`` with ``_source_file``: the path of the file each record came from."""
+    return frame.withColumn("_source_file", _file_path_column())
+
+
+def rejection_reason(source: FileSourceConfig) -> Any:
+    """A column: why a record goes to quarantine, or null when it is good."""
+    from pyspark.sql import functions as F
+
+    reason = F.lit(None).cast("string")
+    for column in reversed(source.required_columns):
+        reason = F.when(F.col(f"`{column}`").isNull(), F.lit(f"required column {column} is null")).otherwise(
+            reason
+        )
+    if _parses_text(source):
+        reason = F.when(
+            F.col(RAW_RECORD_COLUMN).isNotNull(),
+            F.lit(f"{source.format} record does not parse with the declared schema"),
+        ).otherwise(reason)
+    return reason
+
+
+def raw_record(source: FileSourceConfig) -> Any:
+    """A column: the record as it was in the file (text formats) or as JSON of its parsed columns."""
+    from pyspark.sql import functions as F
+
+    as_json = F.to_json(F.struct(*[F.col(f"`{c}`") for c in declared_column_names(source.schema_ddl)]))
+    if _parses_text(source):
+        return F.coalesce(F.col(RAW_RECORD_COLUMN), as_json)
+    return as_json
 
 
 class LandingBatchWriter:
@@ -161,7 +219,7 @@ class LandingBatchWriter:
         """foreachBatch callback: split, reconcile, commit to both sinks, record the counts."""
         from pyspark.sql import functions as F
 
-        classified = batch.withColumn("_hubflow_reason", self._reason_column()).withColumn(
+        classified = batch.withColumn("_hubflow_reason", rejection_reason(self.config.source)).withColumn(
             "_hubflow_now", F.current_timestamp()
         )
         classified = classified.withColumn(INGEST_DATE_COLUMN, F.to_date("_hubflow_now")).persist()
@@ -173,7 +231,7 @@ class LandingBatchWriter:
                 INGEST_DATE_COLUMN,
             )
             bad = classified.where(F.col("_hubflow_reason").isNotNull()).select(
-                self._raw_record_column().alias("raw_record"),
+                raw_record(self.config.source).alias("raw_record"),
                 F.col("_source_file").alias("source_file"),
                 F.col("_hubflow_reason").alias("reason"),
                 F.lit(batch_id).cast("long").alias("batch_id"),
@@ -198,25 +256,16 @@ class LandingBatchWriter:
         except Exception as exc:  # the batch is committed; a status hiccup must not fail it
             log.warning("batch %s: could not record counts in status.json: %s", batch_id, exc)
 
-    def _reason_column(self) -> Any:
-        from pyspark.sql import functions as F
 
-        reason = F.lit(None).cast("string")
-        for column in reversed(self.config.source.required_columns):
-            reason = F.when(
-                F.col(f"`{column}`").isNull(), F.lit(f"required column {column} is null")
-            ).otherwise(reason)
-        if self.config.source.format in ("json", "csv"):
-            reason = F.when(
-                F.col(RAW_RECORD_COLUMN).isNotNull(),
-                F.lit(f"{self.config.source.format} record does not parse with the declared schema"),
-            ).otherwise(reason)
-        return reason
+def archive_root(source: FileSourceConfig) -> str:
+    """Where ``cleanSource=archive`` puts landing files: ``archive_dir`` + the landing folder's path.
 
-    def _raw_record_column(self) -> Any:
-        from pyspark.sql import functions as F
-
-        as_json = F.to_json(F.struct(*[F.col(f"`{c}`") for c in self.columns]))
-        if self.config.source.format in ("json", "csv"):
-            return F.coalesce(F.col(RAW_RECORD_COLUMN), as_json)
-        return as_json
+    Spark keeps a file's whole path under the archive folder (without scheme and authority), so
+    ``<landing>/2026/11/f.json`` is archived as ``<archive_dir><landing path>/2026/11/f.json``.
+    """
+    landing = source.path
+    if is_local(landing):
+        landing = os.path.abspath(local_path(landing))
+    else:
+        landing = "/" + landing.split("://", 1)[1].split("/", 1)[-1]
+    return source.archive_dir.rstrip("/") + "/" + landing.strip("/")
