@@ -34,12 +34,17 @@ def _secrets(job: RegisteredJob) -> dict[str, str]:
     return {EVENTHUBS_CONNECTION_STRING_ENV: EventHubsHook(job.eventhubs_conn_id).connection_string()}
 
 
+#: Applications with a backfill (``jobs/backfill.py --application``).
+BACKFILL_APPLICATIONS = frozenset({"eventhubs_to_lake", "files_to_lake"})
+
+
 class SparkJobOperator(BaseOperator):
     """Run a registered job to completion (an ``availableNow`` run) with spark-submit.
 
     A backfill run (``airflow backfill create`` or the UI's Backfill) processes exactly its data
-    interval instead: ``jobs/backfill.py`` reads the interval's enqueued-time window as a batch and
-    overwrites that interval's partition of the job's backfill table, so reruns never duplicate.
+    interval instead: ``jobs/backfill.py`` reads the interval as a batch (Event Hubs: the
+    enqueued-time window; files: the interval's landing or archive folders) and overwrites that
+    interval's partition of the job's backfill table, so reruns never duplicate.
 
     :param job_name: the job's name in the registry (``dags/registry.yaml``).
     :param stop_grace: on task kill, how long the job gets to finish its batch after the STOP
@@ -80,16 +85,15 @@ class SparkJobOperator(BaseOperator):
     def _backfill(self, job: RegisteredJob, start: str, end: str) -> dict[str, Any]:
         from hubflow_plugins.spark_submit import build_submit_hook
 
-        if not job.paths.reads_eventhubs:
+        if job.application not in BACKFILL_APPLICATIONS:
             raise AirflowFailException(
-                f"job {job.name}: backfill runs are supported for Event Hubs jobs only so far; a file job "
-                "reprocesses an interval by copying that interval's files from the archive back into its "
-                "landing folder under new names (the file source skips names it has seen) and running "
-                "normally; see docs/operations.md"
+                f"job {job.name}: backfill runs are supported for {', '.join(sorted(BACKFILL_APPLICATIONS))} "
+                f"jobs, not {job.application}; trigger a normal run instead (see docs/operations.md)"
             )
         self.log.info("backfill run: job %s processes exactly the interval [%s, %s)", job.name, start, end)
+        window = ["--window-start", start, "--window-end", end]
         self._hook = build_submit_hook(
-            job, secrets=_secrets(job), extra_args=["--window-start", start, "--window-end", end]
+            job, secrets=_secrets(job), extra_args=["--application", job.application, *window]
         )
         self._hook.submit(str(job.application_path().with_name("backfill.py")))
         return {"job": job.name, "backfill": {"window_start": start, "window_end": end}}
