@@ -160,12 +160,43 @@ def _files_under(folder: str) -> dict[str, str]:
     return files
 
 
+#: Spark's words for a file that was listed but is gone when read (moved to the archive meanwhile).
+_MOVED_FILE_ERRORS = ("PATH_NOT_FOUND", "FILE_NOT_EXIST", "FileNotFoundException")
+MOVED_FILE_ATTEMPTS = 3
+
+
 def backfill_files(spark: Any, config: FilesToLakeConfig, start: datetime, end: datetime) -> dict[str, int]:
     """Process the files of ``[start, end)`` and overwrite that window's partitions; return the counts.
 
     With no file at all for the interval, nothing is overwritten: the files may have been purged
     by archive retention, and an earlier backfill's rows are all that is left of them.
+
+    A scheduled run of the same job may archive a file between the listing and the read (Airflow
+    runs backfill and scheduled runs side by side); the interval is then listed and read again,
+    up to ``MOVED_FILE_ATTEMPTS`` times. Nothing is written before the read succeeded.
     """
+    from tenacity import retry, retry_if_exception, stop_after_attempt, wait_fixed
+
+    def log_retry(state: Any) -> None:
+        log.warning(
+            "job %s backfill: a file moved while it was read (%s); listing the interval again",
+            config.name,
+            str(state.outcome.exception()).splitlines()[0][:300],
+        )
+
+    attempt = retry(
+        retry=retry_if_exception(lambda exc: any(word in str(exc) for word in _MOVED_FILE_ERRORS)),
+        stop=stop_after_attempt(MOVED_FILE_ATTEMPTS),
+        wait=wait_fixed(1),
+        before_sleep=log_retry,
+        reraise=True,
+    )
+    return attempt(_backfill_files_once)(spark, config, start, end)
+
+
+def _backfill_files_once(
+    spark: Any, config: FilesToLakeConfig, start: datetime, end: datetime
+) -> dict[str, int]:
     from pyspark.sql import functions as F
 
     source = config.source

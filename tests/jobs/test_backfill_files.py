@@ -123,3 +123,36 @@ def test_a_window_that_cuts_a_folder_or_a_config_without_the_layout_is_refused(t
     broken = landing_config(tmp_path, source={"interval_folder": "%Y/%b"})
     with pytest.raises(ConfigError, match=r"source.interval_folder: .*only %Y %m %d %j %H %M %S"):
         load_config(write_config(tmp_path / "broken.yaml", broken), FilesToLakeConfig)
+
+
+def test_a_file_archived_between_listing_and_reading_is_read_from_the_archive(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scheduled run archiving files while a backfill reads them: the backfill lists again."""
+    import hubflow_jobs.backfill as backfill
+
+    config = _config(tmp_path)
+    ids = _land(tmp_path, 10, "a.json", 0, 4, 1) | _land(tmp_path, 10, "b.json", 10, 3, 0)
+    real_listing = backfill.interval_files
+    listings = []
+
+    def list_then_archive_one(*args: Any) -> Any:
+        paths, where = real_listing(*args)
+        listings.append(where)
+        if len(listings) == 1:  # move a listed landing file to where Spark's archiving puts it
+            moved = Path(paths[0])
+            target = Path(archive_root(config.source)) / moved.relative_to(tmp_path / "landing")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            moved.rename(target)
+        return paths, where
+
+    monkeypatch.setattr(backfill, "interval_files", list_then_archive_one)
+    counts = backfill.backfill_files(spark, config, _hour(10), _hour(11))
+    first, second = listings
+    assert (first, second) == (
+        {"landing": 2, "archive": 0, "in_both": 0},
+        {"landing": 1, "archive": 1, "in_both": 0},
+    )
+    assert counts == {"files": 2, "read": 8, "written": 7, "quarantined": 1}
+    rows = spark.read.parquet(str(tmp_path / "lake" / "orders_backfill")).collect()
+    assert sorted(r.id for r in rows) == sorted(ids)
