@@ -24,10 +24,12 @@ def write_registry(base: Path, jobs: list[dict[str, Any]]) -> Path:
     return path
 
 
-def landing_job(base: Path, name: str, *, streaming: bool = False, **registry: Any) -> dict[str, Any]:
-    """A files_to_lake job config under ``base/name`` and its registry entry."""
+def landing_job(
+    base: Path, name: str, *, streaming: bool = False, source: dict[str, Any] | None = None, **registry: Any
+) -> dict[str, Any]:
+    """A files_to_lake job config under ``base/name`` (``source`` keys override) and its registry entry."""
     trigger = {"processingTime": "1 second"} if streaming else {"availableNow": True}
-    config = landing_config(base / name, name=name, trigger=trigger)
+    config = landing_config(base / name, name=name, trigger=trigger, **({"source": source} if source else {}))
     config["trigger"] = trigger
     config_path = write_config(base / f"{name}.yaml", config)
     entry = {
