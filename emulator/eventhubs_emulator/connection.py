@@ -333,6 +333,14 @@ class Connection:
         ]
         self.write(F.frame(channel, F.ATTACH, reply))
         if refusal is not None:
+            log.debug(
+                "attach refused: %s link %r handle %d on %r: %s",
+                kind,
+                link.name,
+                handle,
+                address,
+                refusal.condition,
+            )
             link.detach(refusal.condition, refusal.description)
             return
         if client_sends:
@@ -340,6 +348,15 @@ class Connection:
         elif kind == "consumer":
             assert link.log is not None
             link.log.listeners.add(link.pump)
+            log.debug(
+                "consumer attached: link %r handle %d key %s epoch %s from seq %d; %d receivers on the key",
+                link.name,
+                handle,
+                link.registry_key(),
+                link.epoch,
+                link.next_seq,
+                len(self.server.receivers.get(link.registry_key(), ())),
+            )
 
     def _largest_event_limit(self) -> int:
         return max(self.broker.max_event_size(h) for h in self.broker.hubs.values())
@@ -524,6 +541,7 @@ class Connection:
             return
         if link.closed:
             return  # the client answers our detach
+        log.debug("client detached %s link %r handle %d", link.kind, link.name, handle)
         link.close_local()
         self.write(F.frame(channel, F.DETACH, [UInt(handle), bool(fields[1]), None]))
 

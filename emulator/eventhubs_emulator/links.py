@@ -8,6 +8,7 @@ at once because the link listens to its partition log.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,8 @@ from .store import Hub, PartitionLog, now_ms
 
 if TYPE_CHECKING:
     from .connection import Connection
+
+log = logging.getLogger("eventhubs_emulator")
 
 
 class LinkRefused(Exception):
@@ -161,7 +164,14 @@ class Link:
         if self.log is not None:
             self.log.listeners.discard(self.pump)
         if self.kind == "consumer" and None not in (self.hub, self.consumer_group, self.partition_id):
-            self.connection.server.receivers.get(self.registry_key(), set()).discard(self)
+            registry = self.connection.server.receivers.get(self.registry_key(), set())
+            registry.discard(self)
+            log.debug(
+                "consumer link %r closed: key %s, %d receivers left",
+                self.name,
+                self.registry_key(),
+                len(registry),
+            )
 
 
 def _runtime_metrics(log_: PartitionLog) -> bytes:
