@@ -107,11 +107,15 @@ def test_async_clients_round_trip_and_every_position_kind(emulator):
     assert seen["latest"] == [21]
 
 
-# Flaky: in one of three full runs a partition's consumer received nothing (refused links piling up?);
-# kept out of the default run until understood (see the session note).
-@pytest.mark.slow
 def test_twenty_concurrent_clients(emulator):
-    """12 producers and 8 consumers at once; every consumer sees every event of its partition once."""
+    """12 producers and 8 consumers at once; every consumer sees every event of its partition once.
+
+    Each consumer's deadline includes the SDK client's start-up ($management request for the partition
+    ids, $cbs, attach). Those clients run in this process next to the emulator, and the SDK's
+    EventProcessor busy-waits until it has claimed its partition, so under CPU load the start-up alone took
+    15-55 s in the stress loops (it is ~3 s on a quiet machine): the deadline is generous, the consumers stop
+    as soon as they have every event (plus a settle time to catch duplicates).
+    """
     conn = emulator.connection_string("hub4")
     per_producer = 25
     results: dict[int, list] = {}
@@ -136,7 +140,7 @@ def test_twenty_concurrent_clients(emulator):
                 str(n % 4),
                 expected=expected_per_partition,
                 consumer_group="cg1" if n >= 4 else "$Default",
-                timeout=60,
+                timeout=180,
                 settle=0.5,
             )
         except BaseException as exc:
@@ -147,7 +151,7 @@ def test_twenty_concurrent_clients(emulator):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=120)
+        t.join(timeout=300)
     assert not errors
     for n in range(8):
         pid = n % 4
