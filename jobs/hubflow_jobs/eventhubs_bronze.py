@@ -13,77 +13,43 @@ environment variable holding it, and the session masks it in plans, the UI and l
 
 from __future__ import annotations
 
-import os
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field
 
-from .config import JobConfig, KeyedValueError, StrictModel, values_as_text
+from .config import JobConfig, StrictModel
+from .eventhubs_config import EventHubConnectionConfig
 from .status import JobStatus
 
 INGEST_DATE_COLUMN = "ingest_date"
-#: Connector options the job sets from its own keys; ``source.options`` may not set them.
-RESERVED_OPTIONS = {
-    "eventhubs.connectionstring",
-    "eventhubs.name",
-    "eventhubs.consumergroup",
-    "eventhubs.startingposition",
-    "eventhubs.maxeventspertrigger",
-    "maxeventspertrigger",
-}
 _POSITIONS = {
     "earliest": '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": true}',
     "latest": '{"offset": "@latest", "seqNo": -1, "enqueuedTime": null, "isInclusive": false}',
 }
 
 
-class EventHubSourceConfig(StrictModel):
-    """``source:`` of eventhubs_to_lake."""
+class EventHubSourceConfig(EventHubConnectionConfig):
+    """``source:`` of eventhubs_to_lake (and eventhubs_aggregate)."""
 
-    connection_string_env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    event_hub: str | None = Field(default=None, min_length=1)
+    reserved_options: ClassVar[frozenset[str]] = EventHubConnectionConfig.reserved_options | {
+        "eventhubs.consumergroup",
+        "eventhubs.startingposition",
+        "eventhubs.maxeventspertrigger",
+        "maxeventspertrigger",
+    }
+
     consumer_group: str = Field(default="$Default", min_length=1)
     starting_position: Literal["earliest", "latest"] = "earliest"
     max_events_per_trigger: int = Field(default=100_000, gt=0)
-    options: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("options", mode="before")
-    @classmethod
-    def _options_as_text(cls, value: Any) -> Any:
-        return values_as_text(value)
-
-    @field_validator("connection_string_env")
-    @classmethod
-    def _variable_is_set(cls, value: str) -> str:
-        if not os.environ.get(value):
-            raise ValueError(
-                f"environment variable {value} is not set; export the Event Hubs connection string in it"
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _no_reserved_options(self) -> EventHubSourceConfig:
-        for key in self.options:
-            if key.lower() in RESERVED_OPTIONS:
-                raise KeyedValueError(
-                    f"options.{key}", "is set by the job itself; use the source keys (see docs/jobs.md)"
-                )
-            if "secret" in key.lower():
-                raise KeyedValueError(f"options.{key}", "secrets do not belong in the config file")
-        return self
 
     def spark_options(self) -> dict[str, str]:
         """The options for ``format("eventhubs")``, connection string read from the environment."""
-        options = {
-            **self.options,
-            "eventhubs.connectionString": os.environ[self.connection_string_env],
+        return {
+            **self.connection_options(),
             "eventhubs.consumerGroup": self.consumer_group,
             "eventhubs.startingPosition": _POSITIONS[self.starting_position],
             "maxEventsPerTrigger": str(self.max_events_per_trigger),
         }
-        if self.event_hub:
-            options["eventhubs.name"] = self.event_hub
-        return options
 
 
 class BronzeSinkConfig(StrictModel):

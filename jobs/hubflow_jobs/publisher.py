@@ -22,8 +22,7 @@ downstream when duplicates matter.
 
 from __future__ import annotations
 
-import os
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -34,8 +33,8 @@ from .config import (
     declared_column_names,
     is_local,
     local_path,
-    values_as_text,
 )
+from .eventhubs_config import EventHubConnectionConfig
 from .status import JobStatus
 
 #: The columns of ``eventhubs_to_lake``'s output (the connector's read schema plus what job 1 adds).
@@ -44,8 +43,6 @@ BRONZE_SCHEMA = (
     "publisher STRING, partitionKey STRING, properties MAP<STRING, STRING>, "
     "systemProperties MAP<STRING, STRING>, _ingested_at TIMESTAMP, ingest_date DATE"
 )
-#: Connector options the job sets from its own keys; ``sink.options`` may not set them.
-RESERVED_OPTIONS = {"eventhubs.connectionstring", "eventhubs.name"}
 
 
 class LakeTableSourceConfig(StrictModel):
@@ -77,44 +74,14 @@ class LakeTableSourceConfig(StrictModel):
         return BRONZE_SCHEMA if self.layout == "bronze" else (self.schema_ddl or "")
 
 
-class EventHubSinkConfig(StrictModel):
+class EventHubSinkConfig(EventHubConnectionConfig):
     """``sink:`` of lake_to_eventhubs: the Event Hub to publish to."""
 
-    connection_string_env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    event_hub: str | None = Field(default=None, min_length=1)
-    options: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("options", mode="before")
-    @classmethod
-    def _options_as_text(cls, value: Any) -> Any:
-        return values_as_text(value)
-
-    @field_validator("connection_string_env")
-    @classmethod
-    def _variable_is_set(cls, value: str) -> str:
-        if not os.environ.get(value):
-            raise ValueError(
-                f"environment variable {value} is not set; export the Event Hubs connection string in it"
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _no_reserved_options(self) -> EventHubSinkConfig:
-        for key in self.options:
-            if key.lower() in RESERVED_OPTIONS:
-                raise KeyedValueError(
-                    f"options.{key}", "is set by the job itself; use the sink keys (see docs/jobs.md)"
-                )
-            if "secret" in key.lower():
-                raise KeyedValueError(f"options.{key}", "secrets do not belong in the config file")
-        return self
+    section: ClassVar[str] = "sink"
 
     def spark_options(self) -> dict[str, str]:
         """The options for ``writeStream.format("eventhubs")``, connection string from the environment."""
-        options = {**self.options, "eventhubs.connectionString": os.environ[self.connection_string_env]}
-        if self.event_hub:
-            options["eventhubs.name"] = self.event_hub
-        return options
+        return self.connection_options()
 
 
 class MessageConfig(StrictModel):
