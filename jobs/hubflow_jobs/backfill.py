@@ -26,15 +26,15 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from .config import declared_column_names
 from .eventhubs_bronze import EventHubsToLakeConfig
 from .file_landing import (
     FilesToLakeConfig,
     archive_root,
+    classify,
     parse_options,
-    raw_record,
     reader_schema,
-    rejection_reason,
+    reconciled_counts,
+    split_records,
     with_source_file,
 )
 from .interval_folders import IntervalFolderError, folders_of_interval
@@ -217,32 +217,10 @@ def _backfill_files_once(
         return {"files": 0, "read": 0, "written": 0, "quarantined": 0}
     frame = spark.read.format(source.format).schema(reader_schema(source)).options(**parse_options(source))
     records = with_source_file(frame.load(paths))
-    classified = (
-        records.withColumn("_hubflow_reason", rejection_reason(source))
-        .withColumn("_hubflow_now", F.current_timestamp())
-        .withColumn(WINDOW_COLUMN, F.lit(label))
-        .persist()
-    )
+    classified = classify(records, source).withColumn(WINDOW_COLUMN, F.lit(label)).persist()
     try:
-        good = classified.where(F.col("_hubflow_reason").isNull()).select(
-            *[F.col(f"`{c}`") for c in declared_column_names(source.schema_ddl)],
-            "_source_file",
-            F.col("_hubflow_now").alias("_ingested_at"),
-            WINDOW_COLUMN,
-        )
-        bad = classified.where(F.col("_hubflow_reason").isNotNull()).select(
-            raw_record(source).alias("raw_record"),
-            F.col("_source_file").alias("source_file"),
-            F.col("_hubflow_reason").alias("reason"),
-            F.col("_hubflow_now").alias("quarantined_at"),
-            WINDOW_COLUMN,
-        )
-        read, written, quarantined = classified.count(), good.count(), bad.count()
-        if read != written + quarantined:
-            raise RuntimeError(
-                f"counts do not reconcile: read {read} != written {written} + quarantined {quarantined}; "
-                "nothing of this interval was written"
-            )
+        good, bad = split_records(classified, source, WINDOW_COLUMN)
+        read, written, quarantined = reconciled_counts(classified, good, bad, f"interval {label}")
         _overwrite_partition(bad, backfill_path(config.sink.quarantine_path), label)
         _overwrite_partition(good, backfill_path(config.sink.output_path), label)
     finally:

@@ -204,13 +204,64 @@ def raw_record(source: FileSourceConfig) -> Any:
     return as_json
 
 
+REASON_COLUMN = "_hubflow_reason"
+NOW_COLUMN = "_hubflow_now"
+
+
+def classify(records: Any, source: FileSourceConfig) -> Any:
+    """``records`` with why each is rejected (null when good) and the processing time."""
+    from pyspark.sql import functions as F
+
+    return records.withColumn(REASON_COLUMN, rejection_reason(source)).withColumn(
+        NOW_COLUMN, F.current_timestamp()
+    )
+
+
+def split_records(
+    classified: Any, source: FileSourceConfig, partition_column: str, batch_id: int | None = None
+) -> tuple[Any, Any]:
+    """The lake rows and the quarantine rows of a classified frame that has ``partition_column``.
+
+    Lake rows: the declared columns, ``_source_file``, ``_ingested_at``. Quarantine rows:
+    ``raw_record``, ``source_file``, ``reason``, ``batch_id`` (streaming only), ``quarantined_at``.
+    """
+    from pyspark.sql import functions as F
+
+    good = classified.where(F.col(REASON_COLUMN).isNull()).select(
+        *[F.col(f"`{c}`") for c in declared_column_names(source.schema_ddl)],
+        "_source_file",
+        F.col(NOW_COLUMN).alias("_ingested_at"),
+        partition_column,
+    )
+    batch = [] if batch_id is None else [F.lit(batch_id).cast("long").alias("batch_id")]
+    bad = classified.where(F.col(REASON_COLUMN).isNotNull()).select(
+        raw_record(source).alias("raw_record"),
+        F.col("_source_file").alias("source_file"),
+        F.col(REASON_COLUMN).alias("reason"),
+        *batch,
+        F.col(NOW_COLUMN).alias("quarantined_at"),
+        partition_column,
+    )
+    return good, bad
+
+
+def reconciled_counts(classified: Any, good: Any, bad: Any, subject: str) -> tuple[int, int, int]:
+    """(read, written, quarantined); raises before anything is written when they do not add up."""
+    read, written, quarantined = classified.count(), good.count(), bad.count()
+    if read != written + quarantined:
+        raise RuntimeError(
+            f"{subject}: counts do not reconcile: read {read} != written {written} + quarantined "
+            f"{quarantined}; nothing of it was written"
+        )
+    return read, written, quarantined
+
+
 class LandingBatchWriter:
     """Splits each micro-batch into lake rows and quarantined rows and commits both exactly once."""
 
     def __init__(self, spark: Any, config: FilesToLakeConfig, status: JobStatus) -> None:
         self.config = config
         self.status = status
-        self.columns = declared_column_names(config.source.schema_ddl)
         self.output = ExactlyOnceFileSink(spark, config.sink.output_path, [INGEST_DATE_COLUMN])
         self.quarantine = ExactlyOnceFileSink(spark, config.sink.quarantine_path, [INGEST_DATE_COLUMN])
         self.totals = {"read": 0, "written": 0, "quarantined": 0}
@@ -219,31 +270,11 @@ class LandingBatchWriter:
         """foreachBatch callback: split, reconcile, commit to both sinks, record the counts."""
         from pyspark.sql import functions as F
 
-        classified = batch.withColumn("_hubflow_reason", rejection_reason(self.config.source)).withColumn(
-            "_hubflow_now", F.current_timestamp()
-        )
-        classified = classified.withColumn(INGEST_DATE_COLUMN, F.to_date("_hubflow_now")).persist()
+        classified = classify(batch, self.config.source)
+        classified = classified.withColumn(INGEST_DATE_COLUMN, F.to_date(NOW_COLUMN)).persist()
         try:
-            good = classified.where(F.col("_hubflow_reason").isNull()).select(
-                *[F.col(f"`{c}`") for c in self.columns],
-                "_source_file",
-                F.col("_hubflow_now").alias("_ingested_at"),
-                INGEST_DATE_COLUMN,
-            )
-            bad = classified.where(F.col("_hubflow_reason").isNotNull()).select(
-                raw_record(self.config.source).alias("raw_record"),
-                F.col("_source_file").alias("source_file"),
-                F.col("_hubflow_reason").alias("reason"),
-                F.lit(batch_id).cast("long").alias("batch_id"),
-                F.col("_hubflow_now").alias("quarantined_at"),
-                INGEST_DATE_COLUMN,
-            )
-            read, written, quarantined = classified.count(), good.count(), bad.count()
-            if read != written + quarantined:
-                raise RuntimeError(
-                    f"batch {batch_id}: counts do not reconcile: read {read} != written {written} + "
-                    f"quarantined {quarantined}; nothing of this batch was committed"
-                )
+            good, bad = split_records(classified, self.config.source, INGEST_DATE_COLUMN, batch_id)
+            read, written, quarantined = reconciled_counts(classified, good, bad, f"batch {batch_id}")
             self.quarantine.add_batch(batch_id, bad)
             self.output.add_batch(batch_id, good)
         finally:
