@@ -101,6 +101,13 @@ def _receive_errors(conn_str, consumer_group, seconds, **kwargs):
     return consumer, thread, errors, events
 
 
+# The SDK client's start-up (a $management request for the partition ids, $cbs, then the attach) runs in
+# this process next to the emulator and its EventProcessor busy-waits until it has a partition: under CPU
+# load it took 10-50 s in the stress loops. Waits that include a client's start-up are therefore generous
+# deadlines for "eventually", while each step waits for the previous one, so the outcome is exact.
+STARTUP = 120.0
+
+
 def _wait_for(predicate, timeout=10.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -113,7 +120,7 @@ def _wait_for(predicate, timeout=10.0):
 def test_unknown_consumer_group_is_not_found(emulator):
     consumer, thread, errors, _ = _receive_errors(emulator.connection_string("hub1"), "nocg", 5)
     try:
-        assert _wait_for(lambda: errors, 8)
+        assert _wait_for(lambda: errors, STARTUP)
     finally:
         consumer.close()
         thread.join(timeout=10)
@@ -124,15 +131,15 @@ def test_owner_level_higher_steals_lower_is_refused(emulator):
     conn = emulator.connection_string("hub1")
     send(conn, ["one"], partition_id="0")
     a = _receive_errors(conn, "$Default", 0, owner_level=1)
-    assert _wait_for(lambda: a[3], 8)  # A is receiving
+    assert _wait_for(lambda: a[3], STARTUP)  # A is receiving
     b = _receive_errors(conn, "$Default", 0, owner_level=2)
     try:
-        assert _wait_for(lambda: a[2], 8)
+        assert _wait_for(lambda: a[2], STARTUP)
         assert "amqp:link:stolen" in str(a[2][0])
-        assert _wait_for(lambda: b[3], 8)  # B took over and reads
+        assert _wait_for(lambda: b[3], STARTUP)  # B took over and reads
         c = _receive_errors(conn, "$Default", 0, owner_level=1)
         try:
-            assert _wait_for(lambda: c[2], 8)
+            assert _wait_for(lambda: c[2], STARTUP)
             assert "amqp:link:stolen" in str(c[2][0]) and "higher owner level" in str(c[2][0])
             assert c[3] == []
             assert b[2] == []
@@ -191,7 +198,7 @@ def test_runtime_metrics_when_tracking_last_enqueued_event(emulator):
     )
     thread.start()
     try:
-        assert _wait_for(lambda: len(seen) >= 3, 10)
+        assert _wait_for(lambda: len(seen) >= 3, STARTUP)
     finally:
         consumer.close()
         thread.join(timeout=10)
@@ -208,13 +215,6 @@ def test_send_to_unknown_partition_fails(emulator):
             emulator.connection_string("hub1"), retry_total=0
         ) as producer:
             producer.send_event(EventData("x"), partition_id="7")
-
-
-# The SDK client's start-up (a $management request for the partition ids, $cbs, then the attach) runs in
-# this process next to the emulator and its EventProcessor busy-waits until it has a partition: under CPU
-# load it took 10-50 s in the stress loops. Waits that include a client's start-up are therefore generous
-# deadlines for "eventually", while each step waits for the previous one, so the outcome is exact.
-STARTUP = 120.0
 
 
 def test_sixth_receiver_without_owner_level_is_refused(emulator):
