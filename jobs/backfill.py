@@ -16,7 +16,7 @@ from hubflow_jobs.backfill import (
     WindowError,
     backfill_eventhubs,
     backfill_files,
-    interval_files,
+    interval_folders,
     parse_window,
 )
 from hubflow_jobs.config import ConfigError, load_config
@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
         config = load_config(args.config, APPLICATIONS[args.application])
         start, end = parse_window(args.window_start, args.window_end)
         if isinstance(config, FilesToLakeConfig):
-            interval_files(config, start, end)  # a config or window it cannot use fails before Spark starts
+            interval_folders(config, start, end)  # a layout or window it cannot use fails before Spark
     except (ConfigError, WindowError) as exc:
         log.error("%s", exc)
         return EXIT_CONFIG_ERROR

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote
 
 from .eventhubs_bronze import EventHubsToLakeConfig
 from .file_landing import (
@@ -112,6 +113,19 @@ def backfill_eventhubs(spark: Any, config: EventHubsToLakeConfig, start: datetim
     return count
 
 
+def interval_folders(config: FilesToLakeConfig, start: datetime, end: datetime) -> list[str]:
+    """The landing folders (relative) of ``[start, end)``; WindowError when the job or window cannot say."""
+    if config.source.interval_folder is None:
+        raise WindowError(
+            f"job {config.name}: source.interval_folder is not set, so a backfill cannot tell which "
+            "landing folder holds an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
+        )
+    try:
+        return folders_of_interval(config.source.interval_folder, start, end)
+    except IntervalFolderError as exc:
+        raise WindowError(f"source.interval_folder: {exc}") from None
+
+
 def interval_files(
     config: FilesToLakeConfig, start: datetime, end: datetime
 ) -> tuple[list[str], dict[str, int]]:
@@ -120,15 +134,7 @@ def interval_files(
     Returns the paths (as Spark reads them) and how many came from where.
     """
     source = config.source
-    if source.interval_folder is None:
-        raise WindowError(
-            f"job {config.name}: source.interval_folder is not set, so a backfill cannot tell which "
-            "landing folder holds an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
-        )
-    try:
-        folders = folders_of_interval(source.interval_folder, start, end)
-    except IntervalFolderError as exc:
-        raise WindowError(f"source.interval_folder: {exc}") from None
+    folders = interval_folders(config, start, end)
     found: dict[str, str] = {}
     counts = {"landing": 0, "archive": 0, "in_both": 0}
     for where, root in (("landing", source.path), ("archive", archive_root(source))):
@@ -258,16 +264,12 @@ def _overwrite_partition(frame: Any, table: str, label: str) -> None:
 
     if frame.isEmpty():
         fs, root = fsspec.core.url_to_fs(table)
-        folder = f"{root.rstrip('/')}/{WINDOW_COLUMN}={_escape_partition_value(label)}"
-        if fs.exists(folder):
-            fs.rm(folder, recursive=True)
+        if fs.isdir(root):
+            for folder in fs.ls(root, detail=False):
+                # Spark %-escapes partition values in folder names (":" -> "%3A"); compare decoded.
+                if unquote(folder.rstrip("/").rsplit("/", 1)[-1]) == f"{WINDOW_COLUMN}={label}":
+                    fs.rm(folder, recursive=True)
         return
     frame.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(
         WINDOW_COLUMN
     ).parquet(table)
-
-
-def _escape_partition_value(value: str) -> str:
-    """A partition value as Spark spells it in a folder name (``:`` -> ``%3A`` and the like)."""
-    special = set("\"#%'*/:=?\\\x7f{[]^")
-    return "".join(f"%{ord(c):02X}" if c in special or ord(c) < 0x20 else c for c in value)

@@ -166,15 +166,11 @@ def parse_options(source: FileSourceConfig) -> dict[str, str]:
     return options
 
 
-def _file_path_column() -> Any:
-    from pyspark.sql import functions as F
-
-    return F.col("_metadata.file_path")
-
-
 def with_source_file(frame: Any) -> Any:
     """``frame`` with ``_source_file``: the path of the file each record came from."""
-    return frame.withColumn("_source_file", _file_path_column())
+    from pyspark.sql import functions as F
+
+    return frame.withColumn("_source_file", F.col("_metadata.file_path"))
 
 
 def rejection_reason(source: FileSourceConfig) -> Any:
