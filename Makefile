@@ -15,6 +15,7 @@ venv:
 
 test-tools:
 	@bash scripts/bootstrap.sh --with-test-tools
+	@bash scripts/postgres.sh
 
 lint: venv
 	$(VENV)/bin/ruff check .
