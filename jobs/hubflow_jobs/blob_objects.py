@@ -50,7 +50,17 @@ class BlobInfo:
     @property
     def source_etag(self) -> str | None:
         """The ETag of the source a hubflow copy made this blob from (None: not such a copy)."""
-        return self.metadata.get(SOURCE_ETAG_METADATA)
+        value = self.metadata.get(SOURCE_ETAG_METADATA)
+        return bare_etag(value) if value else None
+
+    def is_copy_of(self, other: BlobInfo) -> bool:
+        """Whether this blob is a hubflow copy of exactly ``other``'s current version."""
+        return self.source_etag is not None and self.source_etag == bare_etag(other.etag)
+
+
+def bare_etag(etag: str) -> str:
+    """An ETag without the double quotes HTTP puts around it (metadata values cannot keep them)."""
+    return etag.strip().strip('"')
 
 
 def as_url(url: str | BlobUrl) -> BlobUrl:
@@ -170,17 +180,16 @@ class BlobObjects:
             return False
         return True
 
-    def copy(
-        self, source: BlobInfo, target: str | BlobUrl, metadata: dict[str, str] | None = None
-    ) -> BlobInfo | None:
-        """Copy ``source`` inside the service to ``target`` if nothing is there yet; the target's info.
+    def copy(self, source: BlobInfo, target: str | BlobUrl, metadata: dict[str, str] | None = None) -> str | None:
+        """Copy ``source`` inside the service to ``target`` if nothing is there yet; the target's ETag.
 
         The copy takes exactly the version ``source`` describes (``x-ms-source-if-match`` on its
         ETag) and records that ETag in the target's metadata (:data:`SOURCE_ETAG_METADATA`), so a
         later look at the two blobs can tell the target is a complete copy of that very version.
         Returns None when the target already exists (``If-None-Match: *``) or the source changed or
         vanished since ``source`` was read. A copy the service finishes in the background is waited
-        for; one that fails is removed and raises :class:`CopyFailedError`.
+        for; one that fails is removed and raises :class:`CopyFailedError`. No read-back is needed to
+        trust a successful copy: the service copied the version whose ETag the condition named.
         """
         from azure.core import MatchConditions
         from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
@@ -191,7 +200,7 @@ class BlobObjects:
         try:
             result = client.start_copy_from_url(
                 source_client.url,
-                metadata={**(metadata or {}), SOURCE_ETAG_METADATA: source.etag},
+                metadata={**(metadata or {}), SOURCE_ETAG_METADATA: bare_etag(source.etag)},
                 source_etag=source.etag,
                 source_match_condition=MatchConditions.IfNotModified,
                 match_condition=MatchConditions.IfMissing,
@@ -199,17 +208,17 @@ class BlobObjects:
         except (ResourceExistsError, ResourceModifiedError, ResourceNotFoundError):
             return None
         if result.get("copy_status") != "success":
-            self._wait_for_copy(parsed)
-        return self.info(parsed)
+            return self._wait_for_copy(parsed)
+        return str(result["etag"])
 
-    def _wait_for_copy(self, url: BlobUrl) -> None:
+    def _wait_for_copy(self, url: BlobUrl) -> str:
         deadline = time.monotonic() + COPY_TIMEOUT_SECONDS
         delay = 0.05
         while True:
             info = self.info(url)
             status = info.copy_status if info else None
-            if status == "success":
-                return
+            if status == "success" and info is not None:
+                return info.etag
             if status in ("failed", "aborted") or info is None:
                 if info is not None:
                     self.delete(url, if_etag=info.etag)
@@ -241,7 +250,7 @@ class BlobObjects:
         """
         if a.size != b.size:
             return False
-        if b.source_etag == a.etag or a.source_etag == b.etag:
+        if b.is_copy_of(a) or a.is_copy_of(b):
             return True
         if a.content_md5 and b.content_md5:
             return a.content_md5 == b.content_md5

@@ -123,6 +123,9 @@ def test_fsspec_urls_authenticate_with_the_registered_access(azurite: Azurite) -
 
 def test_conditional_writes_and_copies_hold_on_the_blob_api(blob_access: Any, azurite: Azurite) -> None:
     blobs = BlobObjects()
+    hashed: list[Any] = []
+    original_md5 = blobs.md5
+    blobs.md5 = lambda url: hashed.append(url) or original_md5(url)  # type: ignore[method-assign]
     container = azurite.new_container()
     doc = azurite.url(container, "status/lease")
 
@@ -136,14 +139,17 @@ def test_conditional_writes_and_copies_hold_on_the_blob_api(blob_access: Any, az
     assert blobs.read(doc) == (b"three", second)
 
     source = blobs.info(doc)
-    copy = blobs.copy(source, azurite.url(container, "archive/lease"))
-    assert copy is not None and copy.metadata[SOURCE_ETAG_METADATA] == source.etag
-    assert blobs.same_content(source, copy)
+    copied = blobs.copy(source, azurite.url(container, "archive/lease"))
+    copy = blobs.info(azurite.url(container, "archive/lease"))
+    assert copied == copy.etag and copy.metadata[SOURCE_ETAG_METADATA] == source.etag.strip('"')
+    assert copy.is_copy_of(source)
+    assert blobs.same_content(source, copy) and hashed == []  # known from the copy's metadata
     assert blobs.copy(source, azurite.url(container, "archive/lease")) is None  # target exists
     blobs.write(doc, b"3hree")  # same size, other bytes, new ETag
     changed = blobs.info(doc)
     assert blobs.copy(source, azurite.url(container, "archive/other")) is None  # source changed
     assert not blobs.same_content(changed, copy)  # decided by content, not by size
+    assert hashed == [] or len(hashed) == 2  # by Content-MD5 when both have one, else by hashing
     assert blobs.delete(doc, if_etag=changed.etag) is True
     assert blobs.info(doc) is None
 
