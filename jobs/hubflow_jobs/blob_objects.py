@@ -180,7 +180,9 @@ class BlobObjects:
             return False
         return True
 
-    def copy(self, source: BlobInfo, target: str | BlobUrl, metadata: dict[str, str] | None = None) -> str | None:
+    def copy(
+        self, source: BlobInfo, target: str | BlobUrl, metadata: dict[str, str] | None = None
+    ) -> str | None:
         """Copy ``source`` inside the service to ``target`` if nothing is there yet; the target's ETag.
 
         The copy takes exactly the version ``source`` describes (``x-ms-source-if-match`` on its

@@ -26,9 +26,9 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-import fsspec
 from fsspec import AbstractFileSystem
 
+from hubflow_jobs.azure_storage import url_to_fs
 from hubflow_plugins.checkpoint_logs import (
     CheckpointFormatError,
     OffsetsFile,
@@ -148,7 +148,8 @@ def inspect_checkpoint(
             (default: ``stalled_after``). Set it above the longest batch you expect.
         now: the time to judge against (UTC; default: the current time). Tests pin it.
         fs: an already authenticated fsspec filesystem to use instead of resolving ``path``.
-        storage_options: passed to ``fsspec.core.url_to_fs`` (credentials, account name...).
+        storage_options: fsspec storage options (default: Azure URLs use the process's registered
+            storage access, see ``hubflow_jobs.azure_storage``).
 
     I/O errors other than "not found" (authentication, network) are raised, not turned into a
     verdict: they say nothing about the checkpoint.
@@ -156,7 +157,7 @@ def inspect_checkpoint(
     now = now or datetime.now(UTC)
     failed_after = failed_after if failed_after is not None else stalled_after
     if fs is None:
-        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        fs, root = url_to_fs(path, storage_options)
     else:
         root = fs._strip_protocol(path)
     report = CheckpointReport(path=path, verdict=Verdict.MISSING, reason="", checked_at=now)

@@ -8,12 +8,38 @@ Blob test, ``test_spark_on_blob.py``, runs Spark against Azurite directly).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
 from tests.plugins.file_streams import FileStream, relative_files
 from tests.support.azurite import Azurite
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_child(azurite: Azurite, module: str, *args: str) -> subprocess.Popen:
+    """``python -m <module> <args>`` with the repository importable and Azurite's account in the
+    child's environment, the way a supervisor hands a storage access to a driver or a task."""
+    from hubflow_jobs.azure_storage import env_for
+
+    env = {
+        **os.environ,
+        **env_for([azurite.access()]),
+        "PYTHONPATH": os.pathsep.join(str(REPO_ROOT / p) for p in ("", "jobs", "plugins")),
+        "PYTHONUNBUFFERED": "1",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO_ROOT,
+    )
 
 
 @dataclass

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hubflow_jobs.azure_storage import env_for
 from hubflow_jobs.blob_objects import SOURCE_ETAG_METADATA
 from hubflow_plugins.archive import archive_processed_files
-from tests.azure.blob_streams import BlobStream, upload_stream
+from tests.azure.blob_streams import BlobStream, start_child, upload_stream
 from tests.plugins.file_streams import FileStream
 from tests.support.azurite import Azurite
 
@@ -106,22 +103,9 @@ def test_a_landing_file_replaced_after_listing_is_not_deleted(blob_stream: BlobS
     assert blob_stream.files("archive")[victim] == blob_stream.landed[victim]
 
 
-def _child(stream: BlobStream, *step: str) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        **env_for([stream.azurite.access()]),
-        "PYTHONPATH": os.pathsep.join(str(REPO_ROOT / p) for p in ("", "jobs", "plugins")),
-        "PYTHONUNBUFFERED": "1",
-    }
-    command = [sys.executable, "-m", "tests.azure.archive_on_blob_child"]
-    return subprocess.Popen(
-        [*command, stream.checkpoint, stream.landing, stream.archive, *step],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=REPO_ROOT,
-    )
+def _child(stream: BlobStream, *point: str) -> subprocess.Popen:
+    roots = (stream.checkpoint, stream.landing, stream.archive)
+    return start_child(stream.azurite, "tests.azure.archive_on_blob_child", *roots, *point)
 
 
 def _assert_nothing_lost_or_doubled(stream: BlobStream) -> None:
