@@ -389,15 +389,19 @@ def all_accesses() -> list[AzureStorageAccess]:
 def url_to_fs(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
     """``fsspec.core.url_to_fs`` that authenticates Azure URLs with the registered access.
 
-    Explicit ``storage_options`` win. Local paths and other schemes are passed through unchanged.
+    Explicit ``storage_options`` win. Azure listings are never cached (see below). Local paths and
+    other schemes are passed through unchanged.
     """
     import fsspec
 
     options = dict(storage_options or {})
-    if not options:
-        access = access_for(url)
-        if access is not None:
-            options = access.fsspec_options()
+    if BlobUrl.parse(url) is not None:
+        if not options:
+            access = access_for(url)
+            options = access.fsspec_options() if access is not None else {}
+        # adlfs keeps every listing for the life of the (cached) filesystem object: a long-lived
+        # reader such as the status page would never see a new batch. Always list afresh.
+        options.setdefault("use_listings_cache", False)
     return fsspec.core.url_to_fs(url, **options)
 
 
