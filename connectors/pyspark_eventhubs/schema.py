@@ -23,6 +23,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from .amqp_binary import AmqpBinary
+
 EVENTHUBS_SCHEMA = StructType(
     [
         StructField("body", BinaryType()),
@@ -70,22 +72,37 @@ def arrow_schema() -> pa.Schema:
     return to_arrow_schema(EVENTHUBS_SCHEMA, timezone="UTC")
 
 
+def _json(value: Any) -> str:
+    """Compact JSON, as json4s (the Scala connector's serializer) writes it."""
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _signed(data: bytes) -> list[int]:
+    return [b - 256 if b > 127 else b for b in data]
+
+
 def _text(value: Any) -> str | None:
-    """A property value as Spark's map<string,string> holds it: strings as-is, else JSON."""
+    """A property value as the Scala connector puts it in a map<string,string>.
+
+    Strings (and symbols) as they are; AMQP binary values (:class:`AmqpBinary`) as the JSON array
+    of their signed bytes, e.g. ``[104,-1]``; anything else as compact JSON.
+    """
     if value is None:
         return None
     if isinstance(value, str):
         return value
+    if isinstance(value, AmqpBinary):
+        return _json(_signed(value))
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
-            return json.dumps(list(value))
+            return _json(_signed(value))
     if isinstance(value, (bool, int, float)):
-        return json.dumps(value)
+        return _json(value)
     if isinstance(value, (list, tuple)):
-        return json.dumps([_text(v) if isinstance(v, bytes) else v for v in value], default=str)
-    return json.dumps(value, default=str) if isinstance(value, dict) else str(value)
+        return _json([_text(v) if isinstance(v, bytes) else v for v in value])
+    return _json(value) if isinstance(value, dict) else str(value)
 
 
 def _key(key: Any) -> str:

@@ -1,10 +1,10 @@
 """A StreamingQueryListener that keeps ``status.json`` current with the query's life.
 
 Started, every progress (batch id, rows, rates, duration and per-source offsets including the
-latest offset, i.e. the lag), idle and terminated (with the exception) update :class:`JobStatus`,
-which rewrites status.json atomically; each progress is also appended to ``progress_history.jsonl``
-(the status page's rate and lag charts). Callbacks run on Py4J threads; they never raise, because an
-exception in a listener must not take the job down.
+latest offset, i.e. the lag, and an Event Hubs source's data loss), idle and terminated (with the
+exception) update :class:`JobStatus`, which rewrites status.json atomically; each progress is also
+appended to ``progress_history.jsonl`` (the status page's rate and lag charts). Callbacks run on
+Py4J threads; they never raise, because an exception in a listener must not take the job down.
 """
 
 from __future__ import annotations
@@ -32,6 +32,29 @@ def _as_offset(value: Any) -> Any:
     return value
 
 
+def summarize_source(source: Any) -> dict[str, Any]:
+    """One ``sources[]`` entry; an Event Hubs source's data-loss report gets its own ``data_loss``.
+
+    The connector reports events that expired unread (``failOnDataLoss=false``) inside its latest
+    offset under ``DATA_LOSS_KEY`` (a Python source's only channel into the progress); it is moved
+    out so that ``latest_offset`` stays an offset.
+    """
+    from pyspark_eventhubs.data_loss import DATA_LOSS_KEY
+
+    latest = _as_offset(source.latestOffset)
+    data_loss = latest.pop(DATA_LOSS_KEY, None) if isinstance(latest, dict) else None
+    summary = {
+        "description": source.description,
+        "start_offset": _as_offset(source.startOffset),
+        "end_offset": _as_offset(source.endOffset),
+        "latest_offset": latest,
+        "num_input_rows": source.numInputRows,
+    }
+    if data_loss:
+        summary["data_loss"] = data_loss
+    return summary
+
+
 def summarize_progress(progress: Any) -> dict[str, Any]:
     """The ``last_progress`` block of status.json from a ``StreamingQueryProgress``."""
     return {
@@ -41,16 +64,7 @@ def summarize_progress(progress: Any) -> dict[str, Any]:
         "input_rows_per_second": progress.inputRowsPerSecond,
         "processed_rows_per_second": progress.processedRowsPerSecond,
         "batch_duration_ms": progress.batchDuration,
-        "sources": [
-            {
-                "description": source.description,
-                "start_offset": _as_offset(source.startOffset),
-                "end_offset": _as_offset(source.endOffset),
-                "latest_offset": _as_offset(source.latestOffset),
-                "num_input_rows": source.numInputRows,
-            }
-            for source in progress.sources
-        ],
+        "sources": [summarize_source(source) for source in progress.sources],
         "sink": progress.sink.description if progress.sink is not None else None,
     }
 
