@@ -11,7 +11,7 @@ Latency of a row = the time its micro-batch was committed (the mtime of the sink
 ``_spark_metadata/<batch>`` file, written when the batch's files become visible) minus the row's
 ``enqueuedTime`` (Event Hubs: stamped by the broker on arrival) or ``timestamp`` (rate source:
 the moment the row became due). Batches that started before ``--warmup`` seconds after the
-query's first committed batch are left out (start-up is not what is measured). Per-batch
+query's first committed batch with rows are left out (start-up is not what is measured). Per-batch
 durations come from Spark's own progress (``durationMs``).
 
 The two sides alternate (eventhubs first in odd repetitions, rate first in even ones) for
@@ -144,9 +144,13 @@ def run_side(spark: Any, side: str, conn: str, args: argparse.Namespace, workdir
     )
     try:
         # Query start-up (Python workers, first receivers) is not what is measured: the window
-        # opens --warmup seconds after the first batch committed.
+        # opens --warmup seconds after the first batch with rows committed.
         first_deadline = time.monotonic() + 300
-        while not query.recentProgress and query.isActive and time.monotonic() < first_deadline:
+        while (
+            not any(p["numInputRows"] for p in query.recentProgress)
+            and query.isActive
+            and time.monotonic() < first_deadline
+        ):
             time.sleep(0.2)
         measured_from = time.time() * 1000 + args.warmup * 1000
         time.sleep(args.warmup + args.seconds)

@@ -48,6 +48,8 @@ ARROW_BATCH_EVENTS = 5000
 # Receivers idle this long are closed by the cache's timer. Below the service's 60 s inactivity
 # limit of a connection, so a cached receiver needs no keep-alive traffic of its own.
 IDLE_SECONDS = 30.0
+# How long a cached receiver may take to drop the events before a task's start (see _fast_forward).
+FAST_FORWARD_SECONDS = 1.0
 # How often the timer looks at idle receivers (idle timeout, slots wanted by other processes).
 REAP_SECONDS = 0.25
 # A task whose link stays quiet this long asks the broker whether its events expired meanwhile.
@@ -103,7 +105,7 @@ class PartitionReceiver:
         # close() wait up to a second. An idle receiver is closed long before the service's
         # inactivity limit instead (IDLE_SECONDS).
         self._consumer._keep_alive = None
-        self._prefetch = prefetch
+        self.prefetch = prefetch
 
     def _tag_binary_properties(self) -> None:
         """Hook the handler the consumer creates so binary property values stay marked binary."""
@@ -142,8 +144,8 @@ class PartitionReceiver:
             if consumer._open():  # opens the link and authenticates; True when ready
                 handler = consumer._handler
                 link = handler._link
-                if link.current_link_credit < self._prefetch // 2:
-                    link.flow(link_credit=self._prefetch)
+                if link.current_link_credit < self.prefetch // 2:
+                    link.flow(link_credit=self.prefetch)
                 frames = max(1, min(max_count, link.current_link_credit))
                 alive = handler.do_work(batch=frames)
                 if alive is False:  # the broker closed the link or the connection
@@ -203,10 +205,39 @@ class ReceiverCache:
         with self._lock:
             cached = self._idle.pop(self.key(options, partition_id), None)
         if cached is not None:
-            if cached.next_seq == start:
+            if cached.next_seq == start or self._fast_forward(cached, start):
                 return cached
             cached.close()  # before opening another: its slot may be the one we need
         return PartitionReceiver(options, partition_id, start, options.prefetch_count)
+
+    @staticmethod
+    def _fast_forward(receiver: PartitionReceiver, start: int) -> bool:
+        """Move a receiver that is a little behind ``start`` forward by dropping the events before.
+
+        Spark hands a partition's next range to whichever Python worker is free, so the receiver
+        cached here often stopped a batch earlier. Its link has kept receiving (within its prefetch
+        credit), so dropping those events costs milliseconds where a new receiver costs a
+        connection, an authentication and a link. False (the caller opens a new receiver) when
+        the gap is larger than the prefetch, the events do not come within a second, or sequence
+        numbers jump (expired events: a fresh receiver and the data-loss rule handle that).
+        """
+        behind = start - (receiver.next_seq if receiver.next_seq is not None else start)
+        if not 0 < behind <= receiver.prefetch:
+            return False
+        deadline = time.monotonic() + FAST_FORWARD_SECONDS
+        try:
+            while receiver.next_seq is not None and receiver.next_seq < start:
+                wait = deadline - time.monotonic()
+                messages = receiver.receive(start - receiver.next_seq, wait) if wait > 0 else []
+                if not messages:
+                    return False
+                for message in messages:
+                    if _seq(message) != receiver.next_seq:
+                        return False
+                    receiver.next_seq += 1
+        except Exception:
+            return False
+        return True
 
     def give_back(self, options: EventHubsOptions, receiver: PartitionReceiver) -> None:
         """Keep a healthy receiver for the next task on this partition."""

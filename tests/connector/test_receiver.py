@@ -70,6 +70,17 @@ def test_consecutive_ranges_reuse_one_receiver_and_keep_its_prefetch(
     assert _cached(options, "1") is not receiver
 
 
+def test_a_receiver_a_little_behind_drops_events_forward_instead_of_reconnecting(
+    filled: tuple[Hub, EventHubsOptions],
+) -> None:
+    """The task of the next batch often lands on a worker whose receiver stopped a batch earlier."""
+    _, options = filled
+    assert [seq for seq, _ in _read(options, "1", 0, 3)] == [0, 1, 2]
+    receiver = _cached(options, "1")
+    assert _read(options, "1", 10, 12) == [(10, b"ev-10"), (11, b"ev-11")]
+    assert _cached(options, "1") is receiver
+
+
 def test_range_past_the_end_times_out_instead_of_returning_short(
     filled: tuple[Hub, EventHubsOptions],
 ) -> None:
