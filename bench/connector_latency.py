@@ -259,6 +259,8 @@ def main() -> None:
                 .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.sql.shuffle.partitions", "2")
                 .config("spark.sql.streaming.numRecentProgressUpdates", "10000")
+                # A loaded machine starts Python workers slowly; give them time to connect back.
+                .config("spark.python.authenticate.socketTimeout", "120s")
                 .getOrCreate()
             )
             spark.sparkContext.setLogLevel("ERROR")
