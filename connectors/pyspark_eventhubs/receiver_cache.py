@@ -66,8 +66,9 @@ class PartitionReceiver:
     """One AMQP receiver on one partition, starting at a sequence number (or offset / time).
 
     Holds a host-wide receiver slot from construction to :meth:`close` (waiting up to
-    ``eventhubs.receiverTimeout`` for one). Its whole interface is :meth:`receive` and
-    :meth:`close`, plus ``next_seq`` / ``last_used`` kept by the cache.
+    ``eventhubs.receiverTimeout`` for one). Its whole interface is :meth:`receive`,
+    :meth:`put_back` and :meth:`close`, plus ``prefetch``, and ``next_seq`` / ``last_used`` /
+    ``idle_since`` / ``slot`` kept for the cache.
     """
 
     def __init__(
