@@ -18,7 +18,12 @@ The two sides alternate (eventhubs first in odd repetitions, rate first in even 
 ``--reps`` repetitions; the summary gives the median over repetitions and the min-max, and the
 ratio eventhubs / rate.
 
-Usage: ``.venv/bin/python bench/connector_latency.py [--rate 1000] [--partitions 4] [--seconds 40]``
+With ``--available-now N`` it then times N ``Trigger.AvailableNow`` runs of the connector in the
+same (warm) session: wall time outside any trigger (planning set-up, query start and stop) and
+the first batch.
+
+Usage: ``.venv/bin/python bench/connector_latency.py [--rate 1000] [--partitions 4] [--seconds 40]
+[--reps 3] [--available-now 3]``
 """
 
 from __future__ import annotations
@@ -183,6 +188,46 @@ def run_side(spark: Any, side: str, conn: str, args: argparse.Namespace, workdir
     }
 
 
+def available_now_overhead(spark: Any, conn: str, workdir: Path, runs: int) -> list[dict[str, float]]:
+    """Fixed cost of ``Trigger.AvailableNow`` runs: wall time outside any trigger, first batch.
+
+    Each run starts a new query (new checkpoint) from the end of the stream with
+    ``maxEventsPerTrigger=1000``, so it reads what arrives until its planning and ends; the
+    producer keeps running meanwhile.
+    """
+    outcomes = []
+    for run in range(runs):
+        df = (
+            spark.readStream.format("eventhubs")
+            .option("eventhubs.connectionString", conn)
+            .option("maxEventsPerTrigger", "1000")
+            .load()
+            .selectExpr("enqueuedTime AS timestamp", "sequenceNumber AS value", "body")
+        )
+        started = time.monotonic()
+        query = (
+            df.writeStream.format("parquet")
+            .option("path", str(workdir / f"an{run}-out"))
+            .option("checkpointLocation", str(workdir / f"an{run}-ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        wall = time.monotonic() - started
+        if query.exception() is not None:
+            raise RuntimeError(f"availableNow run failed: {query.exception()}")
+        triggers = [p["durationMs"].get("triggerExecution", 0) / 1000 for p in query.recentProgress]
+        outcomes.append(
+            {"wall": wall, "outside": wall - sum(triggers), "first": triggers[0] if triggers else 0.0}
+        )
+        print(
+            f"availableNow run {run + 1}: {wall:.1f} s wall, {wall - sum(triggers):.1f} s outside "
+            f"triggers, first batch {outcomes[-1]['first']:.1f} s, {len(triggers)} batches",
+            flush=True,
+        )
+    return outcomes
+
+
 def _epoch_ms(iso: str) -> float:
     from datetime import datetime
 
@@ -233,6 +278,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=15, help="seconds left out at each query start")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--body", type=int, default=100, help="body bytes per event/row")
+    parser.add_argument(
+        "--available-now", type=int, default=0, help="also time this many Trigger.AvailableNow runs"
+    )
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -278,6 +326,7 @@ def main() -> None:
                         f"{result['batches']} batches, load {result['load']:.1f}",
                         flush=True,
                     )
+            available_now = available_now_overhead(spark, conn, workdir, args.available_now)
             spark.stop()
         finally:
             stop.set()
@@ -290,7 +339,15 @@ def main() -> None:
         f"trigger 0 s, parquet sink, {args.reps} reps x {args.seconds:g} s measured "
         f"(+{args.warmup:g} s warm-up)\n"
     )
-    print(summarize(results))
+    if args.reps:
+        print(summarize(results))
+    if available_now:
+        for key, label in (("outside", "outside any trigger"), ("first", "first batch")):
+            values = [o[key] for o in available_now]
+            print(
+                f"availableNow {label}: median {statistics.median(values):.1f} s "
+                f"({min(values):.1f}-{max(values):.1f}) over {len(values)} runs"
+            )
 
 
 if __name__ == "__main__":
