@@ -27,6 +27,7 @@ from .positions import address_of, start_position
 
 if TYPE_CHECKING:
     from .server import EmulatorServer
+    from .store import Broker
 
 log = logging.getLogger("eventhubs_emulator")
 
@@ -408,9 +409,14 @@ class Connection:
         link.hub = hub
         group = hub.consumer_groups.get(parts[2].lower())
         if group is None:
-            raise LinkRefused(
-                "amqp:not-found", f"The consumer group '{parts[2]}' does not exist in event hub '{hub.name}'."
+            self.server.warn_once(
+                ("consumer group", hub.name.lower(), parts[2].lower()),
+                "refused a receiver on consumer group %r of event hub %r: it is not configured "
+                "(add it to the hub's ConsumerGroups in Config.json)",
+                parts[2],
+                hub.name,
             )
+            raise LinkRefused("amqp:not-found", consumer_group_not_found(self.broker, hub.name, parts[2]))
         link.consumer_group = group
         if parts[4] not in hub.partitions:
             raise LinkRefused(
@@ -634,6 +640,20 @@ class Connection:
             target = hub.route(partition_key)
         target.append(events, partition_key)
         return _accepted()
+
+
+def consumer_group_not_found(broker: Broker, hub: str, group: str) -> str:
+    """The detach description for a receiver on a consumer group the hub does not have.
+
+    The first sentence is the service's (its entity name is ``<namespace>:eventhub:<hub>~32766|<group>``
+    in the messages seen from Azure); the emulator adds which setting to change.
+    """
+    entity = f"{broker.config.namespace}:eventhub:{hub}~32766|{group}"
+    return (
+        f"The messaging entity '{entity}' could not be found. To know more visit "
+        f"https://aka.ms/sbResourceMgrExceptions. (Emulator: consumer group '{group}' is not configured "
+        f"for event hub '{hub}'; add it to the hub's ConsumerGroups in Config.json.)"
+    )
 
 
 def _accepted() -> Described:

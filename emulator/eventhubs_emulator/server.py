@@ -80,6 +80,13 @@ class EmulatorServer:
         self.faults = faults
         self.connections: set[Connection] = set()
         self.receivers: dict[tuple[str, str, str], set[Link]] = {}
+        self._warned: set[tuple[str, ...]] = set()
+
+    def warn_once(self, key: tuple[str, ...], message: str, *args: Any) -> None:
+        """Log a client's configuration mistake at WARNING the first time it happens (clients retry)."""
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message, *args)
 
     async def handle_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one TCP client."""
