@@ -12,7 +12,9 @@ Link kinds, by the node the client attaches to:
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import math
 import struct
 import time
 from typing import TYPE_CHECKING, Any
@@ -49,6 +51,18 @@ class ProtocolError(Exception):
         super().__init__(description)
         self.condition = condition
         self.description = description
+
+
+class HandshakeRefused(Exception):
+    """SASL authentication failed; the outcome has been sent and the connection is closed."""
+
+
+def plain_credentials_match(initial_response: Any, key_name: str, key: str) -> bool:
+    """Whether a SASL PLAIN response (``[authzid] NUL authcid NUL passwd``) carries the key name and key."""
+    if not isinstance(initial_response, bytes) or initial_response.count(b"\0") != 2:
+        return False
+    _authzid, authcid, passwd = initial_response.split(b"\0")
+    return hmac.compare_digest(authcid, key_name.encode()) and hmac.compare_digest(passwd, key.encode())
 
 
 class Connection:
@@ -127,7 +141,7 @@ class Connection:
                 self._handle_frame(channel, body)
                 if self.is_congested():
                     await self.writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError, HandshakeRefused):
             pass
         except ProtocolError as exc:
             self._close_with_error(exc.condition, exc.description)
@@ -168,16 +182,42 @@ class Connection:
         header = await self.reader.readexactly(8)
         if header == F.SASL_HEADER:
             self.writer.write(F.SASL_HEADER + F.sasl_mechanisms(["ANONYMOUS", "PLAIN", "MSSBCBS"]))
-            code, _fields, _ = await self._read_sasl_frame()
+            code, fields, _ = await self._read_sasl_frame()
             if code != F.SASL_INIT:
                 raise ProtocolError("amqp:connection:framing-error", "expected sasl-init")
-            self.writer.write(F.sasl_outcome(0))
+            self._sasl_init(str(fields[0]), fields[1])
+            self.writer.write(F.sasl_outcome(F.SASL_OK))
             header = await self.reader.readexactly(8)
         if header != F.AMQP_HEADER:
             self.writer.write(F.AMQP_HEADER)
             self.closed = True
             raise asyncio.IncompleteReadError(b"", None)
         self.writer.write(F.AMQP_HEADER)
+
+    def _sasl_init(self, mechanism: str, initial_response: Any) -> None:
+        """Authenticate a sasl-init, or answer sasl-outcome ``auth`` and end the connection.
+
+        ANONYMOUS / MSSBCBS: the client proves itself later with $cbs put-token. PLAIN: the user name and
+        password are the shared access key name and key, which then cover the whole namespace (no
+        $cbs needed), as on the service.
+        """
+        if mechanism in ("ANONYMOUS", "MSSBCBS"):
+            return
+        if mechanism == "PLAIN" and plain_credentials_match(
+            initial_response, self.broker.config.key_name, self.broker.config.key
+        ):
+            self.grants.append(Grant(path="", expires_at=math.inf))
+            return
+        if mechanism == "PLAIN":
+            reason = (
+                "SASL PLAIN authentication failed: the user name must be the SharedAccessKeyName and "
+                "the password its SharedAccessKey."
+            )
+        else:
+            reason = f"SASL mechanism {mechanism!r} is not supported; use ANONYMOUS (then $cbs) or PLAIN."
+        log.warning("refused a connection: %s", reason)
+        self.writer.write(F.sasl_outcome(F.SASL_AUTH, reason.encode()))
+        raise HandshakeRefused(reason)
 
     async def _read_sasl_frame(self) -> tuple[int, list, bytes]:
         header = await self.reader.readexactly(8)
