@@ -30,6 +30,7 @@ from .positions import address_of, start_position
 if TYPE_CHECKING:
     from .server import EmulatorServer
     from .store import Broker
+    from .websocket import WebSocketStream
 
 log = logging.getLogger("eventhubs_emulator")
 
@@ -66,10 +67,13 @@ def plain_credentials_match(initial_response: Any, key_name: str, key: str) -> b
 
 
 class Connection:
-    """Serves one TCP connection until the client closes it or a fault drops it."""
+    """Serves one client connection (TCP, or a WebSocket) until the client closes it or a fault drops it."""
 
     def __init__(
-        self, server: EmulatorServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        server: EmulatorServer,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter | WebSocketStream,
     ) -> None:
         self.server = server
         self.broker = server.broker
@@ -120,10 +124,13 @@ class Connection:
         if transport is not None:
             transport.abort()
 
-    async def run(self) -> None:
-        """Serve the connection: handshake, then frames until close."""
+    async def run(self, header: bytes | None = None) -> None:
+        """Serve the connection: handshake, then frames until close.
+
+        ``header`` is the protocol header when the caller already read it (to tell AMQP from HTTP).
+        """
         try:
-            await self._handshake()
+            await self._handshake(header if header is not None else await self.reader.readexactly(8))
             while not self.closed:
                 header = await self.reader.readexactly(8)
                 size, doff, frame_type, channel = _HEADER.unpack(header)
@@ -178,8 +185,7 @@ class Connection:
             pass
         self.server.connections.discard(self)
 
-    async def _handshake(self) -> None:
-        header = await self.reader.readexactly(8)
+    async def _handshake(self, header: bytes) -> None:
         if header == F.SASL_HEADER:
             self.writer.write(F.SASL_HEADER + F.sasl_mechanisms(["ANONYMOUS", "PLAIN", "MSSBCBS"]))
             code, fields, _ = await self._read_sasl_frame()
