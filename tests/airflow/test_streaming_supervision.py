@@ -1,4 +1,5 @@
-"""Supervised streaming: the supervisor starts a dead job, on-call restarts it, nothing is lost or doubled."""
+"""Supervised streaming: the supervisor starts a dead job, on-call restarts it (nothing is lost or
+doubled), on-call stop holds it across a supervisor run, on-call start resumes it."""
 
 from __future__ import annotations
 
@@ -86,9 +87,23 @@ def test_supervisor_starts_oncall_restarts_and_every_record_lands_once(airflow_h
         assert sorted(ids) == sorted(expected), "every record exactly once across the restart"
 
         output = _oncall(env, "stop")
-        assert "stopped gracefully" in output
+        assert "held job clicks by dag_test (run " in output and "stopped gracefully" in output
         assert _status(tmp_path)["state"] == "stopped"
         assert not _pid_alive(second_pid)
+
+        # The supervisor's next run reports the hold, starts nothing and succeeds.
+        result = run_airflow(env, "dags", "test", "clicks__supervisor")
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-6000:]
+        assert "job clicks is held by dag_test (run " in output and "not starting it" in output
+        assert "its health is not judged" in output
+        assert _status(tmp_path)["pid"] == second_pid and _status(tmp_path)["state"] == "stopped"
+
+        output = _oncall(env, "start")
+        assert "released the hold by dag_test" in output and "started job clicks" in output
+        assert _pid_alive(_status(tmp_path)["pid"]) and _status(tmp_path)["pid"] != second_pid
+        driver_log = (tmp_path / "clicks" / "status" / "clicks" / "driver.log").read_text()
+        assert driver_log.count("INFO hubflow_jobs: job clicks starting") == 3, "every start logs there"
     finally:
         pid = _status(tmp_path).get("pid")
         if isinstance(pid, int) and _pid_alive(pid):
