@@ -380,8 +380,8 @@ def requested_by(context: Any) -> str:
 
 def is_backfill_run(context: Any) -> bool:
     """Whether the task runs in a backfill run (``airflow backfill create`` or the UI's Backfill)."""
-    dag_run = context.get("dag_run")
-    return str(getattr(dag_run, "run_type", "") or "").lower().endswith("backfill")
+    run_type = getattr(context.get("dag_run"), "run_type", None)
+    return str(getattr(run_type, "value", run_type) or "").lower() in ("backfill", "backfill_job")
 
 
 def _backfill_window(context: Any) -> tuple[str, str] | None:

@@ -71,8 +71,11 @@ def test_oncall_stop_holds_and_the_supervisor_reports_the_hold_without_starting(
     with pytest.raises(AirflowFailException, match="missing"):
         without.poke(_context("scheduled"))
 
-    dry = StreamingJobOperator(task_id="oncall_action", job_name="clicks", action="start", dry_run=True)
-    assert dry.execute(_context())["done"][0].startswith("would release the hold by alice")
+    for action in ("start", "restart"):
+        dry = StreamingJobOperator(task_id="oncall_action", job_name="clicks", action=action, dry_run=True)
+        done = dry.execute(_context())["done"]
+        assert done[0].startswith("would release the hold by alice"), done
+        assert done[-1].startswith("would start job clicks from checkpoint"), done
     assert StatusFolder(str(status_dir)).hold() is not None, "a dry run changes nothing"
 
 
