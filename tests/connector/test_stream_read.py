@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +192,8 @@ def test_partition_whose_unread_events_all_expired_never_blocks_and_the_loss_is_
     """The driver moves the start past events that expired unread (failOnDataLoss=false) instead
     of planning a range no receiver can deliver (which used to wait out receiverTimeout and fail);
     the loss reaches the query's progress and, through the job runtime's listener, status.json."""
-    from hubflow_jobs.listener import summarize_source
+    from hubflow_jobs.listener import StatusListener, summarize_source
+    from hubflow_jobs.status_folder import JobStatus, StatusFolder
 
     hub.send([f"old-{i}" for i in range(20)], partition="0")
     options = hub.options(
@@ -206,7 +208,18 @@ def test_partition_whose_unread_events_all_expired_never_blocks_and_the_loss_is_
     hub.send([f"gone-{i}" for i in range(10)], partition="0")
     hub.emulator.truncate("hub1", partition="0", before_sequence_number=30)  # partition 0 is empty now
 
-    progress = run_available_now(eh_spark, options, ckpt, out)
+    folder = StatusFolder(str(tmp_path / "status"))
+    listener = StatusListener(JobStatus(folder, "bronze"))
+    eh_spark.streams.addListener(listener)
+    try:
+        progress = run_available_now(eh_spark, options, ckpt, out)
+        # Listener events arrive on Spark's listener bus after the query ended: wait for the one
+        # carrying the loss (the status.json a job writes, which the status page reads).
+        deadline = time.monotonic() + 60
+        while not (folder.status() or {}).get("data_loss") and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        eh_spark.streams.removeListener(listener)
     assert sum(p["numInputRows"] for p in progress) == 0
     assert _last_offsets(ckpt) == {"hub1": {"0": 30, "1": 0, "2": 0, "3": 0}}
     loss = {"0": {"events": 10, "lastLostRange": [20, 30]}}
@@ -214,6 +227,9 @@ def test_partition_whose_unread_events_all_expired_never_blocks_and_the_loss_is_
     summary = summarize_source(progress[-1].sources[0])
     assert summary["data_loss"] == loss
     assert summary["latest_offset"] == {"hub1": {"0": 30, "1": 0, "2": 0, "3": 0}}
+    status = folder.status() or {}
+    assert status.get("data_loss") == {summary["description"]: loss}
+    assert "$dataLoss" not in json.dumps(status)
 
     hub.send(["after-the-gap"], partition="0")
     progress = run_available_now(eh_spark, options, ckpt, out)
