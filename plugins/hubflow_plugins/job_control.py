@@ -12,9 +12,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-
-import fsspec
+from datetime import datetime, timedelta
 
 from hubflow_jobs.status_folder import (
     KILL_MARKER,
