@@ -132,10 +132,8 @@ def bench_inspector(azurite: Azurite, batches: int, repeats: int) -> None:
     print(f"inspector, {batches}-batch file-source checkpoint (.compact {size / 1e6:.1f} MB), ms:")
     for side, values in timings.items():
         print(f"  {side:26s} {_spread(values)}")
-    whole = statistics.median(timings["read whole .compact"])
-    print(
-        f"  ratio cold inspection / whole-file read: {statistics.median(timings['inspector, cold']) / whole:.2f}"
-    )
+    cold, whole = (statistics.median(timings[k]) for k in ("inspector, cold", "read whole .compact"))
+    print(f"  ratio cold inspection / whole-file read: {cold / whole:.2f}")
 
 
 def main() -> None:
