@@ -1,0 +1,76 @@
+"""A file-to-Delta streaming driver whose every location is on Azure Blob, for test_spark_on_blob.py.
+
+    python -m tests.azure.stream_on_blob_child stream|finish LANDING CHECKPOINT ARCHIVE TABLE STATUS
+
+Spark reaches the storage through hadoop-azure's ABFS driver with the settings
+``hubflow_jobs.azure_storage`` derives from the access in ``HUBFLOW_AZURE_STORAGE`` (the way a
+supervisor hands it to a driver). The file source reads LANDING one file per batch with
+``cleanSource=archive`` into ARCHIVE; the sink is the Delta table TABLE; the job's status goes to
+the status folder STATUS (``hubflow_jobs.status_folder`` on Blob). ``stream`` runs until killed,
+printing ``COMMITTED <batch id>`` after each batch with rows; ``finish`` runs ``availableNow`` and prints
+``IDS <json list>`` of the table's ``id`` column.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from pyspark.sql import SparkSession
+
+from hubflow_jobs.azure_storage import SPARK_REDACTION_REGEX, accesses_from_env
+from hubflow_jobs.status_folder import JobState, JobStatus, StatusFolder
+
+
+def session() -> SparkSession:
+    builder = (
+        SparkSession.builder.master("local[1]")
+        .appName("stream-on-blob")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.redaction.regex", SPARK_REDACTION_REGEX)
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+    )
+    for access in accesses_from_env():
+        for key, value in access.hadoop_conf().items():
+            builder = builder.config(f"spark.hadoop.{key}", value)
+    return builder.getOrCreate()
+
+
+def main(mode: str, landing: str, checkpoint: str, archive: str, table: str, status_url: str) -> int:
+    spark = session()
+    status = JobStatus(StatusFolder(status_url), "orders")
+    status.update(state=JobState.RUNNING)
+
+    reader = (
+        spark.readStream.format("json")
+        .schema("id long")
+        .option("maxFilesPerTrigger", 1)
+        .option("cleanSource", "archive")
+        .option("sourceArchiveDir", archive)
+        .load(landing)
+    )
+    # The Delta sink is idempotent per batch id: a batch replayed after a kill is not written twice.
+    writer = reader.writeStream.format("delta").option("checkpointLocation", checkpoint)
+    if mode == "finish":
+        writer.trigger(availableNow=True).start(table).awaitTermination()
+        status.update(state=JobState.STOPPED)
+        ids = [row.id for row in spark.read.format("delta").load(table).select("id").collect()]
+        print(f"IDS {json.dumps(sorted(ids))}", flush=True)
+        return 0
+    query = writer.trigger(processingTime="500 milliseconds").start(table)
+    reported = None
+    while query.isActive:
+        progress = query.lastProgress
+        if progress and progress["batchId"] != reported and progress["numInputRows"]:
+            reported = progress["batchId"]
+            status.update(last_progress={"batch_id": reported, "num_input_rows": progress["numInputRows"]})
+            print(f"COMMITTED {reported}", flush=True)
+        time.sleep(0.2)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:7]))
