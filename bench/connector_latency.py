@@ -335,16 +335,17 @@ def main() -> None:
             for rep in range(args.reps):
                 order = ("eventhubs", "rate") if rep % 2 == 0 else ("rate", "eventhubs")
                 for side in order:
-                    try:
-                        result = run_side(spark, side, conn, args, workdir / f"rep{rep}")
-                    except RuntimeError as exc:
-                        # Spark waits a fixed 10 s for a new Python process (the streaming
-                        # source's runner) to connect back; on an overloaded machine that start
-                        # can take longer. Such a run measured nothing: run it once more.
-                        if "connect back" not in str(exc):
-                            raise
-                        print(f"rep {rep + 1} {side}: {exc}; run again", flush=True)
-                        result = run_side(spark, side, conn, args, workdir / f"rep{rep}-again")
+                    for attempt in range(3):
+                        try:
+                            result = run_side(spark, side, conn, args, workdir / f"rep{rep}-{attempt}")
+                            break
+                        except RuntimeError as exc:
+                            # Spark waits a fixed 10 s for a new Python process (the streaming
+                            # source's runner) to connect back; on an overloaded machine that
+                            # start can take longer. Such a run measured nothing: run it again.
+                            if "connect back" not in str(exc) or attempt == 2:
+                                raise
+                            print(f"rep {rep + 1} {side}: {exc}; run again", flush=True)
                     results[side].append(result)
                     print(
                         f"rep {rep + 1} {side:>9}: p50 {result['p50']:.2f} s, "
