@@ -2,8 +2,7 @@
 
 Spark runs the query locally (fast); its checkpoint and landing files are then uploaded to a Blob
 container and the file source log's ``file://`` paths rewritten to the ``abfs://`` URLs of the
-uploaded files — what Spark itself writes when it reads that container through ABFS (the Spark on
-Blob test, ``test_spark_on_blob.py``, runs Spark against Azurite directly).
+uploaded files — what Spark itself writes when it reads that container through ABFS.
 """
 
 from __future__ import annotations
