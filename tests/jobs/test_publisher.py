@@ -52,7 +52,12 @@ def publisher_config(base: Path, table: Path, **overrides: Any) -> dict[str, Any
         "status_root": str(base / "status"),
         "spark_conf": {"spark.sql.shuffle.partitions": 2},
         "runtime": {"heartbeat_interval": "1 second", "poll_interval": "200 ms"},
-        "source": {"path": str(table), "format": "parquet", "schema": ORDERS_SCHEMA, "max_files_per_trigger": 1},
+        "source": {
+            "path": str(table),
+            "format": "parquet",
+            "schema": ORDERS_SCHEMA,
+            "max_files_per_trigger": 1,
+        },
         "sink": {"connection_string_env": ENV_VAR},
         "message": {
             "body_json_columns": ["order_id", "customer", "amount"],
