@@ -43,8 +43,9 @@ class SparkJobOperator(BaseOperator):
 
     A backfill run (``airflow backfill create`` or the UI's Backfill) processes exactly its data
     interval instead: ``jobs/backfill.py`` reads the interval as a batch (Event Hubs: the
-    enqueued-time window; files: the interval's landing or archive folders) and overwrites that
-    interval's partition of the job's backfill table, so reruns never duplicate.
+    enqueued-time window; files: the interval's landing or archive folders) and replaces the
+    interval's rows - in the job's own Delta table (one ``replaceWhere`` transaction), or in the
+    parquet side table's partition - so reruns never duplicate.
 
     :param job_name: the job's name in the registry (``dags/registry.yaml``).
     :param stop_grace: on task kill, how long the job gets to finish its batch after the STOP

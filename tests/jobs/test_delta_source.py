@@ -33,10 +33,11 @@ BRONZE_SCHEMA = (
 )
 
 
-def append_bronze(spark: Any, table: Path, first: int, count: int = FILE_ROWS, bad: int = 0) -> set[int]:
-    """One bronze commit of one file: events ``first..first+count-1`` of partition "0" (the last
-    ``bad`` with bodies that are not JSON); returns the good sequence numbers."""
+def append_bronze(spark: Any, table: Path, first: int, files: int = 1, bad: int = 0) -> set[int]:
+    """One bronze commit of ``files`` files of ``FILE_ROWS`` events each (partition "0", sequence
+    numbers from ``first``; the last ``bad`` with bodies that are not JSON); returns the good ones."""
     now = datetime(2026, 11, 22, 10, tzinfo=UTC)
+    count = files * FILE_ROWS
     rows, good = [], set()
     for seq in range(first, first + count):
         broken = seq >= first + count - bad
@@ -45,9 +46,8 @@ def append_bronze(spark: Any, table: Path, first: int, count: int = FILE_ROWS, b
             good.add(seq)
         enqueued = now + timedelta(seconds=seq)
         rows.append((body, "0", str(seq), seq, enqueued, None, None, {}, {}, now, date(2026, 11, 22)))
-    spark.createDataFrame(rows, BRONZE_SCHEMA).coalesce(1).write.format("delta").mode("append").partitionBy(
-        "ingest_date"
-    ).save(str(table))
+    frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, files), BRONZE_SCHEMA)
+    frame.write.format("delta").mode("append").partitionBy("ingest_date").save(str(table))
     return good
 
 
@@ -94,9 +94,7 @@ def test_silver_reads_bronze_in_bounded_batches_resumes_exactly_and_never_reread
     spark: Any, tmp_path: Path
 ) -> None:
     bronze = tmp_path / "bronze"
-    good: set[int] = set()
-    for commit in range(5):
-        good |= append_bronze(spark, bronze, commit * FILE_ROWS, bad=1 if commit == 2 else 0)
+    good = append_bronze(spark, bronze, 0, files=5, bad=1)
     config = _load(tmp_path, silver_config(tmp_path))
 
     assert run_job(spark, config, start_bronze_to_silver, StopRequest())[0] == EXIT_OK
@@ -105,13 +103,13 @@ def test_silver_reads_bronze_in_bounded_batches_resumes_exactly_and_never_reread
     assert _silver(spark, tmp_path) == sorted(good)
     quarantined = spark_rows(spark, tmp_path / "quarantine", {"sequenceNumber": "value", "reason": "value"})
     reason = "body is not a JSON object matching parse.body_schema"
-    assert quarantined == [(3 * FILE_ROWS - 1, reason)]
+    assert quarantined == [(5 * FILE_ROWS - 1, reason)]
     status = json.loads((tmp_path / "status" / NAME / "status.json").read_text())
     assert status["counts"] == {"read": 5 * FILE_ROWS, "written": 5 * FILE_ROWS - 1, "quarantined": 1}
 
     # Compaction rewrites bronze's files in a dataChange=false commit: the next run reads nothing.
     assert compact(spark, str(bronze), dry_run=False)["files_removed"] == 5
-    more = append_bronze(spark, bronze, 100) | append_bronze(spark, bronze, 200)
+    more = append_bronze(spark, bronze, 100, files=2)
     assert run_job(spark, config, start_bronze_to_silver, StopRequest())[0] == EXIT_OK
     assert _batches(tmp_path, 4)[3:] == [2 * FILE_ROWS], "the restart read exactly the two new files"
     assert _silver(spark, tmp_path) == sorted(good | more), "every event once"
@@ -122,7 +120,7 @@ def test_a_commit_removing_bronze_rows_fails_the_query_unless_change_commits_are
     spark: Any, tmp_path: Path
 ) -> None:
     bronze = tmp_path / "bronze"
-    good = append_bronze(spark, bronze, 0) | append_bronze(spark, bronze, 10)
+    good = append_bronze(spark, bronze, 0, files=2)
     strict = _load(tmp_path, silver_config(tmp_path))
     assert run_job(spark, strict, start_bronze_to_silver, StopRequest())[0] == EXIT_OK
     spark.sql(f"DELETE FROM delta.`{bronze}` WHERE sequenceNumber = 3")
@@ -155,7 +153,7 @@ def test_silver_under_a_processing_time_trigger_picks_up_new_bronze_commits(
     runner.start()
     try:
         wait_until(lambda: (tmp_path / "silver" / "_delta_log").is_dir(), 180, "the first silver commit")
-        good |= append_bronze(spark, bronze, 10) | append_bronze(spark, bronze, 20)
+        good |= append_bronze(spark, bronze, 10, files=2)
         wait_until(lambda: len(_silver(spark, tmp_path)) == len(good), 180, "the new commits in silver")
     finally:
         stop.request("test over")
