@@ -152,7 +152,8 @@ def test_silver_under_a_processing_time_trigger_picks_up_new_bronze_commits(
     )
     runner.start()
     try:
-        wait_until(lambda: (tmp_path / "silver" / "_delta_log").is_dir(), 180, "the first silver commit")
+        first_commit = tmp_path / "silver" / "_delta_log" / f"{0:020d}.json"
+        wait_until(first_commit.exists, 180, "the first silver commit")
         good |= append_bronze(spark, bronze, 10, files=2)
         wait_until(lambda: len(_silver(spark, tmp_path)) == len(good), 180, "the new commits in silver")
     finally:
