@@ -38,7 +38,7 @@ from .durations import parse_duration
 from .eventhubs_bronze import EventHubSourceConfig
 from .lake_tables import QuarantinedOutputConfig, check_table_format, start_table_stream
 from .runner import stop_after_batch
-from .status import JobStatus
+from .status_folder import JobStatus
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from pydantic import Field, model_validator
 from .config import JobConfig, KeyedValueError, StrictModel, declared_column_names
 from .delta_source import DeltaSourceConfig, read_delta_stream
 from .lake_tables import QuarantinedOutputConfig, TableBatchWriter, check_table_format
-from .status import JobStatus
+from .status_folder import JobStatus
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pydantic import Field
 from .config import JobConfig
 from .eventhubs_config import EventHubConnectionConfig
 from .lake_tables import LakeOutputConfig, check_table_format, start_table_stream
-from .status import JobStatus
+from .status_folder import JobStatus
 
 INGEST_DATE_COLUMN = "ingest_date"
 _POSITIONS = {

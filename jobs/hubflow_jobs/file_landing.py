@@ -35,7 +35,7 @@ from .config import (
 )
 from .interval_folders import check_pattern
 from .lake_tables import QuarantinedOutputConfig, TableBatchWriter, check_table_format
-from .status import JobStatus
+from .status_folder import JobStatus
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from .config import (
 from .delta_source import DeltaReadOptions, check_delta_table, read_delta_stream
 from .eventhubs_config import EventHubConnectionConfig
 from .lake_tables import LakeFormat
-from .status import JobStatus
+from .status_folder import JobStatus
 
 #: The columns of ``eventhubs_to_lake``'s output (the connector's read schema plus what job 1 adds).
 BRONZE_SCHEMA = (
