@@ -120,7 +120,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def wait_for(check: Any, seconds: float, what: str) -> None:
+def wait_for(check: Any, seconds: float, what: str, process: subprocess.Popen | None = None) -> None:
+    """Poll ``check`` until it holds. ``seconds`` bounds a hang, not a start-up: on a busy machine a
+    process can take minutes to come up, so a waited-for ``process`` that exits fails at once
+    instead, and the bound is generous."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -128,6 +131,9 @@ def wait_for(check: Any, seconds: float, what: str) -> None:
                 return
         except OSError:
             pass
+        if process is not None and process.poll() is not None:
+            code, logs = process.returncode, DEMO / "logs"
+            raise SystemExit(f"demo: {what} exited with code {code} before it was ready; logs in {logs}")
         time.sleep(1)
     raise SystemExit(f"demo: timed out after {seconds:.0f}s waiting for {what}; logs in {DEMO / 'logs'}")
 
@@ -373,7 +379,7 @@ def run(keep_running: bool) -> int:
 
     console.print(f"starting the Event Hubs emulator on 127.0.0.1:{amqp_port}")
     emulator_config(DEMO / "Config.json")
-    start(
+    emulator = start(
         "emulator",
         [
             sys.executable,
@@ -390,8 +396,9 @@ def run(keep_running: bool) -> int:
     )
     wait_for(
         lambda: urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/health", timeout=2).status == 200,
-        60,
+        300,
         "the emulator's health endpoint",
+        emulator,
     )
     conn = connection_string(amqp_port)
 
@@ -406,12 +413,13 @@ def run(keep_running: bool) -> int:
     (data / "airflow").mkdir(parents=True, exist_ok=True)
     airflow(env, "db", "migrate")
     airflow(env, "dags", "reserialize")
-    start("airflow", [str(BIN / "airflow"), "standalone"], env)
+    standalone = start("airflow", [str(BIN / "airflow"), "standalone"], env)
     ui = f"http://127.0.0.1:{api_port}"
     wait_for(
         lambda: urllib.request.urlopen(f"{ui}/api/v2/monitor/health", timeout=2).status == 200,
-        240,
+        900,
         "the Airflow API server",
+        standalone,
     )
 
     dag_ids = ["landing_orders__available_now"] + (
