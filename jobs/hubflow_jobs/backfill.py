@@ -350,11 +350,20 @@ def _backfill_files_once(
 
 
 def qualified_uri(spark: Any, path: str) -> str:
-    """``path`` as Spark writes it in ``_metadata.file_path`` (scheme added, characters %-escaped)."""
+    """``path`` as Spark writes it in ``_metadata.file_path`` (scheme added, characters %-escaped).
+
+    Hadoop 3.5 qualifies a path without authority as ``file:///tmp/x``, while the paths Spark lists
+    (and records in ``_metadata.file_path``) read ``file:/tmp/x``; the empty authority is dropped so
+    that prefixes built here match what the tables hold.
+    """
     jvm = spark.sparkContext._jvm
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
     fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    return str(fs.makeQualified(hadoop_path).toUri().toString()).rstrip("/")
+    uri = fs.makeQualified(hadoop_path).toUri()
+    text = str(uri.toString())
+    if uri.getAuthority() is None and uri.getScheme() and text.startswith(f"{uri.getScheme()}:///"):
+        text = f"{uri.getScheme()}:/" + text[len(uri.getScheme()) + 4 :]
+    return text.rstrip("/")
 
 
 def _replace_files_interval(

@@ -168,10 +168,25 @@ def sql_string(value: str) -> str:
 
 
 def is_concurrent_commit(error: BaseException) -> bool:
-    """Whether ``error`` is Delta's "a concurrent commit conflicts with this one" (worth retrying)."""
-    from delta.exceptions import DeltaConcurrentModificationException
+    """Whether ``error`` is Delta's "a concurrent commit conflicts with this one" (worth retrying).
 
-    return isinstance(error, DeltaConcurrentModificationException)
+    delta-spark's Python conflict exceptions are siblings, not subclasses of
+    ``DeltaConcurrentModificationException`` (4.x: ``ConcurrentAppendException`` derives from
+    ``PySparkException`` only), so each is named.
+    """
+    from delta import exceptions
+
+    conflicts = (
+        exceptions.DeltaConcurrentModificationException,
+        exceptions.ConcurrentWriteException,
+        exceptions.MetadataChangedException,
+        exceptions.ProtocolChangedException,
+        exceptions.ConcurrentAppendException,
+        exceptions.ConcurrentDeleteReadException,
+        exceptions.ConcurrentDeleteDeleteException,
+        exceptions.ConcurrentTransactionException,
+    )
+    return isinstance(error, conflicts)
 
 
 def with_conflict_retries(action: Any, what: str, path: str) -> int:
