@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -36,6 +38,12 @@ log = logging.getLogger(__name__)
 
 #: Delta's default ``spark.databricks.delta.optimize.minFileSize``: smaller files are compacted.
 DEFAULT_MIN_FILE_SIZE = 1024**3
+#: The number of tasks delta-spark's VACUUM lists the table folder in (``DeltaFileOperations
+#: .recursiveListDirs`` repartitions the listing to it). Spark's default is 10,000 tasks whatever
+#: the table's size; their fixed cost took minutes on a 2-core machine for a table of a dozen files.
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+#: Listing tasks per core of the session when the job's Spark conf does not set ``LISTING_PARALLELISM``.
+LISTING_TASKS_PER_CORE = 4
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+|\.[^.]+)?\.parquet$")
 
@@ -181,8 +189,30 @@ def compact(spark: Any, path: str, *, dry_run: bool) -> dict[str, Any]:
     return {"candidates": candidates, "done": True, **result}
 
 
+@contextmanager
+def _listing_parallelism(spark: Any) -> Iterator[None]:
+    """Run the block with ``LISTING_PARALLELISM`` at ``LISTING_TASKS_PER_CORE`` tasks per core of the
+    session, unless the session's conf sets it (then it is left as set)."""
+    if spark.conf.get(LISTING_PARALLELISM, None) is not None:
+        yield
+        return
+    spark.conf.set(LISTING_PARALLELISM, str(LISTING_TASKS_PER_CORE * spark.sparkContext.defaultParallelism))
+    try:
+        yield
+    finally:
+        spark.conf.unset(LISTING_PARALLELISM)
+
+
 def vacuum(spark: Any, path: str, *, retention_hours: float, dry_run: bool) -> dict[str, Any]:
-    """VACUUM files no version within ``retention_hours`` needs; with ``dry_run`` list them only."""
+    """VACUUM files no version within ``retention_hours`` needs; with ``dry_run`` list them only.
+
+    The table folder is listed in ``LISTING_PARALLELISM`` tasks (see :func:`_listing_parallelism`).
+    """
+    with _listing_parallelism(spark):
+        return _vacuum(spark, path, retention_hours=retention_hours, dry_run=dry_run)
+
+
+def _vacuum(spark: Any, path: str, *, retention_hours: float, dry_run: bool) -> dict[str, Any]:
     from delta.tables import DeltaTable
 
     quoted = "`" + path.replace("`", "``") + "`"

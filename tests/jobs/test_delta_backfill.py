@@ -43,10 +43,14 @@ def _bronze(spark: Any, table: Path) -> dict[bytes, list[int]]:
 
 
 def _landed(spark: Any, table: Path) -> int:
-    """Rows in the table so far (0 before its first commit)."""
-    return (
-        len(spark_rows(spark, table, {"sequenceNumber": "value"})) if (table / "_delta_log").is_dir() else 0
-    )
+    """Rows in the table so far (0 before its first commit).
+
+    ``_delta_log/`` exists before its first commit file does (Delta creates the folder, then
+    renames the commit into it), so the table is there once a commit file is.
+    """
+    if not any((table / "_delta_log").glob("[0-9]*.json")):
+        return 0
+    return len(spark_rows(spark, table, {"sequenceNumber": "value"}))
 
 
 def _conflicting_replace(monkeypatch: pytest.MonkeyPatch, gate: Path, attempts: list[int]) -> None:
