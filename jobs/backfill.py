@@ -1,8 +1,9 @@
 """spark-submit entry point of a backfill: ``spark-submit jobs/backfill.py --application APP
 --config FILE --window-start ISO --window-end ISO``.
 
-Processes exactly one data interval of a job as a batch and overwrites that interval's output
-partition (see ``hubflow_jobs.backfill``). ``--application`` is the job's entry script name:
+Processes exactly one data interval of a job as a batch and replaces that interval's rows: in the
+job's own Delta table (one ``replaceWhere`` transaction), or in the parquet side table's partition
+(see ``hubflow_jobs.backfill``). ``--application`` is the job's entry script name:
 ``eventhubs_to_lake`` (the enqueued-time window) or ``files_to_lake`` (the interval's landing or
 archive folders). Exit codes as for every job: 0 done, 1 failed, 2 bad config or window.
 """
@@ -12,7 +13,9 @@ import logging
 import sys
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_OK
+from hubflow_jobs.applications import BACKFILL_APPLICATIONS, CONFIG_MODELS
 from hubflow_jobs.backfill import (
+    BackfillRefused,
     WindowError,
     backfill_eventhubs,
     backfill_files,
@@ -20,7 +23,6 @@ from hubflow_jobs.backfill import (
     parse_window,
 )
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig
 from hubflow_jobs.file_landing import FilesToLakeConfig
 from hubflow_jobs.runner import configure_logging, one_line
 from hubflow_jobs.session import build_session
@@ -28,7 +30,7 @@ from hubflow_jobs.session import build_session
 log = logging.getLogger("hubflow_jobs")
 
 #: The applications a backfill can run, with their config model.
-APPLICATIONS = {"eventhubs_to_lake": EventHubsToLakeConfig, "files_to_lake": FilesToLakeConfig}
+APPLICATIONS = {name: CONFIG_MODELS[name] for name in BACKFILL_APPLICATIONS}
 
 
 def main(argv: list[str]) -> int:
@@ -53,6 +55,9 @@ def main(argv: list[str]) -> int:
             result = backfill_files(spark, config, start, end)
         else:
             result = {"read": backfill_eventhubs(spark, config, start, end)}
+    except BackfillRefused as exc:
+        log.error("%s", exc)
+        return EXIT_FAILED
     except Exception as exc:
         log.exception("backfill of job %s failed", config.name)
         log.error("job %s backfill [%s, %s) failed: %s", config.name, start, end, one_line(exc))

@@ -1,7 +1,7 @@
 """Entry point of the aggregation job: ``spark-submit jobs/eventhubs_aggregate.py --config FILE``.
 
 Aggregates an Event Hub's JSON events into event-time windows per key (watermark, RocksDB state),
-written to the lake as parquet; late events counted, bad events quarantined. See
+written to a lake table (Delta or parquet); late events counted, bad events quarantined. See
 ``hubflow_jobs.aggregation`` and docs/jobs-aggregate-and-publish.md.
 """
 
@@ -16,6 +16,6 @@ if __name__ == "__main__":
             sys.argv[1:],
             EventHubsAggregateConfig,
             start_eventhubs_aggregate,
-            description="Event Hubs -> windowed aggregates in the lake (parquet)",
+            description="Event Hubs -> windowed aggregates in the lake (Delta or parquet)",
         )
     )

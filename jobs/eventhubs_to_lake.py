@@ -1,6 +1,6 @@
 """spark-submit entry point of the Event Hubs job: ``spark-submit jobs/eventhubs_to_lake.py --config FILE``.
 
-Reads an Event Hub into bronze parquet in the lake, raw body kept; see
+Reads an Event Hub into the bronze table in the lake (Delta or parquet), raw body kept; see
 ``hubflow_jobs.eventhubs_bronze`` and docs/jobs.md.
 """
 
@@ -15,6 +15,6 @@ if __name__ == "__main__":
             sys.argv[1:],
             EventHubsToLakeConfig,
             start_eventhubs_to_lake,
-            description="Event Hubs -> lake (bronze parquet)",
+            description="Event Hubs -> lake (bronze table, Delta or parquet)",
         )
     )

@@ -1,7 +1,7 @@
 """spark-submit entry point of the file-landing job: ``spark-submit jobs/files_to_lake.py --config FILE``.
 
-Reads files landing in a folder into the lake as parquet, quarantining records that do not parse;
-see ``hubflow_jobs.file_landing`` and docs/jobs.md.
+Reads files landing in a folder into a lake table (Delta or parquet), quarantining records that do
+not parse; see ``hubflow_jobs.file_landing`` and docs/jobs.md.
 """
 
 import sys
@@ -12,6 +12,9 @@ from hubflow_jobs.runner import main
 if __name__ == "__main__":
     sys.exit(
         main(
-            sys.argv[1:], FilesToLakeConfig, start_files_to_lake, description="file landing -> lake (parquet)"
+            sys.argv[1:],
+            FilesToLakeConfig,
+            start_files_to_lake,
+            description="file landing -> lake (Delta or parquet)",
         )
     )

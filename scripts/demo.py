@@ -2,7 +2,8 @@
 
 ``run`` starts the Event Hubs emulator and Airflow standalone (SQLite metadata, LocalExecutor),
 loads sample events and landing files, unpauses and triggers the DAGs of the demo registry (which
-run the jobs on local Spark), waits until their data lands and prints a summary. Everything lives
+run the jobs on local Spark, writing Delta tables), waits until their data lands and prints a
+summary read back with delta-rs. Everything lives
 under ``.hubflow/demo/`` at the repository root. Without ``--keep-running`` the stack is stopped at
 the end; with it, ``make demo-stop`` stops it later. A default port that is taken (5672 is also
 RabbitMQ's, 8080 is common) is replaced by a free one, and the summary says so.
@@ -119,7 +120,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def wait_for(check: Any, seconds: float, what: str) -> None:
+def wait_for(check: Any, seconds: float, what: str, process: subprocess.Popen | None = None) -> None:
+    """Poll ``check`` until it holds. ``seconds`` bounds a hang, not a start-up: on a busy machine a
+    process can take minutes to come up, so a waited-for ``process`` that exits fails at once
+    instead, and the bound is generous."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -127,6 +131,9 @@ def wait_for(check: Any, seconds: float, what: str) -> None:
                 return
         except OSError:
             pass
+        if process is not None and process.poll() is not None:
+            code, logs = process.returncode, DEMO / "logs"
+            raise SystemExit(f"demo: {what} exited with code {code} before it was ready; logs in {logs}")
         time.sleep(1)
     raise SystemExit(f"demo: timed out after {seconds:.0f}s waiting for {what}; logs in {DEMO / 'logs'}")
 
@@ -227,7 +234,11 @@ def write_jobs(data: Path, with_eventhubs: bool) -> Path:
             "max_files_per_trigger": 2,
             "archive_dir": str(data / "archive"),
         },
-        "sink": {"output_path": str(data / "lake" / "orders"), "quarantine_path": str(data / "quarantine")},
+        "sink": {
+            "output_path": str(data / "lake" / "orders"),
+            "quarantine_path": str(data / "quarantine"),
+            "format": "delta",
+        },
     }
     (configs / "landing_orders.yaml").write_text(yaml.safe_dump(orders, sort_keys=False))
     jobs = [
@@ -250,7 +261,7 @@ def write_jobs(data: Path, with_eventhubs: bool) -> Path:
                 "starting_position": "earliest",
                 "max_events_per_trigger": 500,
             },
-            "sink": {"output_path": str(data / "lake" / "telemetry_bronze")},
+            "sink": {"output_path": str(data / "lake" / "telemetry_bronze"), "format": "delta"},
         }
         (configs / "telemetry_bronze.yaml").write_text(yaml.safe_dump(telemetry, sort_keys=False))
         jobs.append(
@@ -314,24 +325,18 @@ def run_states(env: dict[str, str], dag_id: str) -> list[str]:
 
 # ---------------------------------------------------------------------------------- the summary
 def summarize(data: Path, registry: Path, sent: int, good: int, bad: int) -> Table:
+    """The summary table; the lake's Delta tables are read with delta-rs, as any non-Spark reader would."""
     sys.path.insert(0, str(REPO / "plugins"))
-    from pyspark.sql import SparkSession
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
 
     from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
     from hubflow_plugins.registry import load_registry
 
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .appName("hubflow-demo-summary")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-
     def rows(path: Path) -> int:
         try:
-            return spark.read.parquet(str(path)).count()
-        except Exception:  # nothing committed yet reads as zero rows
+            return DeltaTable(str(path)).to_pyarrow_dataset().count_rows()
+        except TableNotFoundError:  # nothing committed yet reads as zero rows
             return 0
 
     table = Table(title="hubflow demo", show_lines=False)
@@ -346,10 +351,15 @@ def summarize(data: Path, registry: Path, sent: int, good: int, bad: int) -> Tab
         table.add_row("Event Hubs events in", str(sent))
         table.add_row("telemetry rows out", str(rows(data / "lake" / "telemetry_bronze")))
     for job in load_registry(registry).jobs:
-        report = inspect_checkpoint(job.paths.checkpoint_location, stalled_after=timedelta(hours=2))
+        paths = job.paths
+        report = inspect_checkpoint(
+            paths.checkpoint_location, stalled_after=timedelta(hours=2), delta_tables=paths.delta_tables
+        )
         table.add_row(f"checkpoint {job.name}", f"{report.verdict}: {report.reason}")
-    table.add_row("lake output", str(data / "lake"))
-    spark.stop()
+        for sink in report.delta_sinks:
+            name = Path(sink.table).name
+            table.add_row(f"Delta table {name}", f"version {sink.version}: {sink.explanation}")
+    table.add_row("lake output (Delta)", str(data / "lake"))
     return table
 
 
@@ -369,7 +379,7 @@ def run(keep_running: bool) -> int:
 
     console.print(f"starting the Event Hubs emulator on 127.0.0.1:{amqp_port}")
     emulator_config(DEMO / "Config.json")
-    start(
+    emulator = start(
         "emulator",
         [
             sys.executable,
@@ -386,8 +396,9 @@ def run(keep_running: bool) -> int:
     )
     wait_for(
         lambda: urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/health", timeout=2).status == 200,
-        60,
+        300,
         "the emulator's health endpoint",
+        emulator,
     )
     conn = connection_string(amqp_port)
 
@@ -402,12 +413,13 @@ def run(keep_running: bool) -> int:
     (data / "airflow").mkdir(parents=True, exist_ok=True)
     airflow(env, "db", "migrate")
     airflow(env, "dags", "reserialize")
-    start("airflow", [str(BIN / "airflow"), "standalone"], env)
+    standalone = start("airflow", [str(BIN / "airflow"), "standalone"], env)
     ui = f"http://127.0.0.1:{api_port}"
     wait_for(
         lambda: urllib.request.urlopen(f"{ui}/api/v2/monitor/health", timeout=2).status == 200,
-        240,
+        900,
         "the Airflow API server",
+        standalone,
     )
 
     dag_ids = ["landing_orders__available_now"] + (

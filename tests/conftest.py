@@ -42,6 +42,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
         .appName("hubflow-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.sql.warehouse.dir", str(base / "warehouse"))
         .config("spark.local.dir", str(base / "local"))
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={base / 'derby'}")

@@ -6,15 +6,16 @@ come from the body. Two streaming queries read the hub (same config, same consum
 
 * the **aggregation query** (the job's query: its checkpoint is ``<checkpoint_root>/<name>``, its
   progress is what status.json shows) groups the events that parse by a tumbling event-time
-  ``window`` and the key, with a ``watermark``; its state lives in RocksDB. The output is Spark's
-  parquet file sink in append mode (exactly once through ``_spark_metadata``): a window is written
-  once, when the watermark passes its end, and never changes afterwards. Events of a window the
+  ``window`` and the key, with a ``watermark``; its state lives in RocksDB. The output is a lake
+  table in ``sink.format`` written in append mode - Delta (the default: one commit per batch with
+  the query's transaction) or Spark's parquet file sink - exactly once either way: a window is
+  written once, when the watermark passes its end, and never changes afterwards. Events of a window the
   watermark has already closed are dropped by Spark and **counted**: every batch's
   ``numRowsDroppedByWatermark`` is added up in status.json (``late_events``) and logged.
 * the **quarantine query** writes the events that do not parse (not JSON, no event time, no key)
-  to ``sink.quarantine_path`` with the raw body, the event's identity and the reason, through a
-  parquet file sink of its own (exactly once; its checkpoint is ``<quarantine_path>/_checkpoint``,
-  which readers of the quarantine ignore like every ``_`` folder).
+  to ``sink.quarantine_path`` with the raw body, the event's identity and the reason, in the same
+  format (exactly once; its checkpoint is ``<quarantine_path>/_checkpoint``, which readers of the
+  quarantine ignore like every ``_`` folder, and which Delta's VACUUM leaves alone).
 
 Both queries classify events with the same expression, so each event either feeds the
 aggregation or lands in the quarantine. :class:`QueryGroup` hands both to the shared runner as one
@@ -35,6 +36,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from .config import JobConfig, KeyedValueError, StrictModel, declared_column_names, join_path
 from .durations import parse_duration
 from .eventhubs_bronze import EventHubSourceConfig
+from .lake_tables import QuarantinedOutputConfig, check_table_format, start_table_stream
 from .runner import stop_after_batch
 from .status_folder import JobStatus
 
@@ -94,11 +96,8 @@ class AggregationConfig(StrictModel):
         return ["window_start", "window_end", self.key_field, "event_count", *values, WINDOW_DATE_COLUMN]
 
 
-class AggregateSinkConfig(StrictModel):
-    """``sink:`` of eventhubs_aggregate."""
-
-    output_path: str = Field(min_length=1)
-    quarantine_path: str = Field(min_length=1)
+class AggregateSinkConfig(QuarantinedOutputConfig):
+    """``sink:`` of eventhubs_aggregate: ``output_path``, ``quarantine_path`` and ``format``."""
 
     @model_validator(mode="after")
     def _distinct(self) -> AggregateSinkConfig:
@@ -121,6 +120,10 @@ class EventHubsAggregateConfig(JobConfig):
         from pyspark_eventhubs import redaction_conf
 
         return {**redaction_conf(), STATE_STORE_PROVIDER_CONF: ROCKSDB_PROVIDER}
+
+    def delta_tables(self) -> list[str]:
+        """The Delta tables the job writes (maintained by the cleanup DAG)."""
+        return self.sink.delta_tables()
 
     @property
     def quarantine_checkpoint_location(self) -> str:
@@ -243,29 +246,29 @@ def start_eventhubs_aggregate(spark: Any, config: EventHubsAggregateConfig, stat
     counters.listen(quarantine_session, quarantine_name, counters.on_quarantine_progress)
     trigger = config.trigger.spark_kwargs()
 
+    sink = config.sink
+    check_table_format(spark, sink.output_path, sink.format, "sink.output_path")
+    check_table_format(spark, sink.quarantine_path, sink.format, "sink.quarantine_path")
     quarantine_events = classify_events(_read_events(quarantine_session, config), config.aggregation)
-    quarantine_query = (
-        quarantined_events(quarantine_events)
-        .writeStream.queryName(quarantine_name)
-        .format("parquet")
-        .option("path", config.sink.quarantine_path)
-        .option("checkpointLocation", config.quarantine_checkpoint_location)
-        .partitionBy(INGEST_DATE_COLUMN)
-        .trigger(**trigger)
-        .start()
+    quarantine_query = start_table_stream(
+        quarantined_events(quarantine_events),
+        query_name=quarantine_name,
+        path=sink.quarantine_path,
+        file_format=sink.format,
+        checkpoint=config.quarantine_checkpoint_location,
+        partition_by=[INGEST_DATE_COLUMN],
+        trigger=trigger,
     )
     try:
         events = classify_events(_read_events(spark, config), config.aggregation)
-        aggregation_query = (
-            window_aggregates(events, config.aggregation)
-            .writeStream.queryName(config.name)
-            .outputMode("append")
-            .format("parquet")
-            .option("path", config.sink.output_path)
-            .option("checkpointLocation", config.checkpoint_location)
-            .partitionBy(WINDOW_DATE_COLUMN)
-            .trigger(**trigger)
-            .start()
+        aggregation_query = start_table_stream(
+            window_aggregates(events, config.aggregation),
+            query_name=config.name,
+            path=sink.output_path,
+            file_format=sink.format,
+            checkpoint=config.checkpoint_location,
+            partition_by=[WINDOW_DATE_COLUMN],
+            trigger=trigger,
         )
     except Exception:
         quarantine_query.stop()

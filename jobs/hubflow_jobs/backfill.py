@@ -1,4 +1,4 @@
-"""Backfill of one data interval: a batch read of exactly that interval, overwriting its partition.
+"""Backfill of one data interval: a batch read of exactly that interval, replacing its rows.
 
 A scheduled job's normal runs are streaming runs (availableNow) that resume from the checkpoint.
 A backfill run (Airflow's ``backfill create``, or the UI's Backfill) must instead process exactly
@@ -9,15 +9,26 @@ its data interval ``[window_start, window_end)`` and be safe to rerun:
 * Files (``files_to_lake``): the files of the interval's folders (``source.interval_folder``),
   wherever they are now - still in the landing area or already archived. A file found in both
   places (an interrupted archive move) is read once, from the landing area. Bad records go to the
-  quarantine's backfill table, as in the streaming job, and rows read = written + quarantined.
+  quarantine, as in the streaming job, and rows read = written + quarantined.
 
-Rows go to the job's backfill table ``<sink.output_path>_backfill`` (and
-``<sink.quarantine_path>_backfill``) partitioned by ``window_start``, overwriting only that
-partition (dynamic partition overwrite): rerunning an interval replaces its rows, never adds to them.
+Where the rows go depends on ``sink.format``:
 
-The backfill table is separate from the streaming output on purpose: the streaming file sink's
-``_spark_metadata`` log hides files written by batch jobs into its folder, and the same events
-may already be in the streaming output under their ingest date. The checkpoint is not touched.
+* **delta** (the default): the interval's rows in the job's own table are replaced in one Delta
+  transaction (``replaceWhere``: Event Hubs rows by ``enqueuedTime`` in the window, file rows by
+  ``_source_file`` under the interval's folders; the quarantine likewise), while the stream keeps
+  appending. A commit that conflicts with a concurrent one is retried
+  (:func:`hubflow_jobs.lake_tables.replace_rows`). Rows read from the archive are recorded under
+  their landing path, as the stream recorded them. Two checks come first, each refusing the
+  backfill with the reason rather than doing harm: the stream must already have passed the
+  interval (else it would later append the same events or files again), and every event or file
+  the table holds for the interval must be in what the backfill read (else the replacement would
+  delete rows whose source is gone - purged from the hub or the archive).
+* **parquet**: rows go to the side table ``<sink.output_path>_backfill`` (and
+  ``<sink.quarantine_path>_backfill``) partitioned by ``window_start``, overwriting only that
+  partition (dynamic partition overwrite). The side table is separate on purpose: the streaming
+  file sink's ``_spark_metadata`` log hides files written by batch jobs into its folder.
+
+Rerunning an interval replaces its rows, never adds to them. The checkpoint is not touched.
 """
 
 from __future__ import annotations
@@ -27,8 +38,10 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
-from .eventhubs_bronze import EventHubsToLakeConfig
+from .config import join_path
+from .eventhubs_bronze import INGEST_DATE_COLUMN, EventHubsToLakeConfig, bronze_rows
 from .file_landing import (
+    NOW_COLUMN,
     FilesToLakeConfig,
     archive_root,
     classify,
@@ -39,6 +52,7 @@ from .file_landing import (
     with_source_file,
 )
 from .interval_folders import IntervalFolderError, folders_of_interval
+from .lake_tables import delta_table_exists, replace_rows, sql_string
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +61,10 @@ WINDOW_COLUMN = "window_start"
 
 class WindowError(ValueError):
     """The window given on the command line cannot be used."""
+
+
+class BackfillRefused(RuntimeError):
+    """Replacing the interval now would double or lose rows; the message says why and what to do."""
 
 
 def parse_window(start: str, end: str) -> tuple[datetime, datetime]:
@@ -77,7 +95,7 @@ def _position(moment: datetime) -> str:
 
 
 def backfill_eventhubs(spark: Any, config: EventHubsToLakeConfig, start: datetime, end: datetime) -> int:
-    """Read the events enqueued in ``[start, end)`` and overwrite that window's partition; return rows."""
+    """Read the events enqueued in ``[start, end)`` and replace that window's rows; return the count."""
     from pyspark.sql import functions as F
 
     from pyspark_eventhubs import DefaultSource
@@ -88,6 +106,8 @@ def backfill_eventhubs(spark: Any, config: EventHubsToLakeConfig, start: datetim
     options["eventhubs.startingPosition"] = _position(start)
     options["eventhubs.endingPosition"] = _position(end)
     events = spark.read.format("eventhubs").options(**options).load()
+    if config.sink.format == "delta":
+        return _replace_eventhubs_interval(spark, config, events, start, end)
     rows = events.withColumn("_ingested_at", F.current_timestamp()).withColumn(
         WINDOW_COLUMN, F.lit(window_label(start))
     )
@@ -109,6 +129,80 @@ def backfill_eventhubs(spark: Any, config: EventHubsToLakeConfig, start: datetim
         backfill_path(config.sink.output_path),
         WINDOW_COLUMN,
         window_label(start),
+    )
+    return count
+
+
+def _timestamp_literal(moment: datetime) -> str:
+    return "TIMESTAMP " + sql_string(moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00:00"))
+
+
+def enqueued_in(start: datetime, end: datetime) -> str:
+    """The SQL predicate of the bronze rows of ``[start, end)``: by the events' enqueued time."""
+    return f"enqueuedTime >= {_timestamp_literal(start)} AND enqueuedTime < {_timestamp_literal(end)}"
+
+
+def _replace_eventhubs_interval(
+    spark: Any, config: EventHubsToLakeConfig, events: Any, start: datetime, end: datetime
+) -> int:
+    """Replace the bronze rows enqueued in ``[start, end)`` with ``events`` (Delta), after the checks."""
+    from pyspark.sql import functions as F
+
+    table = config.sink.output_path
+    subject = f"job {config.name} backfill [{start.isoformat()}, {end.isoformat()})"
+    predicate = enqueued_in(start, end)
+    rows = bronze_rows(events).persist()
+    try:
+        count = rows.count()
+        if not delta_table_exists(spark, table):
+            raise BackfillRefused(
+                f"{subject}: {table} holds no Delta table yet: the job has not run, and its first run "
+                "reads this interval itself; backfill once the job has run past it"
+            )
+        ids = rows.select("partition", "sequenceNumber")
+        last = {
+            r["partition"]: r["last"]
+            for r in ids.groupBy("partition").agg(F.max("sequenceNumber").alias("last")).collect()
+        }
+        current = spark.read.format("delta").load(table)
+        if last:
+            reached = current.where(
+                " OR ".join(
+                    f"(partition = {sql_string(p)} AND sequenceNumber >= {int(n)})"
+                    for p, n in sorted(last.items())
+                )
+            )
+            behind = sorted(
+                set(last) - {r["partition"] for r in reached.select("partition").distinct().collect()}
+            )
+            if behind:
+                raise BackfillRefused(
+                    f"{subject}: the job has not yet read partitions {behind} past this interval "
+                    f"(the interval ends at sequence numbers { {p: last[p] for p in behind} }); it will "
+                    "land these events itself, so a backfill now would write them twice. Backfill "
+                    "this interval once the job has caught up."
+                )
+        missing = (
+            current.where(predicate)
+            .select("partition", "sequenceNumber")
+            .join(ids, ["partition", "sequenceNumber"], "left_anti")
+        )
+        lost = missing.count()
+        if lost:
+            sample = [(r["partition"], r["sequenceNumber"]) for r in missing.limit(5).collect()]
+            raise BackfillRefused(
+                f"{subject}: the table holds {lost} events of this interval that the hub no longer "
+                f"returns (e.g. partition, sequence number {sample}; purged by the hub's retention?); "
+                "replacing the interval would delete them, so nothing was changed"
+            )
+        if count == 0:
+            log.warning("%s: no events in the interval, none in the table: nothing to replace", subject)
+            return 0
+        attempts = replace_rows(rows, table, predicate, [INGEST_DATE_COLUMN], subject)
+    finally:
+        rows.unpersist()
+    log.info(
+        "%s: %d events replace the interval's rows of %s (%d attempt(s))", subject, count, table, attempts
     )
     return count
 
@@ -223,6 +317,8 @@ def _backfill_files_once(
         return {"files": 0, "read": 0, "written": 0, "quarantined": 0}
     frame = spark.read.format(source.format).schema(reader_schema(source)).options(**parse_options(source))
     records = with_source_file(frame.load(paths))
+    if config.sink.format == "delta":
+        return _replace_files_interval(spark, config, records, paths, where, start, end)
     classified = classify(records, source).withColumn(WINDOW_COLUMN, F.lit(label)).persist()
     try:
         good, bad = split_records(classified, source, WINDOW_COLUMN)
@@ -249,6 +345,110 @@ def _backfill_files_once(
         backfill_path(config.sink.quarantine_path),
         WINDOW_COLUMN,
         label,
+    )
+    return counts
+
+
+def qualified_uri(spark: Any, path: str) -> str:
+    """``path`` as Spark writes it in ``_metadata.file_path`` (scheme added, characters %-escaped).
+
+    Hadoop 3.5 qualifies a path without authority as ``file:///tmp/x``, while the paths Spark lists
+    (and records in ``_metadata.file_path``) read ``file:/tmp/x``; the empty authority is dropped so
+    that prefixes built here match what the tables hold.
+    """
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    uri = fs.makeQualified(hadoop_path).toUri()
+    text = str(uri.toString())
+    if uri.getAuthority() is None and uri.getScheme() and text.startswith(f"{uri.getScheme()}:///"):
+        text = f"{uri.getScheme()}:/" + text[len(uri.getScheme()) + 4 :]
+    return text.rstrip("/")
+
+
+def _replace_files_interval(
+    spark: Any,
+    config: FilesToLakeConfig,
+    records: Any,
+    paths: list[str],
+    where: dict[str, int],
+    start: datetime,
+    end: datetime,
+) -> dict[str, int]:
+    """Replace the interval's rows of the output and quarantine Delta tables, after the checks."""
+    from pyspark.sql import functions as F
+
+    source, sink = config.source, config.sink
+    subject = f"job {config.name} backfill [{start.isoformat()}, {end.isoformat()})"
+    landing = qualified_uri(spark, source.path) + "/"
+    archived = qualified_uri(spark, archive_root(source)) + "/"
+    # The stream recorded every row under its landing path; rows read from the archive get it back.
+    from_archive = F.col("_source_file").startswith(archived)
+    as_landing = F.when(
+        from_archive, F.concat(F.lit(landing), F.expr(f"substring(_source_file, {len(archived) + 1})"))
+    ).otherwise(F.col("_source_file"))
+    records = records.withColumn("_read_from_archive", from_archive).withColumn("_source_file", as_landing)
+    prefixes = [
+        qualified_uri(spark, join_path(source.path, folder)) + "/"
+        for folder in interval_folders(config, start, end)
+    ]
+
+    def under_interval(column: str) -> str:
+        return "(" + " OR ".join(f"startswith({column}, {sql_string(p)})" for p in prefixes) + ")"
+
+    classified = classify(records, source).withColumn(INGEST_DATE_COLUMN, F.to_date(NOW_COLUMN)).persist()
+    try:
+        good, bad = split_records(classified, source, INGEST_DATE_COLUMN)
+        bad = bad.withColumn("batch_id", F.lit(None).cast("long"))
+        read, written, quarantined = reconciled_counts(classified, good, bad, f"{subject}")
+        read_files = {r["_source_file"] for r in classified.select("_source_file").distinct().collect()}
+        from_landing = {
+            r["_source_file"]
+            for r in classified.where(~F.col("_read_from_archive"))
+            .select("_source_file")
+            .distinct()
+            .collect()
+        }
+        in_tables: set[str] = set()
+        for table, column in ((sink.output_path, "_source_file"), (sink.quarantine_path, "source_file")):
+            if delta_table_exists(spark, table):
+                rows = spark.read.format("delta").load(table).where(under_interval(column))
+                in_tables |= {r[0] for r in rows.select(column).distinct().collect()}
+        unprocessed = sorted(from_landing - in_tables)
+        if unprocessed:
+            raise BackfillRefused(
+                f"{subject}: the job has not processed {len(unprocessed)} of the interval's landing "
+                f"files yet (e.g. {unprocessed[:3]}); it will land them itself, so a backfill now would "
+                "write them twice. Backfill this interval once the job has processed them."
+            )
+        gone = sorted(in_tables - read_files)
+        if gone:
+            raise BackfillRefused(
+                f"{subject}: the tables hold rows of {len(gone)} files of this interval that are no "
+                f"longer in the landing area or the archive (e.g. {gone[:3]}; purged by retention?); "
+                "replacing the interval would delete them, so nothing was changed"
+            )
+        replace_rows(bad, sink.quarantine_path, under_interval("source_file"), [INGEST_DATE_COLUMN], subject)
+        attempts = replace_rows(
+            good, sink.output_path, under_interval("_source_file"), [INGEST_DATE_COLUMN], subject
+        )
+    finally:
+        classified.unpersist()
+    counts = {"files": len(paths), "read": read, "written": written, "quarantined": quarantined}
+    log.info(
+        "%s: %d files (%d from landing, %d from the archive, %d in both read once), %d records replace "
+        "the interval's rows: %d in %s, %d in %s (%d attempt(s))",
+        subject,
+        len(paths),
+        where["landing"],
+        where["archive"],
+        where["in_both"],
+        read,
+        written,
+        sink.output_path,
+        quarantined,
+        sink.quarantine_path,
+        attempts,
     )
     return counts
 

@@ -160,6 +160,10 @@ class JobConfig(StrictModel):
         """Spark conf a job needs before its session starts (static settings); ``spark_conf`` wins."""
         return {}
 
+    def delta_tables(self) -> list[str]:
+        """The Delta tables the job writes, which the cleanup DAG compacts and vacuums (none here)."""
+        return []
+
     @property
     def checkpoint_location(self) -> str:
         """``<checkpoint_root>/<name>``: the folder Spark owns."""

@@ -1,8 +1,10 @@
-"""Job ``eventhubs_to_lake``: an Event Hub -> bronze parquet in the lake, raw body kept.
+"""Job ``eventhubs_to_lake``: an Event Hub -> the bronze table in the lake, raw body kept.
 
-Reads ``format("eventhubs")`` (the ``pyspark_eventhubs`` connector) and writes every event through
-Spark's parquet file sink (exactly once through ``_spark_metadata``), partitioned by
-``ingest_date`` (the UTC date of the micro-batch). Rows keep the connector's columns unchanged -
+Reads ``format("eventhubs")`` (the ``pyspark_eventhubs`` connector) and writes every event exactly
+once to a Delta table (``sink.format: delta``, the default: one commit per micro-batch with the
+query's transaction) or through Spark's parquet file sink (``format: parquet``, exactly once
+through ``_spark_metadata``), partitioned by ``ingest_date`` (the UTC date of the micro-batch); see
+:mod:`hubflow_jobs.lake_tables`. Rows keep the connector's columns unchanged -
 ``body`` (the raw bytes), ``partition``, ``offset``, ``sequenceNumber``, ``enqueuedTime``,
 ``publisher``, ``partitionKey``, ``properties``, ``systemProperties`` - plus ``_ingested_at``.
 ``(partition, sequenceNumber)`` identifies an event.
@@ -17,8 +19,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from .config import JobConfig, StrictModel
+from .config import JobConfig
 from .eventhubs_config import EventHubConnectionConfig
+from .lake_tables import LakeOutputConfig, check_table_format, start_table_stream
 from .status_folder import JobStatus
 
 INGEST_DATE_COLUMN = "ingest_date"
@@ -52,10 +55,8 @@ class EventHubSourceConfig(EventHubConnectionConfig):
         }
 
 
-class BronzeSinkConfig(StrictModel):
-    """``sink:`` of eventhubs_to_lake."""
-
-    output_path: str = Field(min_length=1)
+class BronzeSinkConfig(LakeOutputConfig):
+    """``sink:`` of eventhubs_to_lake: ``output_path`` and ``format`` (delta or parquet)."""
 
 
 class EventHubsToLakeConfig(JobConfig):
@@ -70,25 +71,37 @@ class EventHubsToLakeConfig(JobConfig):
 
         return redaction_conf()
 
+    def delta_tables(self) -> list[str]:
+        """The Delta tables the job writes (maintained by the cleanup DAG)."""
+        return self.sink.delta_tables()
+
 
 def start_eventhubs_to_lake(spark: Any, config: EventHubsToLakeConfig, status: JobStatus) -> Any:
     """Start the streaming query of eventhubs_to_lake and return it."""
-    from pyspark.sql import functions as F
-
     from pyspark_eventhubs import DefaultSource
 
     # Registering explicitly works however the connector was installed (wheel, --py-files, editable);
     # Spark's own discovery only sees plain pyspark_* modules on sys.path.
     spark.dataSource.register(DefaultSource)
     events = spark.readStream.format("eventhubs").options(**config.source.spark_options()).load()
-    now = F.current_timestamp()
-    rows = events.withColumn("_ingested_at", now).withColumn(INGEST_DATE_COLUMN, F.to_date(now))
-    return (
-        rows.writeStream.queryName(config.name)
-        .format("parquet")
-        .option("path", config.sink.output_path)
-        .option("checkpointLocation", config.checkpoint_location)
-        .partitionBy(INGEST_DATE_COLUMN)
-        .trigger(**config.trigger.spark_kwargs())
-        .start()
+    check_table_format(spark, config.sink.output_path, config.sink.format, "sink.output_path")
+    return start_table_stream(
+        bronze_rows(events),
+        query_name=config.name,
+        path=config.sink.output_path,
+        file_format=config.sink.format,
+        checkpoint=config.checkpoint_location,
+        partition_by=[INGEST_DATE_COLUMN],
+        trigger=config.trigger.spark_kwargs(),
     )
+
+
+def bronze_rows(events: Any) -> Any:
+    """The connector's events as bronze rows: unchanged, plus ``_ingested_at`` and ``ingest_date``.
+
+    Shared by the streaming job and its backfill, so both write the same columns to the table.
+    """
+    from pyspark.sql import functions as F
+
+    now = F.current_timestamp()
+    return events.withColumn("_ingested_at", now).withColumn(INGEST_DATE_COLUMN, F.to_date(now))

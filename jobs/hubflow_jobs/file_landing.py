@@ -1,4 +1,4 @@
-"""Job ``files_to_lake``: files landing in a folder -> parquet in the lake, bad records quarantined.
+"""Job ``files_to_lake``: files landing in a folder -> a lake table, bad records quarantined.
 
 Spark's streaming file source reads the landing folder and every folder below it (json, csv or
 parquet, with the schema declared in the config; names starting with ``_`` or ``.`` are skipped),
@@ -9,7 +9,9 @@ at most ``max_files_per_trigger`` files per micro-batch, and archives each file 
   ``ingest_date`` (the UTC date the batch ran), with ``_source_file`` and ``_ingested_at`` added;
 * the others go to ``sink.quarantine_path`` with the raw record, the source file and the reason.
 
-Both outputs are Spark file sinks (exactly once through ``_spark_metadata``), and each batch checks
+Both tables are in ``sink.format``: Delta (the default; each batch is one commit per table carrying
+the query's transaction, so a replayed batch is skipped) or parquet through Spark's file sink
+(exactly once through ``_spark_metadata``); see :mod:`hubflow_jobs.lake_tables`. Each batch checks
 that rows read = rows written + rows quarantined before anything is committed.
 """
 
@@ -31,8 +33,8 @@ from .config import (
     local_path,
     values_as_text,
 )
-from .file_sink import ExactlyOnceFileSink
 from .interval_folders import check_pattern
+from .lake_tables import QuarantinedOutputConfig, TableBatchWriter, check_table_format
 from .status_folder import JobStatus
 
 log = logging.getLogger(__name__)
@@ -105,11 +107,8 @@ class FileSourceConfig(StrictModel):
         return self
 
 
-class LakeSinkConfig(StrictModel):
-    """``sink:`` of files_to_lake."""
-
-    output_path: str = Field(min_length=1)
-    quarantine_path: str = Field(min_length=1)
+class LakeSinkConfig(QuarantinedOutputConfig):
+    """``sink:`` of files_to_lake: ``output_path``, ``quarantine_path`` and ``format``."""
 
     @model_validator(mode="after")
     def _distinct(self) -> LakeSinkConfig:
@@ -123,6 +122,10 @@ class FilesToLakeConfig(JobConfig):
 
     source: FileSourceConfig
     sink: LakeSinkConfig
+
+    def delta_tables(self) -> list[str]:
+        """The Delta tables the job writes (maintained by the cleanup DAG)."""
+        return self.sink.delta_tables()
 
 
 def start_files_to_lake(spark: Any, config: FilesToLakeConfig, status: JobStatus) -> Any:
@@ -258,8 +261,11 @@ class LandingBatchWriter:
     def __init__(self, spark: Any, config: FilesToLakeConfig, status: JobStatus) -> None:
         self.config = config
         self.status = status
-        self.output = ExactlyOnceFileSink(spark, config.sink.output_path, [INGEST_DATE_COLUMN])
-        self.quarantine = ExactlyOnceFileSink(spark, config.sink.quarantine_path, [INGEST_DATE_COLUMN])
+        sink = config.sink
+        check_table_format(spark, sink.output_path, sink.format, "sink.output_path")
+        check_table_format(spark, sink.quarantine_path, sink.format, "sink.quarantine_path")
+        self.output = TableBatchWriter(spark, sink.output_path, sink.format, [INGEST_DATE_COLUMN])
+        self.quarantine = TableBatchWriter(spark, sink.quarantine_path, sink.format, [INGEST_DATE_COLUMN])
         self.totals = {"read": 0, "written": 0, "quarantined": 0}
 
     def write(self, batch: Any, batch_id: int) -> None:

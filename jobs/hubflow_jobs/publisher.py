@@ -1,10 +1,16 @@
 """Job ``lake_to_eventhubs``: rows of a lake table -> events on an Event Hub (replays, forwarding).
 
-Spark's streaming file source reads the table (parquet, with the schema declared in the config, or
-the bronze output of ``eventhubs_to_lake`` with ``layout: bronze``), at most
-``max_files_per_trigger`` files per micro-batch; a folder written by a Spark file sink is read
-through its ``_spark_metadata`` log, so only committed files are published. Each row becomes one
-event through the connector's sink (``writeStream.format("eventhubs")``):
+The table is read incrementally, at most ``max_files_per_trigger`` files per micro-batch:
+
+* ``source.format: delta`` (the default): delta-spark's streaming source reads the rows each commit
+  added, with the table's own schema, and takes the Delta read options of
+  :mod:`hubflow_jobs.delta_source` (``max_bytes_per_trigger``, ``starting_version`` /
+  ``starting_timestamp``, ``skip_change_commits``);
+* ``source.format: parquet``: Spark's streaming file source, with the schema declared in the config
+  (or the bronze output of ``eventhubs_to_lake`` with ``layout: bronze``); a folder written by a
+  Spark file sink is read through its ``_spark_metadata`` log, so only committed files are published.
+
+Each row becomes one event through the connector's sink (``writeStream.format("eventhubs")``):
 
 * ``message.body_column`` is the body as it is (string or binary; other types are cast to string),
   or ``message.body_json_columns`` builds a JSON object of those columns;
@@ -14,7 +20,7 @@ event through the connector's sink (``writeStream.format("eventhubs")``):
   as a string; nulls are left out), merged over ``message.properties_map_column`` (a
   map<string,string> column, e.g. bronze's ``properties``).
 
-Delivery is **at-least-once**: the checkpoint records which files were published, so a restart
+Delivery is **at-least-once**: the checkpoint records what was published, so a restart
 after a completed run publishes nothing new, but a batch interrupted while sending is sent again
 on restart (and a retried send may duplicate). Give events an id property and de-duplicate
 downstream when duplicates matter.
@@ -34,7 +40,9 @@ from .config import (
     is_local,
     local_path,
 )
+from .delta_source import DeltaReadOptions, check_delta_table, read_delta_stream
 from .eventhubs_config import EventHubConnectionConfig
+from .lake_tables import LakeFormat
 from .status_folder import JobStatus
 
 #: The columns of ``eventhubs_to_lake``'s output (the connector's read schema plus what job 1 adds).
@@ -45,13 +53,17 @@ BRONZE_SCHEMA = (
 )
 
 
-class LakeTableSourceConfig(StrictModel):
-    """``source:`` of lake_to_eventhubs: the parquet table to publish."""
+#: Keys that only the Delta source understands (refused with ``format: parquet``).
+_DELTA_ONLY_KEYS = ("max_bytes_per_trigger", "starting_version", "starting_timestamp", "skip_change_commits")
+
+
+class LakeTableSourceConfig(DeltaReadOptions):
+    """``source:`` of lake_to_eventhubs: the table to publish (Delta, or parquet with its schema)."""
 
     path: str = Field(min_length=1)
+    format: LakeFormat = "delta"
     layout: Literal["table", "bronze"] = "table"
     schema_ddl: str | None = Field(default=None, alias="schema", min_length=1)
-    max_files_per_trigger: int = Field(default=100, gt=0)
 
     @field_validator("path")
     @classmethod
@@ -61,7 +73,20 @@ class LakeTableSourceConfig(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _schema_matches_layout(self) -> LakeTableSourceConfig:
+    def _schema_matches_format_and_layout(self) -> LakeTableSourceConfig:
+        if self.format == "delta":
+            try:
+                check_delta_table(self.path)
+            except ValueError as error:
+                raise KeyedValueError("path", str(error)) from None
+            for key in ("schema_ddl", "layout"):
+                if key in self.model_fields_set:
+                    name = "schema" if key == "schema_ddl" else key
+                    raise KeyedValueError(name, "is for format: parquet; a Delta table knows its columns")
+            return self
+        for key in _DELTA_ONLY_KEYS:
+            if key in self.model_fields_set:
+                raise KeyedValueError(key, "is a Delta source option; it needs format: delta")
         if self.layout == "table" and self.schema_ddl is None:
             raise KeyedValueError("schema", "is required with layout: table (declare the table's columns)")
         if self.layout == "bronze" and self.schema_ddl is not None:
@@ -69,8 +94,10 @@ class LakeTableSourceConfig(StrictModel):
         return self
 
     @property
-    def schema(self) -> str:
-        """The DDL schema the table is read with."""
+    def schema(self) -> str | None:
+        """The DDL schema a parquet table is read with (None for Delta: the table's own)."""
+        if self.format == "delta":
+            return None
         return BRONZE_SCHEMA if self.layout == "bronze" else (self.schema_ddl or "")
 
 
@@ -124,11 +151,16 @@ class LakeToEventHubsConfig(JobConfig):
 
     @model_validator(mode="after")
     def _message_columns_exist(self) -> LakeToEventHubsConfig:
+        if self.source.schema is not None:  # a Delta table's columns are checked when the job starts
+            self.check_message_columns(declared_column_names(self.source.schema))
+        return self
+
+    def check_message_columns(self, columns: list[str]) -> None:
+        """Raise :class:`KeyedValueError` (``message.<key>``) when a message key names a missing column."""
         try:
-            self.message.check_columns(declared_column_names(self.source.schema))
+            self.message.check_columns(columns)
         except KeyedValueError as error:
             raise KeyedValueError(f"message.{error.key}", str(error)) from None
-        return self
 
     def extra_spark_conf(self) -> dict[str, str]:
         """Mask the connection string wherever Spark prints options (a static, session-wide setting)."""
@@ -192,12 +224,19 @@ def start_lake_to_eventhubs(spark: Any, config: LakeToEventHubsConfig, status: J
     spark.dataSource.register(DefaultSource)
     protect_secrets(spark)
     source = config.source
-    rows = (
-        spark.readStream.format("parquet")
-        .schema(source.schema)
-        .option("maxFilesPerTrigger", str(source.max_files_per_trigger))
-        .load(source.path)
-    )
+    if source.format == "delta":
+        rows = read_delta_stream(spark, source.path, source)
+        try:
+            config.check_message_columns(rows.columns)
+        except KeyedValueError as error:
+            raise ValueError(f"jobs config error: {error.key}: {error}") from None
+    else:
+        rows = (
+            spark.readStream.format("parquet")
+            .schema(source.schema)
+            .option("maxFilesPerTrigger", str(source.max_files_per_trigger))
+            .load(source.path)
+        )
     return (
         event_columns(rows, config.message)
         .writeStream.queryName(config.name)

@@ -18,6 +18,10 @@ DEFAULT_CONF = {
     # Dates such as ingest_date must not depend on the driver machine's time zone.
     "spark.sql.session.timeZone": "UTC",
     **DELTA_CONF,
+    # Delta rebuilds a table's state from its log in this many tasks (Delta's default: 50). 50 tiny
+    # tasks per commit dominate a micro-batch's time on a small cluster; raise it for tables with
+    # millions of files.
+    "spark.databricks.delta.snapshotPartitions": "8",
 }
 
 

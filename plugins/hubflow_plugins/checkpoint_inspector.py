@@ -18,12 +18,17 @@ Cost does not grow with the number of batches: it lists ``offsets/``, ``commits/
 one log file per source, one metadata file per state operator). A file source's newest log file may
 be a ``.compact`` file listing every file the query ever took; only its end (the newest batch's
 entries) is read, and not at all when its version (ETag on Blob) is one already seen.
+
+Given the Delta tables the query writes (``delta_tables``), the report also puts each table's
+version and the last batch its log records for the query (the ``txn`` action) beside Spark's last
+committed batch, and says what a difference means (:mod:`hubflow_plugins.delta_log`).
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -46,6 +51,7 @@ from hubflow_plugins.checkpoint_logs import (
     read_offsets,
     read_text,
 )
+from hubflow_plugins.delta_log import DeltaSinkReport, inspect_delta_sink
 
 
 class Verdict(StrEnum):
@@ -110,6 +116,7 @@ class CheckpointReport:
     sources: list[SourceReport] = field(default_factory=list)
     file_source_logs: list[FileSourceLogReport] = field(default_factory=list)
     state_operators: list[StateOperatorReport] = field(default_factory=list)
+    delta_sinks: list[DeltaSinkReport] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -141,6 +148,7 @@ def inspect_checkpoint(
     now: datetime | None = None,
     fs: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
+    delta_tables: Sequence[str] = (),
 ) -> CheckpointReport:
     """Inspect the checkpoint at ``path`` and give a verdict with a reason in words.
 
@@ -153,6 +161,7 @@ def inspect_checkpoint(
         fs: an already authenticated fsspec filesystem to use instead of resolving ``path``.
         storage_options: fsspec storage options (default: Azure URLs use the process's registered
             storage access, see ``hubflow_jobs.azure_storage``).
+        delta_tables: Delta tables this query writes; each gets a :class:`DeltaSinkReport`.
 
     I/O errors other than "not found" (authentication, network) are raised, not turned into a
     verdict: they say nothing about the checkpoint.
@@ -172,7 +181,41 @@ def inspect_checkpoint(
             f"Damaged checkpoint file {exc.file}: {exc.problem}. Spark cannot resume from a damaged "
             "log; restore the checkpoint from a backup or start a new checkpoint (rewind)."
         )
+    for table in delta_tables:
+        report.delta_sinks.append(inspect_delta_sink(table, report.query_id, report.latest_commit_batch_id))
     return report
+
+
+def committed_position(
+    path: str, storage_options: dict[str, Any] | None = None
+) -> tuple[str | None, int | None]:
+    """``(query id, last committed batch id)`` of the checkpoint at ``path`` (``None`` for what is missing).
+
+    Lists ``commits/`` and opens ``metadata`` only: for a Delta sink written by another query of the
+    job than the one :func:`inspect_checkpoint` looked at (e.g. a quarantine query).
+    """
+    fs, root = url_to_fs(path, storage_options)
+    if not fs.exists(join(root, "metadata")):
+        return None, None
+    commits = list_batch_ids(fs, join(root, "commits"))
+    return str(read_metadata(fs, root)["id"]), (commits[-1] if commits else None)
+
+
+def inspect_delta_sinks(
+    sinks: Sequence[tuple[str, str]], report: CheckpointReport | None = None
+) -> list[DeltaSinkReport]:
+    """A :class:`DeltaSinkReport` per ``(table, checkpoint of the query writing it)``.
+
+    Tables written by ``report``'s query reuse its query id and last commit; others read theirs.
+    """
+    results = []
+    for table, checkpoint in sinks:
+        if report is not None and checkpoint.rstrip("/") == report.path.rstrip("/"):
+            query_id, committed = report.query_id, report.latest_commit_batch_id
+        else:
+            query_id, committed = committed_position(checkpoint)
+        results.append(inspect_delta_sink(table, query_id, committed))
+    return results
 
 
 def _fill(
@@ -417,6 +460,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("checkpoint", help="the query's checkpointLocation (local path or fsspec URL)")
     parser.add_argument("--stalled-after-minutes", type=float, default=30.0)
     parser.add_argument("--failed-after-minutes", type=float, default=None)
+    parser.add_argument(
+        "--delta-table",
+        action="append",
+        default=[],
+        help="a Delta table the query writes (repeatable): its version and recorded batch are reported",
+    )
     args = parser.parse_args(argv)
     report = inspect_checkpoint(
         args.checkpoint,
@@ -424,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         failed_after=None
         if args.failed_after_minutes is None
         else timedelta(minutes=args.failed_after_minutes),
+        delta_tables=args.delta_table,
     )
     print(json.dumps(report.to_dict(), indent=2))
     return 0 if report.ok else 1

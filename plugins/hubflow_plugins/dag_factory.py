@@ -8,7 +8,8 @@ For each job ``<name>``:
   checkpoint is healthy (a run that found no input is idle, not stalled), then archive the processed
   landing files when ``archive`` is set. Backfill runs skip the health check and the archive.
 And once: ``hubflow__oncall`` (manual, a Params form: job, action, dry run) and
-``hubflow__cleanup`` (daily archive retention).
+``hubflow__cleanup`` (daily: archive retention, checkpoint backups, and compaction, VACUUM and log
+checkpoints of the Delta tables of every job that writes the lake; a Params form has a dry run).
 
 Only the registry file is read at parse time; job configs are read when a task runs.
 """
@@ -24,6 +25,7 @@ from hubflow_plugins.health import HEALTHY, HEALTHY_STREAMING
 from hubflow_plugins.operators import (
     ArchiveOperator,
     CheckpointBackupRetentionOperator,
+    DeltaMaintenanceOperator,
     SparkJobOperator,
     StreamingJobOperator,
 )
@@ -42,6 +44,8 @@ PRESETS = {
     "@annually": "0 0 1 1 *",
 }
 ONCALL_ACTIONS = ["restart", "stop", "start", "rewind"]
+#: Applications that write lake tables (Delta unless their config says ``format: parquet``).
+LAKE_WRITING_APPLICATIONS = ("eventhubs_to_lake", "files_to_lake", "eventhubs_aggregate", "bronze_to_silver")
 
 
 def build_dags(registry: Registry) -> dict[str, DAG]:
@@ -173,16 +177,31 @@ def oncall_dag(registry: Registry) -> DAG:
 
 
 def cleanup_dag(registry: Registry) -> DAG:
-    """Daily retention of archived landing files and of checkpoint backups."""
+    """Daily retention of archived landing files and checkpoint backups, and Delta maintenance.
+
+    Which lake jobs write Delta is in their configs, read when the task runs (a parquet job's
+    maintenance task skips itself), so DAG parsing reads the registry only.
+    """
     with DAG(
         dag_id="hubflow__cleanup",
-        description="Delete archived landing files and checkpoint backups past each job's retention",
+        description=(
+            "Delete archived landing files and checkpoint backups past each job's retention; compact, "
+            "vacuum and checkpoint the Delta tables"
+        ),
         schedule=timedelta(days=1),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
         default_args=_default_args(),
         tags=["hubflow", "cleanup"],
+        params={
+            "dry_run": Param(
+                False,
+                type="boolean",
+                title="Dry run",
+                description="Delta maintenance: say what, change nothing",
+            )
+        },
     ) as dag:
         for job in registry.jobs:
             if job.archive and job.archive_retention:
@@ -192,4 +211,8 @@ def cleanup_dag(registry: Registry) -> DAG:
                     purge_older_than=job.archive_retention,
                 )
             CheckpointBackupRetentionOperator(task_id=f"checkpoint_backups_{job.name}", job_name=job.name)
+            if job.application in LAKE_WRITING_APPLICATIONS:
+                DeltaMaintenanceOperator(
+                    task_id=f"delta_maintenance_{job.name}", job_name=job.name, dry_run="{{ params.dry_run }}"
+                )
     return dag

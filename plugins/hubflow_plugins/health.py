@@ -116,8 +116,17 @@ def committed_sequence_numbers(report: dict[str, Any], hub: str) -> dict[str, in
 
     Offsets are the Event Hubs connector's checkpoint JSON ``{"<hub>": {"0": <seq>, ...}}``.
     """
+    return _end_sequence_numbers(report, hub, "committed_end_offset")
+
+
+def planned_sequence_numbers(report: dict[str, Any], hub: str) -> dict[str, int]:
+    """Per partition, the end sequence number of the newest planned batch (committed or not)."""
+    return _end_sequence_numbers(report, hub, "end_offset")
+
+
+def _end_sequence_numbers(report: dict[str, Any], hub: str, key: str) -> dict[str, int]:
     for source in report.get("sources") or []:
-        raw = source.get("committed_end_offset") if isinstance(source, dict) else None
+        raw = source.get(key) if isinstance(source, dict) else None
         if raw is None:
             continue
         try:

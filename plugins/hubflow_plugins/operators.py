@@ -44,8 +44,9 @@ class SparkJobOperator(BaseOperator):
 
     A backfill run (``airflow backfill create`` or the UI's Backfill) processes exactly its data
     interval instead: ``jobs/backfill.py`` reads the interval as a batch (Event Hubs: the
-    enqueued-time window; files: the interval's landing or archive folders) and overwrites that
-    interval's partition of the job's backfill table, so reruns never duplicate.
+    enqueued-time window; files: the interval's landing or archive folders) and replaces the
+    interval's rows - in the job's own Delta table (one ``replaceWhere`` transaction), or in the
+    parquet side table's partition - so reruns never duplicate.
 
     :param job_name: the job's name in the registry (``dags/registry.yaml``).
     :param stop_grace: on task kill, how long the job gets to finish its batch after the STOP
@@ -129,7 +130,8 @@ class StreamingJobOperator(BaseOperator):
     ``rewind`` (Event Hubs jobs) stops the job, moves its checkpoint whole into the backups folder
     and starts it on a new checkpoint from ``rewind_to_enqueued_time`` (every partition) or
     ``rewind_to_sequence_numbers`` (JSON, partition -> sequence number; other partitions resume
-    where the old checkpoint committed).
+    where the old checkpoint committed). A job writing Delta tables only rewinds forward: replayed
+    events would land twice (``rewind.check_delta_rewind``; a backfill repairs an interval instead).
 
     :param job_name: the job's name in the registry.
     :param action: one of ``ensure_running``, ``start``, ``stop``, ``restart``, ``rewind``.
@@ -260,9 +262,10 @@ class StreamingJobOperator(BaseOperator):
         from hubflow_plugins.checkpoint_backups import backup_checkpoint
         from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
         from hubflow_plugins.eventhubs_hook import EventHubsHook
-        from hubflow_plugins.health import committed_sequence_numbers
+        from hubflow_plugins.health import committed_sequence_numbers, planned_sequence_numbers
         from hubflow_plugins.rewind import (
             RewindError,
+            check_delta_rewind,
             parse_enqueued_time,
             parse_sequence_numbers,
             resolve_enqueued_time,
@@ -294,6 +297,7 @@ class StreamingJobOperator(BaseOperator):
                 at_enqueued_time=at_time,
                 committed=committed,
             )
+            check_delta_rewind(positions, planned_sequence_numbers(report, hub), job.paths.delta_tables)
         except RewindError as exc:
             raise AirflowFailException(f"job {job.name}: cannot rewind: {exc}") from None
         plan = [
@@ -511,3 +515,67 @@ class CheckpointBackupRetentionOperator(BaseOperator):
         for path in deleted:
             self.log.info("deleted %s", path)
         return deleted
+
+
+class DeltaMaintenanceOperator(BaseOperator):
+    """Compact, vacuum and checkpoint the Delta tables a registered job writes.
+
+    Runs ``jobs/lake_maintenance.py`` with spark-submit through the same hook as the job itself
+    (its Spark connection, conf and storage access), never Spark in the Airflow worker. Per table:
+    ``OPTIMIZE`` (a ``dataChange=false`` commit, so streaming readers never see rows twice),
+    ``VACUUM`` past ``vacuum_retention``, and a Delta log checkpoint when more than
+    ``delta_checkpoint_after_commits`` commits follow the last one; sizes before and after are in
+    the task log. A job that writes no Delta table is skipped without starting Spark.
+
+    :param job_name: the job's name in the registry.
+    :param dry_run: say what each step would do, change nothing.
+    :param vacuum_retention: e.g. ``"7 days"`` (default: the registry's ``vacuum_retention``).
+    """
+
+    template_fields = ("job_name", "dry_run")
+    ui_color = "#b0e0e6"
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        dry_run: bool | str = False,
+        vacuum_retention: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job_name = job_name
+        self.dry_run = dry_run
+        self.vacuum_retention = vacuum_retention
+        self._hook: Any = None
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from hubflow_plugins.spark_submit import build_submit_hook
+
+        dry_run = str(self.dry_run).lower() in ("true", "1", "yes")
+        job = _job(self.job_name)
+        tables = job.paths.delta_tables
+        if not tables:
+            raise AirflowSkipException(f"job {job.name} writes no Delta table: nothing to maintain")
+        retention = parse_duration(self.vacuum_retention or job.vacuum_retention)
+        args = [
+            "--application",
+            job.application,
+            "--vacuum-retention-hours",
+            f"{retention.total_seconds() / 3600:g}",
+            "--checkpoint-after-commits",
+            str(job.delta_checkpoint_after_commits),
+            *(["--dry-run"] if dry_run else []),
+        ]
+        self.log.info(
+            "maintaining the Delta tables of job %s%s: %s", job.name, " (dry run)" if dry_run else "", tables
+        )
+        self._hook = build_submit_hook(job, secrets=_secrets(job), extra_args=args)
+        self._hook.submit(str(job.application_path().with_name("lake_maintenance.py")))
+        return {"job": job.name, "tables": tables, "dry_run": dry_run}
+
+    def on_kill(self) -> None:
+        if self._hook is not None:
+            self._hook.on_kill()

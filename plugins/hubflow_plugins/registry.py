@@ -4,8 +4,8 @@ A job is registered once, by name; that name is its DAG id prefix, its checkpoin
 status folder. The registry says how Airflow runs the job (``streaming`` or ``scheduled``, schedule,
 health thresholds); the job's own YAML config (``jobs/configs/<name>.yaml``) says what the job does.
 The registry reads only the few keys of that config Airflow needs (name, trigger, checkpoint and
-status roots, landing and archive folders) so DAG parsing stays fast and Airflow never imports
-the Spark side. No Airflow import here.
+status roots, landing and archive folders, the Delta tables it writes) so DAG parsing stays fast
+and Airflow never imports the Spark side. No Airflow import here.
 """
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ DEFAULT_REGISTRY = REPO_ROOT / "dags" / "registry.yaml"
 DEFAULT_JOBS_DIR = REPO_ROOT / "jobs"
 
 _UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+#: The ``sink.format`` of a job config that names none: the jobs' default
+#: (``hubflow_jobs.lake_tables.DEFAULT_FORMAT``; tests/airflow/test_registry.py checks they agree).
+DEFAULT_SINK_FORMAT = "delta"
+#: Where eventhubs_aggregate's quarantine query keeps its checkpoint, inside the quarantine table.
+QUARANTINE_QUERY_CHECKPOINT = "_checkpoint"
 
 
 class RegistryError(ValueError):
@@ -46,6 +51,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class DeltaSinkPaths(_Strict):
+    """A Delta table a job writes, and the checkpoint of the streaming query that writes it."""
+
+    table: str
+    checkpoint: str
+
+
 class JobPaths(_Strict):
     """What Airflow needs to know of a job's own config."""
 
@@ -56,6 +68,12 @@ class JobPaths(_Strict):
     landing_root: str | None = None
     archive_dir: str | None = None
     reads_eventhubs: bool = False
+    delta_sinks: list[DeltaSinkPaths] = Field(default_factory=list)
+
+    @property
+    def delta_tables(self) -> list[str]:
+        """The Delta tables the job writes (compacted and vacuumed by the cleanup DAG)."""
+        return [sink.table for sink in self.delta_sinks]
 
     @property
     def archive_root(self) -> str | None:
@@ -87,12 +105,20 @@ class RegisteredJob(_Strict):
     archive: bool = False
     archive_retention: str | None = None
     checkpoint_backup_retention: str = "30 days"
+    vacuum_retention: str = "7 days"
+    delta_checkpoint_after_commits: int = Field(default=100, ge=1)
     spark_conn_id: str = "spark_default"
     eventhubs_conn_id: str | None = None
     spark_conf: dict[str, str] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
 
-    @field_validator("supervise_every", "stalled_after", "archive_retention", "checkpoint_backup_retention")
+    @field_validator(
+        "supervise_every",
+        "stalled_after",
+        "archive_retention",
+        "checkpoint_backup_retention",
+        "vacuum_retention",
+    )
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
         if value is not None:
@@ -201,15 +227,36 @@ def read_job_paths(config_path: Path, expected_name: str | None = None) -> JobPa
         )
     trigger = data["trigger"] or {}
     source = data.get("source") or {}
+    checkpoint = _join(data["checkpoint_root"], name)
     return JobPaths(
         name=name,
         trigger="availableNow" if trigger.get("availableNow") else "processingTime",
-        checkpoint_location=_join(data["checkpoint_root"], name),
+        checkpoint_location=checkpoint,
         status_dir=_join(data["status_root"], name),
         landing_root=source.get("path") if isinstance(source, dict) else None,
         archive_dir=source.get("archive_dir") if isinstance(source, dict) else None,
         reads_eventhubs=isinstance(source, dict) and "connection_string_env" in source,
+        delta_sinks=_delta_sinks(data, checkpoint),
     )
+
+
+def _delta_sinks(data: dict[str, Any], checkpoint: str) -> list[DeltaSinkPaths]:
+    """The Delta tables of ``sink:`` (output, quarantine) with the checkpoint of their writer.
+
+    Every lake job writes both tables from its own query, except eventhubs_aggregate (the config
+    with ``aggregation:``), whose quarantine has a query and checkpoint of its own inside it.
+    """
+    sink = data.get("sink")
+    if not isinstance(sink, dict) or sink.get("format", DEFAULT_SINK_FORMAT) != "delta":
+        return []
+    sinks = []
+    if sink.get("output_path"):
+        sinks.append(DeltaSinkPaths(table=str(sink["output_path"]), checkpoint=checkpoint))
+    if sink.get("quarantine_path"):
+        quarantine = str(sink["quarantine_path"])
+        writer = _join(quarantine, QUARANTINE_QUERY_CHECKPOINT) if "aggregation" in data else checkpoint
+        sinks.append(DeltaSinkPaths(table=quarantine, checkpoint=writer))
+    return sinks
 
 
 def _join(root: str, name: str) -> str:

@@ -8,6 +8,18 @@ checkpoint's. That matters: Spark's file sink skips every batch id it has alread
 its ``_spark_metadata`` log, so a plain fresh checkpoint (batch 0 again) would silently write
 nothing until it caught up with the old ids. Stateful queries cannot be rewound this way (their
 state would not match the positions); they get a clear refusal.
+
+Delta sinks (:func:`check_delta_rewind`). A Delta sink recognises a replayed batch by the
+application transaction it recorded for the query (appId = query id, version = batch id). Because
+the seeded checkpoint keeps the query id and continues the batch ids, the sink writes every batch
+after the rewind (nothing is skipped) and still skips a batch replayed after a crash. But the
+events between the rewind positions and what the table already holds come as new batches: Delta
+cannot tell them from new events, so they would land twice. A new checkpoint would fare no
+better: a new query id has no transaction in the table, so nothing at all would be recognised. The
+safe behaviour is therefore to refuse a rewind that goes back before what a Delta table already
+holds, naming the partitions, and to point at the tool that repairs an interval without doubling
+it: a backfill, which replaces the interval's rows in one transaction. A rewind forward (skipping
+events) is allowed.
 """
 
 from __future__ import annotations
@@ -85,6 +97,28 @@ def rewind_positions(
             )
         positions[partition] = seq
     return positions
+
+
+def check_delta_rewind(positions: dict[str, int], written: dict[str, int], tables: list[str]) -> None:
+    """Refuse a rewind that would replay into the Delta ``tables`` events they already hold.
+
+    ``written``: per partition, the end sequence number of the newest batch the query planned -
+    committed or not, since a batch the driver died in may already be in a table.
+    """
+    if not tables:
+        return
+    back = {
+        p: (positions[p], written[p]) for p in sorted(positions, key=int) if positions[p] < written.get(p, 0)
+    }
+    if back:
+        detail = ", ".join(f"partition {p}: {start} < {end}" for p, (start, end) in back.items())
+        raise RewindError(
+            f"the job writes the Delta table(s) {tables}, which already hold the events a rewind to "
+            f"these positions would replay ({detail}); a Delta sink cannot tell replayed events from "
+            "new ones, so they would be written twice. To re-ingest a time interval, run a backfill of "
+            "it (it replaces the interval's rows in one transaction, see docs/operations.md); a rewind "
+            "can only move a Delta job forward."
+        )
 
 
 def resolve_enqueued_time(connection_string: str, when: datetime) -> tuple[str, dict[str, int]]:

@@ -113,3 +113,25 @@ def test_the_shipped_registry_is_valid() -> None:
     for job in registry.jobs:
         assert job.application_path().exists(), job.application
         assert job.paths.name == job.name
+
+
+def test_delta_sinks_and_their_writers_come_from_the_job_config(tmp_path: Path) -> None:
+    from hubflow_jobs.lake_tables import DEFAULT_FORMAT
+    from hubflow_plugins.registry import DEFAULT_SINK_FORMAT
+
+    assert DEFAULT_SINK_FORMAT == DEFAULT_FORMAT, "the registry reads configs with the jobs' default format"
+    base = {"trigger": {"availableNow": True}, "checkpoint_root": "/c", "status_root": "/s"}
+    sink = {"output_path": "/lake/out", "quarantine_path": "/lake/bad"}
+    files = _write(tmp_path / "files.yaml", {"name": "files", **base, "sink": sink})
+    paths = read_job_paths(files)
+    assert [(s.table, s.checkpoint) for s in paths.delta_sinks] == [
+        ("/lake/out", "/c/files"),
+        ("/lake/bad", "/c/files"),
+    ]
+    aggregate = _write(tmp_path / "agg.yaml", {"name": "agg", **base, "aggregation": {}, "sink": sink})
+    assert [(s.table, s.checkpoint) for s in read_job_paths(aggregate).delta_sinks] == [
+        ("/lake/out", "/c/agg"),
+        ("/lake/bad", "/lake/bad/_checkpoint"),
+    ]
+    parquet = _write(tmp_path / "pq.yaml", {"name": "pq", **base, "sink": {**sink, "format": "parquet"}})
+    assert read_job_paths(parquet).delta_tables == []

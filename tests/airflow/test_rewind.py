@@ -13,7 +13,13 @@ import pytest
 
 from hubflow_plugins.checkpoint_backups import backup_checkpoint, purge_checkpoint_backups
 from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
-from hubflow_plugins.rewind import RewindError, parse_sequence_numbers, rewind_positions, seed_checkpoint
+from hubflow_plugins.rewind import (
+    RewindError,
+    check_delta_rewind,
+    parse_sequence_numbers,
+    rewind_positions,
+    seed_checkpoint,
+)
 from tests.airflow.helpers import airflow_env, run_airflow, write_registry
 from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config
 from tests.support.emulator import start_test_emulator
@@ -51,6 +57,18 @@ def test_sequence_numbers_must_be_json_of_non_negative_numbers() -> None:
         parse_sequence_numbers("[1, 2]")
     with pytest.raises(RewindError, match="negative"):
         parse_sequence_numbers('{"0": -4}')
+
+
+def test_a_delta_job_rewinds_forward_only() -> None:
+    """Events the Delta table already holds would come back as new batches: written twice."""
+    written = {"0": 20, "1": 30}
+    check_delta_rewind({"0": 25, "1": 30}, written, ["/lake/bronze"])  # skips ahead: fine
+    check_delta_rewind({"0": 5, "1": 30}, written, [])  # a parquet job may replay (side by side)
+    with pytest.raises(RewindError) as refused:
+        check_delta_rewind({"0": 5, "1": 30}, written, ["/lake/bronze"])
+    message = str(refused.value)
+    assert "partition 0: 5 < 20" in message and "partition 1" not in message
+    assert "would be written twice" in message and "run a backfill" in message
 
 
 def _old_checkpoint(root: Path, hub: str = "hub") -> Path:

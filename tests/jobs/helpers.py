@@ -20,7 +20,8 @@ EVENTHUBS_TO_LAKE = JOBS_DIR / "eventhubs_to_lake.py"
 
 
 def landing_config(base: Path, **overrides: Any) -> dict[str, Any]:
-    """A valid files_to_lake config under ``base`` (json, availableNow); ``overrides`` replace sections."""
+    """A valid files_to_lake config under ``base`` (json, availableNow, parquet output; Delta tests set
+    ``sink={"format": "delta"}``); ``overrides`` update sections."""
     (base / "landing").mkdir(parents=True, exist_ok=True)
     config: dict[str, Any] = {
         "name": "files_to_lake",
@@ -37,7 +38,11 @@ def landing_config(base: Path, **overrides: Any) -> dict[str, Any]:
             "archive_dir": str(base / "archive"),
             "required_columns": ["id"],
         },
-        "sink": {"output_path": str(base / "lake" / "orders"), "quarantine_path": str(base / "quarantine")},
+        "sink": {
+            "output_path": str(base / "lake" / "orders"),
+            "quarantine_path": str(base / "quarantine"),
+            "format": "parquet",
+        },
     }
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(config.get(key), dict):
@@ -194,7 +199,8 @@ class EmulatedHub:
 
 
 def eventhubs_config(base: Path, hub: EmulatedHub, env_var: str, **overrides: Any) -> dict[str, Any]:
-    """A valid eventhubs_to_lake config under ``base`` reading ``hub`` (availableNow)."""
+    """A valid eventhubs_to_lake config under ``base`` reading ``hub`` (availableNow, parquet output;
+    Delta tests set ``sink={"format": "delta"}``)."""
     config: dict[str, Any] = {
         "name": "eventhubs_to_lake",
         "trigger": {"availableNow": True},
@@ -203,7 +209,7 @@ def eventhubs_config(base: Path, hub: EmulatedHub, env_var: str, **overrides: An
         "spark_conf": {"spark.sql.shuffle.partitions": 2, "spark.ui.enabled": False},
         "runtime": {"heartbeat_interval": "1 second", "poll_interval": "200 ms"},
         "source": {"connection_string_env": env_var, "max_events_per_trigger": 1000},
-        "sink": {"output_path": str(base / "lake" / "bronze")},
+        "sink": {"output_path": str(base / "lake" / "bronze"), "format": "parquet"},
     }
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(config.get(key), dict):

@@ -64,6 +64,7 @@ def aggregate_config(base: Path, hub: EmulatedHub, **overrides: Any) -> dict[str
     config["sink"] = {
         "output_path": str(base / "lake" / "device_minutes"),
         "quarantine_path": str(base / "quarantine" / "device_minutes"),
+        "format": "parquet",
     }
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(config.get(key), dict):

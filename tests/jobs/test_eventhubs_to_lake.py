@@ -1,5 +1,6 @@
 """eventhubs_to_lake against the embedded emulator: every event exactly once, raw body kept,
-across availableNow runs and across kill -9 of the driver at random moments."""
+across availableNow runs and across kill -9 of the driver at random moments - for the Delta table
+also between the batch's Delta commit and Spark's commit."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import random
 import re
 import signal
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,9 +40,9 @@ pytestmark = pytest.mark.integration
 ENV_VAR = "HUBFLOW_TEST_EVENTHUBS_CONNECTION"
 
 
-def _check_exactly_once(spark: Any, output: Path, sent: set[bytes]) -> None:
+def _check_exactly_once(spark: Any, output: Path, sent: set[bytes], sink_format: str = "parquet") -> None:
     """The lake holds every sent event once: unique (partition, sequenceNumber), raw bodies equal."""
-    frame = spark.read.parquet(str(output))
+    frame = spark.read.format(sink_format).load(str(output))
     rows = frame.select("partition", "sequenceNumber", "body").collect()
     identities = [(r["partition"], r["sequenceNumber"]) for r in rows]
     assert len(identities) == len(set(identities)), "an event was written twice"
@@ -109,10 +111,55 @@ def test_available_now_lands_every_event_once_with_its_raw_body(
     _check_exactly_once(spark, output, sent | more)
 
 
+def _kill_between_delta_and_spark_commits(job: Any, table: Path, commits: Path, deadline: float) -> int:
+    """Freeze the driver as soon as the Delta table gains a commit; kill it there if Spark has not
+    written that batch's commit file yet (else let it go on and wait for the next). Returns the batch.
+
+    SIGSTOP stops the whole process group at once, so what is on disk when the check runs is what
+    a kill at that moment leaves behind.
+    """
+    log_dir = table / "_delta_log"
+
+    def newest_version() -> int:
+        names = os.listdir(log_dir) if log_dir.is_dir() else []
+        return max((int(n[:20]) for n in names if re.fullmatch(r"\d{20}\.json", n)), default=-1)
+
+    seen = newest_version()
+    while time.monotonic() < deadline:
+        version = newest_version()
+        if version == seen:
+            if job.poll() is not None:
+                raise AssertionError("the job ended before a kill between the two commits")
+            time.sleep(0.002)
+            continue
+        os.killpg(job.pid, signal.SIGSTOP)
+        commit = log_dir / f"{version:020d}.json"
+        actions = [json.loads(line) for line in commit.read_text().splitlines() if line]
+        (batch,) = [a["txn"]["version"] for a in actions if "txn" in a]
+        if not (commits / str(batch)).exists():
+            os.killpg(job.pid, signal.SIGKILL)
+            return batch
+        os.killpg(job.pid, signal.SIGCONT)
+        seen = version
+    raise AssertionError("no batch was caught between its Delta commit and Spark's commit in time")
+
+
 def _run_with_kills(
-    spark: Any, eventhub: EmulatedHub, tmp_path: Path, total: int, kills: int, per_trigger: int, seed: int
+    spark: Any,
+    eventhub: EmulatedHub,
+    tmp_path: Path,
+    total: int,
+    kills: int,
+    per_trigger: int,
+    seed: int,
+    sink_format: str = "parquet",
+    between_commits: frozenset[int] = frozenset(),
 ) -> None:
-    """Send ``total`` events while the job runs; kill -9 it ``kills`` times; check exactly once."""
+    """Send ``total`` events while the job runs; kill -9 it ``kills`` times; check exactly once.
+
+    Kills numbered in ``between_commits`` (Delta only) land after a batch's Delta commit and before
+    Spark's commit file for it; the others at random moments.
+    """
     config = write_config(
         tmp_path / "job.yaml",
         eventhubs_config(
@@ -126,6 +173,7 @@ def _run_with_kills(
                 "poll_interval": "200 ms",
                 "lease_duration": "10 minutes",
             },
+            sink={"format": sink_format},
         ),
     )
     env = {ENV_VAR: eventhub.connection_string}
@@ -150,7 +198,9 @@ def _run_with_kills(
         return run_id is not None and run_id not in seen_runs
 
     commits = tmp_path / "checkpoints" / "eventhubs_to_lake" / "commits"
-    kill_moments = []
+    table = tmp_path / "lake" / "bronze"
+    kill_moments: list[tuple[int, Any]] = []
+    caught_between: list[int] = []
     for kill in range(kills):
         log = tmp_path / f"run{kill}.log"
         job = spark_submit(config, log, script=EVENTHUBS_TO_LAKE, extra_env=env)
@@ -158,7 +208,13 @@ def _run_with_kills(
             wait_until(lambda job=job: new_run_started() or job.poll() is not None, 120, "the query to start")
             assert job.poll() is None, last_log_line(log)
             seen_runs.add(json.loads(status_file.read_text())["run_id"])
-            if kill % 2 == 0:
+            if kill in between_commits:
+                batch = _kill_between_delta_and_spark_commits(job, table, commits, time.monotonic() + 300)
+                caught_between.append(batch)
+                job.wait()
+                assert not (commits / str(batch)).exists(), "killed after Spark's commit after all"
+                delay: Any = f"between the commits of batch {batch}"
+            elif kill % 2 == 0:
                 # After this run committed a batch: lands in the next batch or between batches.
                 before = len(log_ids(commits))
                 wait_until(
@@ -169,15 +225,17 @@ def _run_with_kills(
                 delay = rng.uniform(0.0, 3.0)
             else:
                 delay = rng.uniform(0.5, 8.0)  # while planning or writing the run's first batch
-            threading.Event().wait(delay)
-            assert job.poll() is None, f"run {kill} ended before its kill: {last_log_line(log)}"
+            if isinstance(delay, float):
+                threading.Event().wait(delay)
+                assert job.poll() is None, f"run {kill} ended before its kill: {last_log_line(log)}"
         finally:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
-        kill_moments.append((len(log_ids(commits)), round(delay, 1)))
+        kill_moments.append((len(log_ids(commits)), round(delay, 1) if isinstance(delay, float) else delay))
     assert kill_moments[-1][0] >= max(1, kills // 2), (
         f"the kills should interrupt a committing job: {kill_moments}"
     )
+    assert len(caught_between) == len(between_commits), kill_moments
     sender.join(300)
     assert not sender.is_alive()
 
@@ -203,18 +261,40 @@ def _run_with_kills(
     secret = re.search(r"SharedAccessKey=([^;]+)", eventhub.connection_string).group(1)
     for run_log in tmp_path.glob("*.log"):
         assert secret not in run_log.read_text(errors="replace"), f"the SAS key leaked into {run_log.name}"
-    _check_exactly_once(spark, tmp_path / "lake" / "bronze", sent)
+    _check_exactly_once(spark, table, sent, sink_format)
     assert len(sent) == total
 
 
-def test_kill_9_at_random_moments_loses_and_repeats_nothing(
+def test_delta_table_survives_kill_9_at_random_moments_and_between_its_two_commits(
     spark: Any, eventhub: EmulatedHub, tmp_path: Path
 ) -> None:
-    _run_with_kills(spark, eventhub, tmp_path, total=1_000, kills=1, per_trigger=250, seed=5)
+    _run_with_kills(
+        spark,
+        eventhub,
+        tmp_path,
+        total=1_000,
+        kills=3,
+        per_trigger=100,
+        seed=5,
+        sink_format="delta",
+        between_commits=frozenset({1}),
+    )
 
 
 @pytest.mark.slow
-def test_five_kills_during_100k_events_lose_and_repeat_nothing(
-    spark: Any, eventhub: EmulatedHub, tmp_path: Path
+@pytest.mark.parametrize("sink_format", ["delta", "parquet"])
+def test_six_kills_during_100k_events_lose_and_repeat_nothing(
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path, sink_format: str
 ) -> None:
-    _run_with_kills(spark, eventhub, tmp_path, total=100_000, kills=6, per_trigger=5_000, seed=7)
+    between = frozenset({1, 4}) if sink_format == "delta" else frozenset()
+    _run_with_kills(
+        spark,
+        eventhub,
+        tmp_path,
+        total=100_000,
+        kills=6,
+        per_trigger=5_000,
+        seed=7,
+        sink_format=sink_format,
+        between_commits=between,
+    )

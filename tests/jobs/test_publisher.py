@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
-from hubflow_jobs.config import load_config
+from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig, start_eventhubs_to_lake
 from hubflow_jobs.publisher import LakeToEventHubsConfig, start_lake_to_eventhubs
 from hubflow_jobs.runner import run_job
@@ -52,7 +52,12 @@ def publisher_config(base: Path, table: Path, **overrides: Any) -> dict[str, Any
         "status_root": str(base / "status"),
         "spark_conf": {"spark.sql.shuffle.partitions": 2},
         "runtime": {"heartbeat_interval": "1 second", "poll_interval": "200 ms"},
-        "source": {"path": str(table), "schema": ORDERS_SCHEMA, "max_files_per_trigger": 1},
+        "source": {
+            "path": str(table),
+            "format": "parquet",
+            "schema": ORDERS_SCHEMA,
+            "max_files_per_trigger": 1,
+        },
         "sink": {"connection_string_env": ENV_VAR},
         "message": {
             "body_json_columns": ["order_id", "customer", "amount"],
@@ -162,6 +167,28 @@ def test_unknown_body_column_exits_2_naming_the_key(tmp_path: Path, monkeypatch:
     assert not (tmp_path / "checkpoints").exists()
 
 
+def test_source_keys_must_fit_the_table_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_VAR, "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=s")
+    table = tmp_path / "orders"
+    table.mkdir()
+
+    def error(**source: Any) -> str:
+        config = publisher_config(tmp_path, table, source=source)
+        config["source"] = {k: v for k, v in config["source"].items() if v is not None}
+        with pytest.raises(ConfigError) as caught:
+            load_config(write_config(tmp_path / "job.yaml", config), LakeToEventHubsConfig)
+        return str(caught.value)
+
+    assert "source.skip_change_commits: is a Delta source option; it needs format: delta" in error(
+        skip_change_commits=True
+    )
+    assert "source.path: " in error(format="delta", schema=None) and "is not a Delta table" in error(
+        format="delta", schema=None
+    )
+    (table / "_delta_log").mkdir()
+    assert "source.schema: is for format: parquet; a Delta table knows its columns" in error(format="delta")
+
+
 def test_publishes_each_row_once_with_body_key_and_properties(
     spark: Any, eventhub: EmulatedHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,9 +236,10 @@ def test_publishes_each_row_once_with_body_key_and_properties(
     assert numbers == list(range(45))
 
 
-def test_bronze_output_replays_to_another_hub(
+def test_delta_bronze_output_replays_to_another_hub(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """eventhubs_to_lake's Delta table, read incrementally by delta-spark's source, to another hub."""
     from azure.eventhub import EventData, EventHubProducerClient
 
     with start_test_emulator(tmp_path, ingest=4, replay=2) as emulator:
@@ -233,7 +261,9 @@ def test_bronze_output_replays_to_another_hub(
 
         monkeypatch.setenv("HUBFLOW_TEST_INGEST_CONNECTION", ingest)
         hub = EmulatedHub("ingest", ingest, partitions=4)
-        bronze_config = eventhubs_config(tmp_path, hub, "HUBFLOW_TEST_INGEST_CONNECTION")
+        bronze_config = eventhubs_config(
+            tmp_path, hub, "HUBFLOW_TEST_INGEST_CONNECTION", sink={"format": "delta"}
+        )
         bronze = load_config(write_config(tmp_path / "bronze.yaml", bronze_config), EventHubsToLakeConfig)
         code, reason = run_job(spark, bronze, start_eventhubs_to_lake, StopRequest())
         assert code == EXIT_OK, reason
@@ -242,7 +272,7 @@ def test_bronze_output_replays_to_another_hub(
         replay_config = publisher_config(
             tmp_path,
             Path(bronze.sink.output_path),
-            source={"path": bronze.sink.output_path, "layout": "bronze", "max_files_per_trigger": 100},
+            source={"path": bronze.sink.output_path, "max_files_per_trigger": 100},
             message={
                 "body_column": "body",
                 "partition_key_column": "partitionKey",
@@ -250,7 +280,8 @@ def test_bronze_output_replays_to_another_hub(
                 "property_columns": ["sequenceNumber"],
             },
         )
-        del replay_config["source"]["schema"]
+        for key in ("schema", "format"):  # a Delta table (the default format) knows its columns
+            del replay_config["source"][key]
         del replay_config["message"]["body_json_columns"]
         config = load_config(write_config(tmp_path / "replay.yaml", replay_config), LakeToEventHubsConfig)
         code, reason = run_job(spark, config, start_lake_to_eventhubs, StopRequest())
@@ -269,6 +300,11 @@ def test_bronze_output_replays_to_another_hub(
             assert properties["sequenceNumber"].isdigit()
             partitions_of_key[key].add(partition)
         assert all(len(p) == 1 for p in partitions_of_key.values())
+
+        # A restart publishes nothing again: the checkpoint holds the table version it read up to.
+        code, reason = run_job(spark, config, start_lake_to_eventhubs, StopRequest())
+        assert code == EXIT_OK, reason
+        assert event_count(replay) == len(sent)
 
 
 def test_spark_submit_forwards_new_files_until_sigterm(

@@ -29,7 +29,7 @@ def job_config(base: Path, name: str, source: dict[str, Any]) -> Path:
         "checkpoint_root": str(base / "checkpoints"),
         "status_root": str(base / "status"),
         "source": source,
-        "sink": {"output_path": str(base / "lake" / name)},
+        "sink": {"output_path": str(base / "lake" / name), "format": "parquet"},
     }
     path = base / "configs" / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,11 @@
 """One snapshot per registered job: health verdict, state, heartbeat, last batch, lag, history.
 
 Everything comes from files other parts of hubflow already keep: the registry (which jobs exist),
-the checkpoint (the inspector's verdict) and the job's status folder (``status.json`` written by the
-jobs runtime, the on-call ``HOLD``, ``driver.log``; see ``hubflow_jobs.status_folder``). A job whose
-config or storage cannot be read gets an ``error`` in its snapshot instead of breaking the page for
-every other job.
+the checkpoint (the inspector's verdict), the job's status folder (``status.json`` written by the
+jobs runtime, the on-call ``HOLD``, ``driver.log``; see ``hubflow_jobs.status_folder``) and the logs
+of the Delta tables it writes (version, and the last batch each records for the query beside Spark's
+last commit). A job whose config or storage cannot be read gets an ``error`` in its snapshot instead
+of breaking the page for every other job.
 
 Secrets never leave this module: strings shown to the user pass through :func:`redact`, which
 masks connection string keys, SAS signatures and account keys wherever they appear.
@@ -86,6 +87,7 @@ def job_snapshot(
         "hold": None,
         "driver_log": False,
         "checkpoint_location": None,
+        "delta_tables": [],
         "error": None,
     }
     try:
@@ -95,10 +97,16 @@ def job_snapshot(
         return snapshot
     snapshot["checkpoint_location"] = redact(paths.checkpoint_location)
     errors = []
+    report = None
     try:
-        _fill_verdict(snapshot, job, paths.checkpoint_location, now)
+        report = _fill_verdict(snapshot, job, paths.checkpoint_location, now)
     except Exception as exc:  # storage unreachable: the verdict is unknown, not "missing"
         errors.append(f"cannot read the checkpoint: {redact(str(exc))}")
+    if paths.delta_sinks:
+        try:
+            _fill_delta_tables(snapshot, paths, report)
+        except Exception as exc:
+            errors.append(f"cannot read a Delta table's log: {redact(str(exc))}")
     try:
         _fill_status(snapshot, job, paths.status_dir, samples, now)
     except Exception as exc:
@@ -113,13 +121,24 @@ def job_snapshot(
     return snapshot
 
 
-def _fill_verdict(snapshot: dict[str, Any], job: Any, checkpoint: str, now: datetime) -> None:
+def _fill_verdict(snapshot: dict[str, Any], job: Any, checkpoint: str, now: datetime) -> Any:
     from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
 
     report = inspect_checkpoint(checkpoint, stalled_after=job.stalled_after_delta, now=now)
     snapshot["verdict"] = report.verdict.value
     snapshot["ok"] = report.ok
     snapshot["reason"] = redact(report.reason)
+    return report
+
+
+def _fill_delta_tables(snapshot: dict[str, Any], paths: Any, report: Any) -> None:
+    from hubflow_plugins.checkpoint_inspector import inspect_delta_sinks
+
+    sinks = [(sink.table, sink.checkpoint) for sink in paths.delta_sinks]
+    snapshot["delta_tables"] = [
+        {key: redact(value) for key, value in found.to_dict().items()}
+        for found in inspect_delta_sinks(sinks, report)
+    ]
 
 
 def _fill_status(

@@ -118,6 +118,27 @@
     setCell(row, 8, job.lag === null ? "–" : String(job.lag));
   }
 
+  function shown(value) { return value === null || value === undefined ? "–" : String(value); }
+
+  function updateDeltaTables(job) {
+    var table = document.getElementById("delta-" + job.name);
+    if (!table) { return; }
+    var body = table.tBodies[0];
+    while (body.firstChild) { body.removeChild(body.firstChild); }
+    (job.delta_tables || []).forEach(function (found) {
+      var row = document.createElement("tr");
+      row.className = "agreement-" + found.agreement;
+      [found.table, shown(found.version), shown(found.table_batch), shown(found.spark_committed_batch),
+        found.explanation].forEach(function (text) {
+        var cell = document.createElement("td");
+        cell.textContent = text;
+        row.appendChild(cell);
+      });
+      body.appendChild(row);
+    });
+    table.hidden = !(job.delta_tables && job.delta_tables.length);
+  }
+
   // The hold (who, when, why), the data loss and the driver-log link of a job's section.
   function updateSection(job) {
     var section = document.getElementById("job-" + job.name);
@@ -154,7 +175,7 @@
       var name = section.getAttribute("data-job");
       return fetch(base + "/api/jobs/" + encodeURIComponent(name), { credentials: "same-origin" })
         .then(function (response) { return response.ok ? response.json() : null; })
-        .then(function (job) { if (job) { drawJob(job); updateRow(job); updateSection(job); } })
+        .then(function (job) { if (job) { drawJob(job); updateRow(job); updateSection(job); updateDeltaTables(job); } })
         .catch(function () { /* keep the last drawing; the next refresh tries again */ });
     });
     Promise.all(requests).then(function () {

@@ -1,0 +1,20 @@
+"""spark-submit entry point of the silver job: ``spark-submit jobs/bronze_to_silver.py --config FILE``.
+
+Reads the bronze Delta table of eventhubs_to_lake incrementally and writes typed silver rows,
+quarantining bodies that do not parse; see ``hubflow_jobs.bronze_to_silver`` and docs/delta.md.
+"""
+
+import sys
+
+from hubflow_jobs.bronze_to_silver import BronzeToSilverConfig, start_bronze_to_silver
+from hubflow_jobs.runner import main
+
+if __name__ == "__main__":
+    sys.exit(
+        main(
+            sys.argv[1:],
+            BronzeToSilverConfig,
+            start_bronze_to_silver,
+            description="bronze Delta table -> silver Delta table (parsed bodies)",
+        )
+    )

@@ -1,0 +1,68 @@
+"""spark-submit entry point of Delta maintenance: ``spark-submit jobs/lake_maintenance.py
+--application APP --config FILE [--dry-run] [--vacuum-retention-hours H] [--checkpoint-after-commits N]``.
+
+Compacts, vacuums and checkpoints every Delta table the job ``FILE`` writes (see
+``hubflow_jobs.lake_maintenance``), logging sizes before and after. Run by the cleanup DAG through
+the same spark-submit path as the job itself, so it gets the job's Spark conf and storage access.
+Exit codes: 0 done, 1 failed, 2 bad config or arguments.
+"""
+
+import argparse
+import logging
+import sys
+
+from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_OK
+from hubflow_jobs.applications import CONFIG_MODELS
+from hubflow_jobs.config import ConfigError, load_config
+from hubflow_jobs.lake_maintenance import maintain_table
+from hubflow_jobs.runner import configure_logging, one_line
+from hubflow_jobs.session import build_session
+
+log = logging.getLogger("hubflow_jobs")
+
+
+def main(argv: list[str]) -> int:
+    configure_logging()
+    parser = argparse.ArgumentParser(description="compact, vacuum and checkpoint a job's Delta tables")
+    parser.add_argument("--application", required=True, choices=sorted(CONFIG_MODELS))
+    parser.add_argument("--config", required=True, help="the job's YAML config file")
+    parser.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
+    parser.add_argument("--vacuum-retention-hours", type=float, default=168.0)
+    parser.add_argument("--checkpoint-after-commits", type=int, default=100)
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config, CONFIG_MODELS[args.application])
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return EXIT_CONFIG_ERROR
+    tables = config.delta_tables()
+    if not tables:
+        log.info("job %s writes no Delta table: nothing to maintain", config.name)
+        return EXIT_OK
+    spark = build_session(config)
+    try:
+        for table in tables:
+            maintain_table(
+                spark,
+                table,
+                retention_hours=args.vacuum_retention_hours,
+                checkpoint_after_commits=args.checkpoint_after_commits,
+                dry_run=args.dry_run,
+            )
+    except Exception as exc:
+        log.exception("maintenance of job %s failed", config.name)
+        log.error("job %s maintenance failed: %s", config.name, one_line(exc))
+        return EXIT_FAILED
+    finally:
+        spark.stop()
+    log.info(
+        "job %s maintenance finished: %d Delta table(s)%s",
+        config.name,
+        len(tables),
+        " (dry run)" if args.dry_run else "",
+    )
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
