@@ -61,6 +61,15 @@ def _lines(process: subprocess.Popen, out: list[str]) -> threading.Thread:
     return reader
 
 
+def _wait_for(process: subprocess.Popen, out: list[str], prefix: str, seconds: float) -> None:
+    """Wait until the child prints a line starting with ``prefix``; fail if it dies or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while not any(line.startswith(prefix) for line in out):
+        assert process.poll() is None, f"child exited before {prefix}:\n" + "\n".join(out[-40:])
+        assert time.monotonic() < deadline, f"no {prefix} within {seconds:.0f} s:\n" + "\n".join(out[-40:])
+        time.sleep(0.2)
+
+
 def _blob_names(container: Any, prefix: str) -> list[str]:
     return [
         b.name
@@ -86,10 +95,8 @@ def test_a_file_to_delta_stream_on_blob_keeps_every_event_once_across_a_driver_k
     streaming, out = _child(azurite, "stream", urls), []
     reader = _lines(streaming, out)
     try:
-        deadline = time.monotonic() + 300
-        while not any(line.startswith("COMMITTED") for line in out):
-            assert streaming.poll() is None and time.monotonic() < deadline, "\n".join(out[-40:])
-            time.sleep(0.2)
+        _wait_for(streaming, out, "STARTED", seconds=600)  # the JVM's start-up, however long it takes
+        _wait_for(streaming, out, "COMMITTED", seconds=120)  # one batch, timed from the query's start
         time.sleep(random.uniform(0.0, 3.0))  # somewhere in a later batch (or between batches)
     finally:
         os.killpg(streaming.pid, signal.SIGKILL)
