@@ -113,18 +113,44 @@ def _properties(app_props: Mapping | None) -> list[tuple[str, str | None]] | Non
     return [(_key(k), _text(v)) for k, v in app_props.items()]
 
 
-def _system_properties(message: Any, annotations: Mapping) -> list[tuple[str, str | None]]:
+def property_entries(props: Any) -> list[tuple[str, str | None]]:
+    """systemProperties entries from an AMQP properties section (pyamqp ``Properties``): set fields only."""
     result: list[tuple[str, str | None]] = []
-    props = getattr(message, "properties", None)
     if props is not None:
         for key, attr in _MESSAGE_PROPERTY_KEYS:
             value = getattr(props, attr, None)
             if value:
                 result.append((key.decode(), _text(value)))
+    return result
+
+
+def _system_properties(message: Any, annotations: Mapping) -> list[tuple[str, str | None]]:
+    result = property_entries(getattr(message, "properties", None))
     for key, value in annotations.items():
         if key not in _OWN_COLUMN_ANNOTATIONS:
             result.append((_key(key), _text(value)))
     return result
+
+
+def message_row(message: Any) -> tuple:
+    """One received AMQP message (pyamqp ``Message``) as the read schema's values, minus ``partition``.
+
+    The one place that says how an event's AMQP parts become column values; the fast read path
+    (``delivery_decoder``) falls back to it for messages it does not decode itself.
+    """
+    ann = message.message_annotations or {}
+    offset = ann.get(_OFFSET)
+    enqueued = ann.get(_ENQUEUED_TIME)
+    return (
+        _body_bytes(message),
+        offset.decode() if isinstance(offset, bytes) else _text(offset),
+        ann.get(_SEQUENCE_NUMBER),
+        None if enqueued is None else int(enqueued) * 1000,
+        _text(ann.get(_PUBLISHER)),
+        _text(ann.get(_PARTITION_KEY)),
+        _properties(message.application_properties),
+        _system_properties(message, ann),
+    )
 
 
 def messages_to_record_batch(partition_id: str, messages: Sequence[Any]) -> pa.RecordBatch:
@@ -133,19 +159,10 @@ def messages_to_record_batch(partition_id: str, messages: Sequence[Any]) -> pa.R
     Working on the raw messages instead of ``EventData`` wrappers keeps the hot loop short; the
     fields read are the same ones ``EventData`` exposes.
     """
-    bodies, offsets, seqs, times, publishers, keys, props, sysprops = ([] for _ in range(8))
-    for message in messages:
-        ann = message.message_annotations or {}
-        bodies.append(_body_bytes(message))
-        offset = ann.get(_OFFSET)
-        offsets.append(offset.decode() if isinstance(offset, bytes) else _text(offset))
-        seqs.append(ann.get(_SEQUENCE_NUMBER))
-        enqueued = ann.get(_ENQUEUED_TIME)
-        times.append(None if enqueued is None else int(enqueued) * 1000)
-        publishers.append(_text(ann.get(_PUBLISHER)))
-        keys.append(_text(ann.get(_PARTITION_KEY)))
-        props.append(_properties(message.application_properties))
-        sysprops.append(_system_properties(message, ann))
+    rows = [message_row(message) for message in messages]
+    bodies, offsets, seqs, times, publishers, keys, props, sysprops = (
+        list(zip(*rows, strict=True)) or [()] * 8
+    )
     schema = arrow_schema()
     count = len(messages)
     columns = [
