@@ -16,9 +16,9 @@ the SDK for everything but the bulk of the data:
   the message bytes to :func:`.delivery_decoder.decode_deliveries`, which makes Arrow columns
   without a Python object per event.
 
-Frames are standard AMQP 1.0 (part 2 of the spec): nothing here is specific to the emulator. Only
-the SDK's WebSocket transport is not read this way (``FastPathUnavailable``; the caller uses the
-SDK path). Runs in executor Python workers; one receiver is used by one task at a time.
+Frames are standard AMQP 1.0 (part 2 of the spec): nothing here is specific to the emulator. The
+SDK's WebSocket transport is not read this way (``FastPathUnavailable``: use the SDK path).
+Runs in executor Python workers; one receiver is used by one task at a time.
 """
 
 from __future__ import annotations
@@ -75,6 +75,14 @@ class FastPartitionReceiver:
         self.last_used = time.monotonic()
         self._prefetch = max(1, prefetch)
         self._client = consumer_client(options)
+        from azure.eventhub import TransportType
+
+        if self._client._config.transport_type != TransportType.Amqp:
+            self._client.close()
+            raise FastPathUnavailable(
+                "the fast receiver reads AMQP over TCP/TLS only; set eventhubs.useFastReceiver=false "
+                "for AMQP over WebSockets"
+            )
         owner = 0 if (options.use_exclusive_receiver if exclusive is None else exclusive) else None
         self._consumer = self._client._create_consumer(
             options.consumer_group,
@@ -182,15 +190,11 @@ class FastPartitionReceiver:
         while not consumer._open():  # connection, SASL, CBS token, attach: all the SDK's
             if time.monotonic() >= deadline:
                 return False
-        from azure.eventhub._pyamqp._transport import WebSocketTransport
-
         handler = consumer._handler
         self._conn = handler._connection
         self._link = handler._link
         self._session = self._link._session
         self._transport = self._conn._transport
-        if isinstance(self._transport, WebSocketTransport):
-            raise FastPathUnavailable("AMQP over WebSockets is read by the SDK path")
         self._sock = self._transport.sock
         self._sock_timeout = self._sock.gettimeout()
         # Bytes the SDK read past its last frame (after a socket timeout) come first.

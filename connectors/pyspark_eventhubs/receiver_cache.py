@@ -23,8 +23,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from . import fast_read
 from .client import consumer_client, redact
 from .errors import EventHubsDataLossError, EventHubsReadError
+from .fast_receiver import FastPartitionReceiver
 from .options import EventHubsOptions
 from .schema import messages_to_record_batch
 
@@ -119,7 +121,7 @@ class ReceiverCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: dict[str, PartitionReceiver] = {}
+        self._idle: dict[str, Any] = {}
 
     @staticmethod
     def key(options: EventHubsOptions, partition_id: str) -> str:
@@ -133,11 +135,12 @@ class ReceiverCache:
                 options.consumer_group,
                 partition_id,
                 str(options.use_exclusive_receiver),
+                str(options.use_fast_receiver),
             ]
         )
         return hashlib.sha256(identity.encode()).hexdigest()
 
-    def borrow(self, options: EventHubsOptions, partition_id: str, start: int) -> PartitionReceiver:
+    def borrow(self, options: EventHubsOptions, partition_id: str, start: int) -> Any:
         """A receiver whose next event is ``start``: the cached one if it fits, else a new one."""
         key = self.key(options, partition_id)
         now = time.monotonic()
@@ -153,9 +156,11 @@ class ReceiverCache:
             if cached.next_seq == start and fresh:
                 return cached
             cached.close(wait=False)
+        if options.use_fast_receiver:
+            return FastPartitionReceiver(options, partition_id, start, options.prefetch_count)
         return PartitionReceiver(options, partition_id, start, options.prefetch_count)
 
-    def give_back(self, options: EventHubsOptions, receiver: PartitionReceiver) -> None:
+    def give_back(self, options: EventHubsOptions, receiver: Any) -> None:
         """Keep a healthy receiver for the next task on this partition."""
         key = self.key(options, receiver.partition_id)
         with self._lock:
@@ -185,6 +190,17 @@ def read_range(
     loss: an error with ``failOnDataLoss=true``; otherwise logged, counted, and skipped.
     """
     if end <= start:
+        return
+    if options.use_fast_receiver:
+        yield from fast_read.read_range(
+            options,
+            partition_id,
+            start,
+            end,
+            borrow=lambda seq: RECEIVERS.borrow(options, partition_id, seq),
+            give_back=lambda receiver: RECEIVERS.give_back(options, receiver),
+            on_data_loss=lambda lost_from, lost_to: _on_data_loss(options, partition_id, lost_from, lost_to),
+        )
         return
     receiver = RECEIVERS.borrow(options, partition_id, start)
     expected = start

@@ -83,9 +83,20 @@ def _text(value: Any) -> str | None:
             return json.dumps(list(value))
     if isinstance(value, (bool, int, float)):
         return json.dumps(value)
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(_jsonable(value), default=str)
+    return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    """Lists and maps as JSON can hold them: AMQP strings (``bytes`` from the SDK) as text."""
+    if isinstance(value, bytes):
+        return _text(value)
     if isinstance(value, (list, tuple)):
-        return json.dumps([_text(v) if isinstance(v, bytes) else v for v in value], default=str)
-    return json.dumps(value, default=str) if isinstance(value, dict) else str(value)
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {_key(k) if isinstance(k, bytes) else k: _jsonable(v) for k, v in value.items()}
+    return value
 
 
 def _key(key: Any) -> str:
@@ -101,10 +112,14 @@ def _body_bytes(message: Any) -> bytes:
     value = getattr(message, "value", None)
     if value is None:
         sequence = getattr(message, "sequence", None)
-        return json.dumps(sequence, default=str).encode() if sequence is not None else b""
+        return json.dumps(_jsonable(sequence), default=str).encode() if sequence is not None else b""
     if isinstance(value, bytes):
         return value
-    return value.encode("utf-8") if isinstance(value, str) else json.dumps(value).encode()
+    return (
+        value.encode("utf-8")
+        if isinstance(value, str)
+        else json.dumps(_jsonable(value), default=str).encode()
+    )
 
 
 def _properties(app_props: Mapping | None) -> list[tuple[str, str | None]] | None:
