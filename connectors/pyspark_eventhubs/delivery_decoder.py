@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .arrow_spans import NULL, spans_to_array, spans_to_map
+from .arrow_spans import NULL, int64_array, repeated_string, spans_to_array, spans_to_map
 from .schema import _text, arrow_schema, message_row, messages_to_record_batch, property_entries
 
 _U16 = struct.Struct(">H").unpack_from
@@ -194,20 +194,16 @@ class _Columns:
         buffer = pa.py_buffer(bytes(data) + bytes(self.extra) if self.extra else data)
         rows = np.array(self.rows, dtype=np.int64).reshape(-1, 12)
         count = rows.shape[0]
-        if count == 0:
-            return pa.RecordBatch.from_pylist([], schema=schema)
         props = np.array(self.props, dtype=np.int64).reshape(-1, 4)
         sys = np.array(self.sys, dtype=np.int64).reshape(-1, 4)
         seq, enq = rows[:, 4], rows[:, 5]
         string = pa.string()
         columns = [
             spans_to_array(buffer, rows[:, 0], rows[:, 1], pa.binary()),
-            pa.repeat(pa.scalar(partition_id, type=string), count),
+            repeated_string(partition_id, count),
             spans_to_array(buffer, rows[:, 2], rows[:, 3], string),
-            pa.array(seq, type=pa.int64(), mask=seq == MISSING),
-            pa.array(enq * 1000, type=pa.int64(), mask=enq == MISSING).cast(
-                schema.field("enqueuedTime").type
-            ),
+            int64_array(seq, seq != MISSING),
+            int64_array(enq * 1000, enq != MISSING, schema.field("enqueuedTime").type),
             spans_to_array(buffer, rows[:, 6], rows[:, 7], string),
             spans_to_array(buffer, rows[:, 8], rows[:, 9], string),
             spans_to_map(buffer, rows[:, 10], props, schema.field("properties").type),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import struct
+import subprocess
+import sys
 import uuid
 
 import pyarrow as pa
@@ -281,3 +283,16 @@ def test_spans_to_array_handles_nulls_repeats_and_bad_utf8() -> None:
     with pytest.raises(pa.ArrowInvalid):
         spans_to_array(buffer, [15], [17], pa.string())
     assert spans_to_array(buffer, [15], [17], pa.binary()).to_pylist() == [b"\xff\xfe"]
+
+
+def test_decoding_keeps_pandas_out_of_the_worker() -> None:
+    # pyarrow.array would import pandas: seconds of CPU in the first batch of every Python worker.
+    code = (
+        "import sys\n"
+        "from pyspark_eventhubs.delivery_decoder import decode_deliveries\n"
+        f"data = {_layout([_event(1, props={'a': 'b', 'n': None}), _event(2, bodies=[])])!r}\n"
+        "batch = decode_deliveries(*data, '0')\n"
+        "assert batch.num_rows == 2, batch\n"
+        "assert 'pandas' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
