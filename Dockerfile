@@ -34,10 +34,12 @@ RUN set -eux; \
         "apache-airflow-providers-celery[redis]==${celery_provider}"; \
     python -c "import pyspark, airflow; print('pyspark', pyspark.__version__, 'airflow', airflow.__version__)"
 
-# The project's own packages: the Event Hubs data source and the emulator (not editable).
+# The project's own packages (not editable): the Event Hubs data source, the emulator, and the jobs
+# runtime hubflow_jobs, whose job-supervisor contract (hubflow_jobs.status_folder) the plugins import.
 COPY --chown=airflow:root connectors ./connectors
 COPY --chown=airflow:root emulator ./emulator
-RUN uv pip install --no-cache --no-deps ./connectors ./emulator
+COPY --chown=airflow:root jobs ./jobs
+RUN uv pip install --no-cache --no-deps ./connectors ./emulator ./jobs
 
 # DAGs, plugins and jobs; docker-compose.yml mounts the working copies over these in development.
 COPY --chown=airflow:root dags /opt/airflow/dags

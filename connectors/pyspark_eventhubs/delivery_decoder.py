@@ -3,7 +3,7 @@
 The SDK's decoder builds a ``Message`` with dicts, lists and ``bytes`` for every event, and the
 connector then turned those into Arrow: that per-event object building was the read path's wall.
 Here one pass over each message's sections records *where* the values are in the received bytes
-(:mod:`.arrow_spans` cuts the columns out in bulk) and converts only what is not text already:
+(:mod:`.arrow_columns` cuts the columns out in bulk) and converts only what is not text already:
 integers, booleans and timestamps, into the same strings :mod:`.schema` makes of them.
 
 Decoded here, for every message: data-section bodies (one section), message annotations (offset,
@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .arrow_spans import NULL, int64_array, repeated_string, spans_to_array, spans_to_map
+from .amqp_binary import tag_binary_properties
+from .arrow_columns import NULL, int64_array, repeated_string, spans_column, spans_map_column
 from .schema import _text, arrow_schema, message_row, messages_to_record_batch, property_entries
 
 _U16 = struct.Struct(">H").unpack_from
@@ -199,15 +200,15 @@ class _Columns:
         seq, enq = rows[:, 4], rows[:, 5]
         string = pa.string()
         columns = [
-            spans_to_array(buffer, rows[:, 0], rows[:, 1], pa.binary()),
+            spans_column(buffer, rows[:, 0], rows[:, 1], pa.binary()),
             repeated_string(partition_id, count),
-            spans_to_array(buffer, rows[:, 2], rows[:, 3], string),
+            spans_column(buffer, rows[:, 2], rows[:, 3], string),
             int64_array(seq, seq != MISSING),
             int64_array(enq * 1000, enq != MISSING, schema.field("enqueuedTime").type),
-            spans_to_array(buffer, rows[:, 6], rows[:, 7], string),
-            spans_to_array(buffer, rows[:, 8], rows[:, 9], string),
-            spans_to_map(buffer, rows[:, 10], props, schema.field("properties").type),
-            spans_to_map(buffer, rows[:, 11], sys, schema.field("systemProperties").type),
+            spans_column(buffer, rows[:, 6], rows[:, 7], string),
+            spans_column(buffer, rows[:, 8], rows[:, 9], string),
+            spans_map_column(buffer, rows[:, 10], props, schema.field("properties").type),
+            spans_map_column(buffer, rows[:, 11], sys, schema.field("systemProperties").type),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=schema)
 
@@ -227,7 +228,11 @@ def decode_deliveries(
     except pa.ArrowInvalid:
         # Some text is not UTF-8: the SDK path's rules (JSON lists of bytes) for the whole batch.
         view = memoryview(data)
-        messages = [sdk_message(view[s:e]) for s, e in zip(starts, ends, strict=True)]
+        messages = []
+        for s, e in zip(starts, ends, strict=True):
+            message = sdk_message(view[s:e])
+            tag_binary_properties(view[s:e], message)
+            messages.append(message)
         return messages_to_record_batch(partition_id, messages)
 
 
@@ -387,6 +392,8 @@ def _decode_messages(
                         if buf[entry] == 0xA1:  # the usual string value
                             vs = entry + 2
                             entry = ve = vs + buf[entry + 1]
+                        elif buf[entry] == 0xA0 or buf[entry] == 0xB0:
+                            raise _SlowPath  # binary values are written as the Scala connector does
                         else:
                             vs, ve, entry = _value(buf, entry, cols)
                         prop_add((ks, ke, vs, ve))
@@ -405,7 +412,10 @@ def _decode_messages(
                 raise DeliveryDecodeError(f"a message section runs past its delivery ({pos} > {end})")
         except (_SlowPath, IndexError, struct.error):
             del prop_list[props_before:]
-            cols.add_row(message_row(sdk_message(memoryview(buf)[first:end])))
+            payload = memoryview(buf)[first:end]
+            message = sdk_message(payload)
+            tag_binary_properties(payload, message)
+            cols.add_row(message_row(message))
             continue
         if body_s < 0:
             body_s = body_e = end  # no body: empty, as on the SDK path

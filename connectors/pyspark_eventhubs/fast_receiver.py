@@ -36,6 +36,7 @@ import pyarrow as pa
 from .client import consumer_client
 from .delivery_decoder import DeliveryDecodeError, decode_deliveries, value_end
 from .options import EventHubsOptions
+from .receiver_slots import ReceiverSlot
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +74,21 @@ class FastPartitionReceiver:
         self.partition_id = partition_id
         self.next_seq: int | None = position if isinstance(position, int) else None
         self.last_used = time.monotonic()
+        self.idle_since = time.time()
         self._prefetch = max(1, prefetch)
-        self._client = consumer_client(options)
+        self.prefetch = self._prefetch
+        # The same host-wide receiver slot as the SDK path's receiver (released by close()).
+        self.slot = ReceiverSlot.acquire(options, partition_id, options.receiver_timeout)
+        try:
+            self._client = consumer_client(options)
+        except BaseException:
+            self.slot.release()
+            raise
         from azure.eventhub import TransportType
 
         if self._client._config.transport_type != TransportType.Amqp:
             self._client.close()
+            self.slot.release()
             raise FastPathUnavailable(
                 "the fast receiver reads AMQP over TCP/TLS only; set eventhubs.useFastReceiver=false "
                 "for AMQP over WebSockets"
@@ -422,3 +432,4 @@ class FastPartitionReceiver:
                 closeable.close()
             except Exception:
                 log.debug("closing a receiver of partition %s failed", self.partition_id)
+        self.slot.release()

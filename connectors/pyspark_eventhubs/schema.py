@@ -23,6 +23,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from .amqp_binary import AmqpBinary
+from .arrow_columns import binary_column, int64_column, repeated_string, string_map_column
+
 EVENTHUBS_SCHEMA = StructType(
     [
         StructField("body", BinaryType()),
@@ -70,21 +73,36 @@ def arrow_schema() -> pa.Schema:
     return to_arrow_schema(EVENTHUBS_SCHEMA, timezone="UTC")
 
 
+def _json(value: Any) -> str:
+    """Compact JSON, as json4s (the Scala connector's serializer) writes it."""
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _signed(data: bytes) -> list[int]:
+    return [b - 256 if b > 127 else b for b in data]
+
+
 def _text(value: Any) -> str | None:
-    """A property value as Spark's map<string,string> holds it: strings as-is, else JSON."""
+    """A property value as the Scala connector puts it in a map<string,string>.
+
+    Strings (and symbols) as they are; AMQP binary values (:class:`AmqpBinary`) as the JSON array
+    of their signed bytes, e.g. ``[104,-1]``; anything else as compact JSON.
+    """
     if value is None:
         return None
     if isinstance(value, str):
         return value
+    if isinstance(value, AmqpBinary):
+        return _json(_signed(value))
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
-            return json.dumps(list(value))
+            return _json(_signed(value))
     if isinstance(value, (bool, int, float)):
-        return json.dumps(value)
+        return _json(value)
     if isinstance(value, (list, tuple, dict)):
-        return json.dumps(_jsonable(value), default=str)
+        return _json(_jsonable(value))
     return str(value)
 
 
@@ -115,14 +133,12 @@ def _body_bytes(message: Any) -> bytes:
         return json.dumps(_jsonable(sequence), default=str).encode() if sequence is not None else b""
     if isinstance(value, bytes):
         return value
-    return (
-        value.encode("utf-8")
-        if isinstance(value, str)
-        else json.dumps(_jsonable(value), default=str).encode()
-    )
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(_jsonable(value), default=str).encode()
 
 
-def _properties(app_props: Mapping | None) -> list[tuple[str, str | None]] | None:
+def _properties(app_props: Mapping | None) -> list[tuple[str, str | None]]:
     if not app_props:
         return []
     return [(_key(k), _text(v)) for k, v in app_props.items()]
@@ -155,11 +171,12 @@ def message_row(message: Any) -> tuple:
     """
     ann = message.message_annotations or {}
     offset = ann.get(_OFFSET)
+    seq = ann.get(_SEQUENCE_NUMBER)
     enqueued = ann.get(_ENQUEUED_TIME)
     return (
         _body_bytes(message),
         offset.decode() if isinstance(offset, bytes) else _text(offset),
-        ann.get(_SEQUENCE_NUMBER),
+        None if seq is None else int(seq),
         None if enqueued is None else int(enqueued) * 1000,
         _text(ann.get(_PUBLISHER)),
         _text(ann.get(_PARTITION_KEY)),
@@ -172,7 +189,8 @@ def messages_to_record_batch(partition_id: str, messages: Sequence[Any]) -> pa.R
     """Build one record batch from received AMQP messages (pyamqp ``Message`` objects).
 
     Working on the raw messages instead of ``EventData`` wrappers keeps the hot loop short; the
-    fields read are the same ones ``EventData`` exposes.
+    fields read are the same ones ``EventData`` exposes. Columns are built from buffers
+    (``arrow_columns.py``), which keeps pandas out of the worker.
     """
     rows = [message_row(message) for message in messages]
     bodies, offsets, seqs, times, publishers, keys, props, sysprops = (
@@ -181,14 +199,14 @@ def messages_to_record_batch(partition_id: str, messages: Sequence[Any]) -> pa.R
     schema = arrow_schema()
     count = len(messages)
     columns = [
-        pa.array(bodies, type=schema.field("body").type),
-        pa.array([partition_id] * count, type=schema.field("partition").type),
-        pa.array(offsets, type=schema.field("offset").type),
-        pa.array(seqs, type=pa.int64()),
-        pa.array(times, type=pa.int64()).cast(schema.field("enqueuedTime").type),
-        pa.array(publishers, type=schema.field("publisher").type),
-        pa.array(keys, type=schema.field("partitionKey").type),
-        pa.array(props, type=schema.field("properties").type),
-        pa.array(sysprops, type=schema.field("systemProperties").type),
+        binary_column(bodies, schema.field("body").type),
+        repeated_string(partition_id, count),
+        binary_column(offsets, schema.field("offset").type),
+        int64_column(seqs),
+        int64_column(times, schema.field("enqueuedTime").type),  # microseconds, as the type says
+        binary_column(publishers, schema.field("publisher").type),
+        binary_column(keys, schema.field("partitionKey").type),
+        string_map_column(props, schema.field("properties").type),
+        string_map_column(sysprops, schema.field("systemProperties").type),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=schema)

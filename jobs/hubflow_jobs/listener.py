@@ -1,8 +1,11 @@
 """A StreamingQueryListener that keeps ``status.json`` current with the query's life.
 
 Started, every progress (batch id, rows, rates, duration and per-source offsets including the
-latest offset, i.e. the lag), idle and terminated (with the exception) update :class:`JobStatus`,
-which rewrites status.json atomically; each progress is also appended to ``progress_history.jsonl``
+latest offset, i.e. the lag), idle and terminated (with the exception) update
+:class:`~hubflow_jobs.status_folder.JobStatus`, which rewrites status.json atomically and counts the
+run's ``input_rows``. Events an Event Hubs source skipped because they expired unread
+(``failOnDataLoss=false``) go to status.json's ``data_loss`` (per source, for this run), which the
+status page shows. Each progress is also appended to ``progress_history.jsonl``
 (the status page's rate and lag charts). Callbacks run on Py4J threads; they never raise, because an
 exception in a listener must not take the job down.
 """
@@ -15,7 +18,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from .status import PROGRESS_HISTORY_FILE, JobStatus, utc_now
+from .status_folder import JobState, JobStatus, utc_now
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,47 @@ def _as_offset(value: Any) -> Any:
     return value
 
 
+def summarize_source(source: Any) -> dict[str, Any]:
+    """One ``sources[]`` entry; an Event Hubs source's data-loss report gets its own ``data_loss``.
+
+    The connector reports events that expired unread (``failOnDataLoss=false``) inside its latest
+    offset under ``DATA_LOSS_KEY`` (a Python source's only channel into the progress); it is moved
+    out so that ``latest_offset`` stays an offset.
+    """
+    latest = _as_offset(source.latestOffset)
+    data_loss = None
+    if isinstance(latest, dict):
+        try:
+            from pyspark_eventhubs.data_loss import DATA_LOSS_KEY
+        except ImportError:  # no connector installed, so no Event Hubs source in this job
+            pass
+        else:
+            data_loss = latest.pop(DATA_LOSS_KEY, None)
+    summary = {
+        "description": source.description,
+        "start_offset": _as_offset(source.startOffset),
+        "end_offset": _as_offset(source.endOffset),
+        "latest_offset": latest,
+        "num_input_rows": source.numInputRows,
+    }
+    if data_loss:
+        summary["data_loss"] = data_loss
+    return summary
+
+
+def data_loss_of(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """status.json's ``data_loss``: ``{source description: {partition: report}}`` of one progress.
+
+    The connector's report is cumulative for the query run, so the newest one replaces the last.
+    """
+    losses = {
+        str(source["description"]): source["data_loss"]
+        for source in summary["sources"]
+        if source.get("data_loss")
+    }
+    return losses or None
+
+
 def summarize_progress(progress: Any) -> dict[str, Any]:
     """The ``last_progress`` block of status.json from a ``StreamingQueryProgress``."""
     return {
@@ -41,16 +85,7 @@ def summarize_progress(progress: Any) -> dict[str, Any]:
         "input_rows_per_second": progress.inputRowsPerSecond,
         "processed_rows_per_second": progress.processedRowsPerSecond,
         "batch_duration_ms": progress.batchDuration,
-        "sources": [
-            {
-                "description": source.description,
-                "start_offset": _as_offset(source.startOffset),
-                "end_offset": _as_offset(source.endOffset),
-                "latest_offset": _as_offset(source.latestOffset),
-                "num_input_rows": source.numInputRows,
-            }
-            for source in progress.sources
-        ],
+        "sources": [summarize_source(source) for source in progress.sources],
         "sink": progress.sink.description if progress.sink is not None else None,
     }
 
@@ -63,25 +98,30 @@ class StatusListener(StreamingQueryListener):
 
     def onQueryStarted(self, event: Any) -> None:
         self._safely(
-            lambda: self.status.update(state="running", query_id=str(event.id), run_id=str(event.runId))
+            lambda: self.status.update(
+                state=JobState.RUNNING, query_id=str(event.id), run_id=str(event.runId)
+            )
         )
 
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
         # Spark also reports progress for triggers that found no data: that is an idle job.
-        state = "running" if progress.numInputRows else "idle"
+        state = JobState.RUNNING if progress.numInputRows else JobState.IDLE
         summary = summarize_progress(progress)
-        self._safely(lambda: self.status.update(state=state, last_progress=summary))
-        self._safely(
-            lambda: self.status.folder.append_line(PROGRESS_HISTORY_FILE, json.dumps(summary, default=str))
-        )
+        rows = progress.numInputRows or 0
+        fields: dict[str, Any] = {"state": state, "last_progress": summary}
+        data_loss = data_loss_of(summary)
+        if data_loss:
+            fields["data_loss"] = data_loss
+        self._safely(lambda: self.status.add_input_rows(rows, **fields))
+        self._safely(lambda: self.status.folder.append_progress(json.dumps(summary, default=str)))
 
     def onQueryIdle(self, event: Any) -> None:
-        self._safely(lambda: self.status.update(state="idle"))
+        self._safely(lambda: self.status.update(state=JobState.IDLE))
 
     def onQueryTerminated(self, event: Any) -> None:
         if event.exception:
-            self._safely(lambda: self.status.update(state="failed", exception=str(event.exception)))
+            self._safely(lambda: self.status.update(state=JobState.FAILED, exception=str(event.exception)))
         else:
             self._safely(lambda: self.status.update(query_terminated_at=utc_now()))
 

@@ -29,7 +29,8 @@ from eventhubs_emulator.codec import (
     encode,
 )
 from pyspark_eventhubs import delivery_decoder
-from pyspark_eventhubs.arrow_spans import NULL, spans_to_array
+from pyspark_eventhubs.amqp_binary import tag_binary_properties
+from pyspark_eventhubs.arrow_columns import NULL, spans_column
 from pyspark_eventhubs.delivery_decoder import decode_deliveries, sdk_message
 from pyspark_eventhubs.schema import arrow_schema, messages_to_record_batch
 
@@ -101,10 +102,12 @@ def _both(messages: list[bytes], partition: str = "2") -> tuple[pa.RecordBatch, 
     raw, starts, ends = _layout(messages)
     fast = decode_deliveries(raw, starts, ends, partition)
     view = memoryview(raw)
-    reference = messages_to_record_batch(
-        partition, [sdk_message(view[s:e]) for s, e in zip(starts, ends, strict=True)]
-    )
-    return fast, reference
+    reference_messages = []
+    for s, e in zip(starts, ends, strict=True):
+        message = sdk_message(view[s:e])
+        tag_binary_properties(view[s:e], message)  # as the SDK path's receiver does
+        reference_messages.append(message)
+    return fast, messages_to_record_batch(partition, reference_messages)
 
 
 def _assert_same(messages: list[bytes]) -> pa.RecordBatch:
@@ -192,9 +195,9 @@ def test_every_kind_of_property_value() -> None:
     assert values["bool-true"] == "true" and values["byte"] == "-2" and values["int"] == str(-(2**31) + 1)
 
 
-def test_binary_property_that_is_not_utf8_is_json_as_on_the_sdk_path() -> None:
+def test_binary_property_is_the_scala_connectors_signed_byte_json_as_on_the_sdk_path() -> None:
     batch = _assert_same([_event(1, props={"raw": b"\xff\xfe\x00"}), _event(2, props={"ok": "yes"})])
-    assert batch.column("properties").to_pylist()[0] == [("raw", "[255, 254, 0]")]
+    assert batch.column("properties").to_pylist()[0] == [("raw", "[-1,-2,0]")]
 
 
 def test_amqp_properties_header_annotations_and_footer() -> None:
@@ -275,14 +278,14 @@ def test_empty_input_and_many_events() -> None:
     _assert_same([_event(seq, props={"i": UInt(seq)}) for seq in range(3000)])
 
 
-def test_spans_to_array_handles_nulls_repeats_and_bad_utf8() -> None:
+def test_spans_column_handles_nulls_repeats_and_bad_utf8() -> None:
     buffer = pa.py_buffer(b"..alpha..beta..\xff\xfe..")
-    column = spans_to_array(buffer, [2, NULL, 9, 2, 9], [7, 0, 13, 7, 9], pa.string())
+    column = spans_column(buffer, [2, NULL, 9, 2, 9], [7, 0, 13, 7, 9], pa.string())
     assert column.to_pylist() == ["alpha", None, "beta", "alpha", ""]
-    assert spans_to_array(buffer, [NULL, NULL], [0, 0], pa.string()).to_pylist() == [None, None]
+    assert spans_column(buffer, [NULL, NULL], [0, 0], pa.string()).to_pylist() == [None, None]
     with pytest.raises(pa.ArrowInvalid):
-        spans_to_array(buffer, [15], [17], pa.string())
-    assert spans_to_array(buffer, [15], [17], pa.binary()).to_pylist() == [b"\xff\xfe"]
+        spans_column(buffer, [15], [17], pa.string())
+    assert spans_column(buffer, [15], [17], pa.binary()).to_pylist() == [b"\xff\xfe"]
 
 
 def test_decoding_keeps_pandas_out_of_the_worker() -> None:

@@ -127,7 +127,7 @@ def test_dockerfile_builds_airflow_java_and_the_locked_project() -> None:
     assert base_images == ["FROM apache/airflow:3.3.2-python3.11"]
     assert "openjdk-17-jre-headless" in text and "JAVA_HOME" in text
     assert "uv pip sync --no-cache requirements.lock" in text
-    assert "--no-deps ./connectors ./emulator" in text
+    assert "--no-deps ./connectors ./emulator ./jobs" in text
     lock = (REPO_ROOT / "requirements.lock").read_text().splitlines()
     pins = dict(line.split("==", 1) for line in lock if "==" in line and not line.startswith(" "))
     assert pins["apache-airflow"] == "3.3.2"
