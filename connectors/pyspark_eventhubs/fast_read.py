@@ -3,7 +3,9 @@
 Same rules as ``receiver_cache.read_range`` on the SDK path: never a short read (a quiet broker
 past ``eventhubs.receiverTimeout`` fails the task), a gap in sequence numbers fails the task,
 events that expired before ``start`` is reached are data loss (an error with
-``failOnDataLoss=true``, else logged, counted and skipped), one reconnect after a receiver error.
+``failOnDataLoss=true``, else logged, counted and skipped), also when nothing after them is left
+(the broker is asked after a quiet spell), and receiver errors are retried as there
+(``receiver_cache.ReadRetries``).
 Sequence numbers are checked on the decoded Arrow column, not per Python object.
 """
 
@@ -15,7 +17,6 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from .client import redact
 from .errors import EventHubsReadError
 from .fast_receiver import FastPartitionReceiver
 from .options import EventHubsOptions
@@ -34,43 +35,41 @@ def read_range(
     borrow: Callable[[int], FastPartitionReceiver],
     give_back: Callable[[FastPartitionReceiver], None],
     on_data_loss: Callable[[int, int], None],
+    expired_to_the_end: Callable[[int, int], bool],
+    after_error: Callable[[Exception, int], None],
+    probe_seconds: float,
 ) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches holding exactly the events ``[start, end)`` of one partition.
 
     ``borrow(seq)`` gives a receiver whose next event is ``seq`` (cached or new); a healthy one
     goes back through ``give_back``, a failed one is closed. ``on_data_loss(lost_from, lost_to)``
-    raises or returns (``failOnDataLoss``).
+    raises or returns (``failOnDataLoss``). After ``probe_seconds`` of a quiet link,
+    ``expired_to_the_end(expected, end)`` asks the broker whether the rest of the range expired.
+    ``after_error(exc, expected)`` raises (give up) or returns (reconnect): the SDK path's rules.
     """
     if end <= start:
         return
     receiver = borrow(start)
     expected = start
     healthy = False
-    retried = False
     try:
         while expected < end:
+            want = min(end - expected, ARROW_BATCH_EVENTS)
             try:
-                want = min(end - expected, ARROW_BATCH_EVENTS)
                 # All of [expected, end) exists (planned from the broker's metadata): wait for all.
-                batch = receiver.receive(want, options.receiver_timeout, fill=True)
+                batch = receiver.receive(want, min(probe_seconds, options.receiver_timeout), fill=True)
+                expired = batch is None and expired_to_the_end(expected, end)
+                if batch is None and not expired:
+                    wait = max(0.0, options.receiver_timeout - probe_seconds)
+                    batch = receiver.receive(want, wait, fill=True)
             except Exception as exc:
-                if retried:
-                    raise EventHubsReadError(
-                        f"Event hub {options.description} partition {partition_id}: receiving "
-                        f"from sequence number {expected} failed: "
-                        f"{redact(f'{type(exc).__name__}: {exc}', options)}"
-                    ) from None
-                log.warning(
-                    "Event hub %s partition %s: receiver failed (%s); reconnecting at %d",
-                    options.description,
-                    partition_id,
-                    type(exc).__name__,
-                    expected,
-                )
-                retried = True
+                after_error(exc, expected)
                 receiver.close(wait=False)
                 receiver = borrow(expected)
                 continue
+            if expired:
+                on_data_loss(expected, end)
+                return  # the receiver is closed: it waits before the gap
             if batch is None:
                 raise EventHubsReadError(
                     f"Event hub {options.description} partition {partition_id}: no event arrived "
