@@ -195,12 +195,12 @@ def job_history(
     name: str, paths: Any, samples: ProgressSamples, offsets_cache: OffsetsCache | None = None
 ) -> list[dict[str, Any]]:
     """The chart points of one job: the history file if any, else checkpoint plus samples."""
-    import fsspec
+    from hubflow_jobs.azure_storage import url_to_fs
 
-    status_fs, status_root = fsspec.core.url_to_fs(paths.status_dir)
+    status_fs, status_root = url_to_fs(paths.status_dir)
     from_file = read_history_file(status_fs, status_root)
     if from_file is not None:
         return merge_points(samples.points(name), from_file)
-    checkpoint_fs, checkpoint_root = fsspec.core.url_to_fs(paths.checkpoint_location)
+    checkpoint_fs, checkpoint_root = url_to_fs(paths.checkpoint_location)
     derived = history_from_checkpoint(checkpoint_fs, checkpoint_root, offsets_cache)
     return merge_points(derived, samples.points(name))
