@@ -84,12 +84,16 @@ def write_json(folder: Path, events: int, size: int) -> None:
 
 def run(spark: Any, side: str, conn: str, json_dir: Path, events: int, workdir: Path, tag: str) -> float:
     """rows/s of one availableNow query of ``side``; checks the rows that reached parquet."""
+    from pyspark_eventhubs import EventPosition
+
     if side == "json":
         df = spark.readStream.schema(JSON_SCHEMA).json(str(json_dir))
     else:
         df = (
             spark.readStream.format("eventhubs")
             .option("eventhubs.connectionString", conn)
+            # The stream default is the end of the stream (the Scala connector's): read the backlog.
+            .option("eventhubs.startingPosition", EventPosition.start_of_stream().to_json())
             .option("eventhubs.useFastReceiver", "true" if side == "fast" else "false")
             .option("maxEventsPerTrigger", str(events))
             .load()
