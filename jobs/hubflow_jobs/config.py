@@ -83,8 +83,12 @@ class RuntimeConfig(StrictModel):
     stale_lock_after: str = "2 minutes"
     stop_timeout: str = "10 minutes"
     poll_interval: str = "1 second"
+    #: On a cluster, how long a starting job may wait for its first executor before it fails.
+    executor_wait: str = "5 minutes"
 
-    @field_validator("heartbeat_interval", "stale_lock_after", "stop_timeout", "poll_interval")
+    @field_validator(
+        "heartbeat_interval", "stale_lock_after", "stop_timeout", "poll_interval", "executor_wait"
+    )
     @classmethod
     def _duration(cls, value: str) -> str:
         return _check_duration(value)
