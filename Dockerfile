@@ -51,9 +51,18 @@ RUN set -eux; \
     uv pip sync --no-cache --compile-bytecode $find_links /opt/hubflow/requirements.lock; \
     python -c "import airflow, pyspark; print('airflow', airflow.__version__, 'pyspark', pyspark.__version__)"
 
-# JVM jars of the jobs (delta-spark, hadoop-azure): PLACE RESERVED for the lock of JVM dependencies
-# and the setup script that installs them into the virtualenv (issue #13). When it lands, this
-# image runs the same script against $VIRTUAL_ENV, with the CA bundle of .build/ like the step above.
+# The locked JVM jars of the jobs (delta-spark, hadoop-azure; jvm-deps.lock) into the virtualenv's
+# pyspark/jars, checksums verified, by the same script as `make venv`: every Spark the image starts
+# (drivers, master, workers, executors) has them, and no job fetches a jar at run time.
+ARG HUBFLOW_MAVEN_REPO=
+COPY jvm-deps.lock /opt/hubflow/jvm-deps.lock
+COPY scripts/jvm_deps.py /opt/hubflow/scripts/jvm_deps.py
+RUN set -eux; \
+    if [ -s /tmp/hubflow-build/ca-certificates.crt ]; then export SSL_CERT_FILE=/tmp/hubflow-build/ca-certificates.crt; fi; \
+    if [ -n "$HUBFLOW_MAVEN_REPO" ]; then export HUBFLOW_MAVEN_REPO; else unset HUBFLOW_MAVEN_REPO; fi; \
+    HUBFLOW_JAR_CACHE=/tmp/hubflow-jars python /opt/hubflow/scripts/jvm_deps.py install; \
+    rm -rf /tmp/hubflow-jars; \
+    python /opt/hubflow/scripts/jvm_deps.py check
 
 # The project's own packages, not editable and without dependencies (the lock has them all).
 COPY connectors /opt/hubflow/src/connectors

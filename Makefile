@@ -10,7 +10,7 @@ export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: venv test-tools test test-all lint demo demo-stop lock bench clean stack-up stack-down stack-test
+.PHONY: venv test-tools test test-all lint demo demo-stop lock lock-jvm bench clean stack-up stack-down stack-test
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -55,6 +55,10 @@ stack-test: test-tools
 lock: venv
 	$(VENV)/bin/uv pip compile --quiet requirements.in --python-version 3.11 \
 	  --no-emit-package pyspark-client -o requirements.lock
+
+# Recompile jvm-deps.lock from jvm-deps.in (needs Maven and Maven Central).
+lock-jvm: venv
+	$(PY) scripts/jvm_deps.py lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates or refreshes the project's virtualenv (.venv at the repository root) from requirements.lock.
+# Creates or refreshes the project's virtualenv (.venv at the repository root) from requirements.lock
+# and jvm-deps.lock.
 #
 # The virtualenv is reused while the lock and the local packages' metadata are unchanged (a stamp
 # file records their checksum), so repeated `make test` runs start at once. Java 17+ is checked first
@@ -30,7 +31,7 @@ check_java() {
 
 wanted_stamp() {
   cat "$root/requirements.lock" "$root"/connectors/pyproject.toml "$root"/emulator/pyproject.toml \
-    "$root/scripts/bootstrap.sh" \
+    "$root/scripts/bootstrap.sh" "$root/jvm-deps.lock" "$root/scripts/jvm_deps.py" \
     2>/dev/null | sha256sum | cut -d' ' -f1
 }
 
@@ -80,4 +81,7 @@ fi
 # connector and registers format("eventhubs") by itself.
 "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps \
   --config-settings editable_mode=compat -e "$root/connectors" -e "$root/emulator"
+# The locked JVM jars (Delta, Azure storage drivers) into pyspark's jars folder, checksums verified;
+# jobs never fetch jars at run time.
+"$venv/bin/python" "$root/scripts/jvm_deps.py" install
 wanted_stamp >"$stamp"

@@ -25,12 +25,18 @@ from tests.support.spark_cluster import StandaloneCluster, start_cluster  # noqa
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    """A local[2] SparkSession with the UI off and every directory under a temporary folder."""
+    """A local[2] SparkSession (Delta enabled, like every job's) with the UI off and every directory
+    under a temporary folder."""
     from pyspark.sql import SparkSession
 
+    from hubflow_jobs.session import DELTA_CONF
+
     base = tmp_path_factory.mktemp("spark")
+    builder = SparkSession.builder
+    for key, value in DELTA_CONF.items():
+        builder = builder.config(key, value)
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("hubflow-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")

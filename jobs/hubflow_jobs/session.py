@@ -7,10 +7,18 @@ from typing import Any
 from .config import JobConfig
 from .executors import wait_for_executors
 
+#: Delta Lake's SQL extension and catalog. Its jars are not fetched at run time: scripts/bootstrap.sh
+#: (and the image build) install the locked ones (jvm-deps.lock) into pyspark's own jars folder.
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
 #: Defaults every job gets unless ``spark_conf`` overrides them.
 DEFAULT_CONF = {
     # Dates such as ingest_date must not depend on the driver machine's time zone.
     "spark.sql.session.timeZone": "UTC",
+    **DELTA_CONF,
 }
 
 
