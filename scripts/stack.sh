@@ -431,6 +431,14 @@ cmd_down() {
     say "stopping project $COMPOSE_PROJECT_NAME${volumes:+ and deleting its volumes}"
     (cd "$root" && COMPOSE_PROFILES=microsoft ACCEPT_EULA="${ACCEPT_EULA:-N}" \
       compose down --remove-orphans --timeout 20 "${volumes[@]}") || die "docker-compose down failed"
+    local label="label=com.docker.compose.project=$COMPOSE_PROJECT_NAME" left=()
+    mapfile -t left < <(
+      docker ps -aq --filter "$label" | sed 's/^/container /'
+      docker network ls -q --filter "$label" | sed 's/^/network /'
+      [ "${#volumes[@]}" -eq 0 ] || docker volume ls -q --filter "$label" | sed 's/^/volume /'
+    )
+    [ "${#left[@]}" -eq 0 ] || die "left behind by docker-compose down: ${left[*]}"
+    say "nothing of project $COMPOSE_PROJECT_NAME is left${volumes:+ (volumes deleted)}"
     stop_our_dockerd
   else
     rm -f "$state/dockerd.pid"

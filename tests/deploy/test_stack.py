@@ -60,7 +60,6 @@ WORKERS = ("airflow-worker-1", "airflow-worker-2")
 #: The supervisor's interval in the proof (tests/deploy/stack/registry-overrides.yaml).
 SUPERVISE_EVERY = 60.0
 EVENTS_PER_ROUND = 10_000
-STATUS_DIR = "/opt/hubflow/data/status/telemetry_bronze"
 LANDING = "/opt/hubflow/data/landing/orders"
 #: A driver's start on a loaded 2-core machine (spark-submit, JVM, session, executors).
 START_UP = 420.0
@@ -106,9 +105,11 @@ def stack() -> Iterator[ComposeStack]:
         yield proof
     finally:
         # test_stack_down_leaves_nothing_behind normally did this already; it is idempotent.
-        proof.script("down", "--volumes")
+        down = proof.script("down", "--volumes")
         for name, seconds in proof.timings.items():
             print(f"stack proof timing: {name}: {seconds:.0f} s")
+        if down.returncode != 0:
+            print(f"scripts/stack.sh down --volumes failed:\n{down.stdout[-2000:]}{down.stderr[-3000:]}")
 
 
 @pytest.fixture(scope="module")
@@ -204,18 +205,16 @@ def job_snapshot(api: AirflowApi, name: str) -> dict[str, Any]:
     return next(job for job in api.status_page_jobs() if job["name"] == name)
 
 
-def driver_status(stack: ComposeStack) -> dict[str, Any]:
-    """telemetry_bronze's status.json, read in the api-server's container."""
-    return json.loads(stack.exec("airflow-apiserver", "cat", f"{STATUS_DIR}/status.json"))
-
-
-def running_on(api: AirflowApi, stack: ComposeStack) -> str | None:
-    """The worker whose driver runs telemetry_bronze now, or None."""
+def running_on(api: AirflowApi, sampler: DriverSampler, since: datetime | None = None) -> str | None:
+    """The worker whose driver runs telemetry_bronze now (status page: running, with a heartbeat
+    after ``since``; processes: where)."""
     snapshot = job_snapshot(api, "telemetry_bronze")
     if not snapshot["alive"] or snapshot["state"] not in ("running", "idle"):
         return None
-    host = driver_status(stack).get("host")
-    return host if host in WORKERS else None
+    if since and datetime.fromisoformat(snapshot["heartbeat"].replace("Z", "+00:00")) <= since:
+        return None  # the status of a driver that is gone, not yet judged dead
+    hosts = sampler.drivers()
+    return hosts[0] if len(hosts) == 1 else None
 
 
 def finished_runs(api: AirflowApi, dag_id: str, since: datetime, run_type: str | None = None) -> list[dict]:
@@ -238,10 +237,11 @@ def failed_run_detail(api: AirflowApi, dag_id: str, run: dict[str, Any]) -> str:
 
 
 class DriverSampler:
-    """Counts, every ``every`` seconds, the worker containers that run a telemetry_bronze driver."""
+    """Counts, every ``every`` seconds, the worker containers that run a telemetry_bronze driver
+    (``docker top``: the processes of a container, seen from the host)."""
 
-    def __init__(self, stack: ComposeStack, every: float = 2.0) -> None:
-        self.stack = stack
+    def __init__(self, stack: ComposeStack, every: float = 3.0) -> None:
+        self.containers = {service: stack.container(service) for service in WORKERS}
         self.every = every
         self.most = 0
         self.samples = 0
@@ -249,22 +249,21 @@ class DriverSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _drivers(self) -> list[str]:
+    def drivers(self) -> list[str]:
+        """The workers that run a telemetry_bronze driver now (a killed one runs nothing)."""
         hosts = []
-        for service in WORKERS:
-            for container in self.stack.containers(service):
-                if container["State"]["Running"]:
-                    processes = docker("top", container["Id"], "-eo", "args")
-                    if "eventhubs_to_lake.py" in processes:
-                        hosts.append(service)
+        for service, container in self.containers.items():
+            try:
+                processes = docker("top", container, "-eo", "args")
+            except RuntimeError:
+                continue  # not running
+            if "eventhubs_to_lake.py" in processes:
+                hosts.append(service)
         return hosts
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
-            try:
-                hosts = self._drivers()
-            except Exception:
-                continue  # a container going away between ps and top
+            hosts = self.drivers()
             self.samples += 1
             self.most = max(self.most, len(hosts))
             if len(hosts) > 1:
@@ -301,7 +300,7 @@ def test_the_stack_survives_a_lost_worker_holds_a_stop_and_loses_nothing(
     with DriverSampler(stack) as sampler:
         # 1. The supervisor starts the stream on a worker; the landing job runs and archives.
         first_host = wait_for(
-            lambda: running_on(api, stack), 2 * SUPERVISE_EVERY + START_UP, "telemetry_bronze running"
+            lambda: running_on(api, sampler), 2 * SUPERVISE_EVERY + START_UP, "telemetry_bronze running"
         )
         timings["stream running after unpausing"] = time.monotonic() - phase
 
@@ -336,19 +335,19 @@ def test_the_stack_survives_a_lost_worker_holds_a_stop_and_loses_nothing(
         backfill_runs = wait_for(
             backfill_done, 2 * START_UP + 120, f"backfill {backfill['id']} of two intervals"
         )
-        assert running_on(api, stack) == first_host, "the stream stopped during the backfill"
+        assert running_on(api, sampler) == first_host, "the stream stopped during the backfill"
         timings["backfill of two intervals"] = time.monotonic() - phase
 
         # 3. Lose the worker that hosts the driver.
         phase = time.monotonic()
         victim = stack.container(first_host)
         docker("kill", victim)
-        killed_at = time.monotonic()
+        killed_at, killed_when = time.monotonic(), datetime.now(UTC)
         send_events(stack.ports["eventhubs"], EVENTS_PER_ROUND, EVENTS_PER_ROUND)
         survivor = next(w for w in WORKERS if w != first_host)
         lease = LEASE_SECONDS
         second_host = wait_for(
-            lambda: running_on(api, stack),
+            lambda: running_on(api, sampler, since=killed_when),
             SUPERVISE_EVERY + lease + 2 * START_UP,
             f"telemetry_bronze restarted after docker kill of {victim}",
         )
@@ -378,7 +377,7 @@ def test_the_stack_survives_a_lost_worker_holds_a_stop_and_loses_nothing(
         held = job_snapshot(api, "telemetry_bronze")
         assert not held["alive"], f"the supervisor restarted a job on hold: {held}"
         assert held["state"] == "held", held
-        assert sampler._drivers() == []
+        assert sampler.drivers() == []
         timings["stop held across two supervisor runs"] = time.monotonic() - phase
 
         phase = time.monotonic()
@@ -386,7 +385,7 @@ def test_the_stack_survives_a_lost_worker_holds_a_stop_and_loses_nothing(
         started = wait_for(lambda: _finished(api, ONCALL, start_run), 2 * START_UP, "the on-call start")
         assert started["state"] == "success", failed_run_detail(api, ONCALL, started)
         wait_for(
-            lambda: running_on(api, stack), START_UP, "telemetry_bronze running again after on-call start"
+            lambda: running_on(api, sampler), START_UP, "telemetry_bronze running again after on-call start"
         )
         timings["on-call start"] = time.monotonic() - phase
 
@@ -452,7 +451,10 @@ def test_stack_down_leaves_nothing_behind(stack: ComposeStack) -> None:
     dockerd_ours = (STATE_DIR / "dockerd.pid").exists()
     result = stack.script("down", "--volumes")
     stack.timings["scripts/stack.sh down --volumes"] = time.monotonic() - started
+    # The script checks with docker, before it stops a dockerd it started, that no container,
+    # network or volume of the project is left, and fails naming them otherwise.
     assert result.returncode == 0, result.stderr[-3000:]
+    assert f"nothing of project {PROJECT} is left (volumes deleted)" in result.stderr
     if dockerd_ours:
         # The dockerd scripts/stack.sh started is gone, and with it everything it ran.
         assert not (STATE_DIR / "dockerd.pid").exists()
