@@ -104,12 +104,13 @@ def stack() -> Iterator[ComposeStack]:
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
         yield proof
     finally:
-        # test_stack_down_leaves_nothing_behind normally did this already; it is idempotent.
-        down = proof.script("down", "--volumes")
+        if os.environ.get("HUBFLOW_PROOF_KEEP") != "1":  # =1 when debugging: leave the stack up
+            # test_stack_down_leaves_nothing_behind normally did this already; it is idempotent.
+            down = proof.script("down", "--volumes")
+            if down.returncode != 0:
+                print(f"scripts/stack.sh down --volumes failed:\n{down.stdout[-2000:]}{down.stderr[-3000:]}")
         for name, seconds in proof.timings.items():
             print(f"stack proof timing: {name}: {seconds:.0f} s")
-        if down.returncode != 0:
-            print(f"scripts/stack.sh down --volumes failed:\n{down.stdout[-2000:]}{down.stderr[-3000:]}")
 
 
 @pytest.fixture(scope="module")
@@ -285,6 +286,45 @@ class DriverSampler:
 def test_the_stack_survives_a_lost_worker_holds_a_stop_and_loses_nothing(
     stack: ComposeStack, api: AirflowApi
 ) -> None:
+    try:
+        prove(stack, api)
+    except BaseException:
+        print(diagnostics(stack, api))  # shown by pytest with the failure
+        raise
+
+
+def diagnostics(stack: ComposeStack, api: AirflowApi) -> str:
+    """What the stack looked like when the proof failed: containers, DAG runs, jobs, driver log."""
+    lines = ["--- containers"]
+    try:
+        for container in stack.containers(all_states=True):
+            state = container["State"]
+            health = (state.get("Health") or {}).get("Status", "-")
+            lines.append(f"{container['Name']}: {state['Status']} {health} exit {state['ExitCode']}")
+        for dag_id in (SUPERVISOR, LANDING_DAG, ONCALL):
+            lines.append(f"--- {dag_id}")
+            for run in api.runs(dag_id, limit=8):
+                tasks = ", ".join(
+                    f"{t['task_id']}={t['state']}@{t.get('hostname')}"
+                    for t in api.task_instances(dag_id, run["dag_run_id"])
+                )
+                lines.append(f"{run['dag_run_id']} {run['run_type']} {run['state']}: {tasks}")
+                if run["state"] == "failed" and len(lines) < 400:
+                    lines.append(failed_run_detail(api, dag_id, run)[-2500:])
+        lines.append("--- status page")
+        lines.extend(json.dumps(job, default=str)[:1500] for job in api.status_page_jobs())
+        lines.append("--- telemetry_bronze driver.log (end)")
+        log = stack.exec(
+            "airflow-apiserver", "tail", "-n", "60", "/opt/hubflow/data/status/telemetry_bronze/driver.log"
+        )
+        lines.append(log)
+    except Exception as exc:  # the stack may be half gone: say what could not be read
+        lines.append(f"(diagnostics stopped: {exc})")
+    return "\n".join(lines)
+
+
+def prove(stack: ComposeStack, api: AirflowApi) -> None:
+    """The proof's steps (see the module docstring)."""
     timings = stack.timings
     phase = time.monotonic()
     landing = Landing()

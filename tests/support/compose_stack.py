@@ -78,6 +78,8 @@ def stop_image_build_and_docker() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(_build.pid, signal.SIGKILL)
             _build.wait(timeout=60)
+    if os.environ.get("HUBFLOW_PROOF_KEEP") == "1":
+        return  # debugging the proof: its stack stays up
     subprocess.run(
         ["bash", str(STACK_SCRIPT), "down"],
         env={**os.environ, "COMPOSE_PROJECT_NAME": PROOF_PROJECT},

@@ -1,10 +1,11 @@
 """What the stack's jobs wrote, read inside a container of the stack; prints one JSON report.
 
-Run by the stack proof as ``docker exec -i <worker> python - < verify_data.py``. The lake is read
-with Spark (local mode), which honours the file sinks' ``_spark_metadata`` logs: only committed
-files count. The landing job's checkpoint is read as Spark wrote it (``sources/0/<batch>`` lists a
-batch's files, ``commits/<batch>`` exists once the batch is committed), independently of hubflow's
-own checkpoint code, so the report can judge the archive.
+Run by the stack proof as ``docker exec -i <container> python - < verify_data.py``. The lake is
+read with Spark (local mode), which honours the file sinks' ``_spark_metadata`` logs and Delta's
+``_delta_log`` (a table with one is read as Delta): only committed files count. The landing job's
+checkpoint is read as Spark wrote it (``sources/0/<batch>`` lists a batch's files,
+``commits/<batch>`` exists once the batch is committed), independently of hubflow's own checkpoint
+code, so the report can judge the archive.
 """
 
 import json
@@ -41,6 +42,12 @@ def checkpoint_files() -> dict[str, list[str]]:
     return {"committed": sorted(set(committed)), "uncommitted": sorted(set(uncommitted))}
 
 
+def read_table(spark, path: str):
+    """A lake table as Spark reads it: Delta when it has a ``_delta_log``, else parquet."""
+    fmt = "delta" if os.path.isdir(os.path.join(path, "_delta_log")) else "parquet"
+    return spark.read.format(fmt).load(path)
+
+
 def files_under(root: Path) -> list[str]:
     return (
         sorted(str(p) for p in root.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
@@ -58,12 +65,15 @@ def main() -> int:
         .appName("stack-proof-verify")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     report: dict = {}
     if TELEMETRY.is_dir():
-        events = spark.read.parquet(str(TELEMETRY)).select(
+        events = read_table(spark, str(TELEMETRY)).select(
             F.get_json_object(F.col("body").cast("string"), "$.id").cast("long").alias("id")
         )
         stats = events.agg(
@@ -75,14 +85,14 @@ def main() -> int:
         report["telemetry"] = stats.asDict()
     if ORDERS.is_dir():
         report["orders_ids"] = sorted(
-            r.order_id for r in spark.read.parquet(str(ORDERS)).select("order_id").collect()
+            r.order_id for r in read_table(spark, str(ORDERS)).select("order_id").collect()
         )
     if QUARANTINE.is_dir():
-        report["quarantine_raw"] = sorted(r.raw_record for r in spark.read.parquet(str(QUARANTINE)).collect())
+        report["quarantine_raw"] = sorted(r.raw_record for r in read_table(spark, str(QUARANTINE)).collect())
     backfill = {}
     for table, key in ((f"{ORDERS}_backfill", "ids"), (f"{QUARANTINE}_backfill", "raw")):
         if os.path.isdir(table):
-            for row in spark.read.parquet(table).collect():
+            for row in read_table(spark, table).collect():
                 entry = backfill.setdefault(row.window_start, {"ids": [], "raw": []})
                 entry[key].append(row.order_id if key == "ids" else row.raw_record)
     report["backfill"] = {
