@@ -64,21 +64,24 @@ RUN set -eux; \
     rm -rf /tmp/hubflow-jars; \
     python /opt/hubflow/scripts/jvm_deps.py check
 
-# The project's own packages, not editable and without dependencies (the lock has them all).
+# The project's own packages, not editable and without dependencies (the lock has them all): the
+# Event Hubs data source, the emulator, and the jobs runtime hubflow-jobs, whose job-supervisor
+# contract (hubflow_jobs.status_folder) the plugins import.
 COPY connectors /opt/hubflow/src/connectors
 COPY emulator /opt/hubflow/src/emulator
+COPY jobs /opt/hubflow/src/jobs
 RUN set -eux; \
     if [ -s /tmp/hubflow-build/ca-certificates.crt ]; then export SSL_CERT_FILE=/tmp/hubflow-build/ca-certificates.crt; fi; \
-    uv pip install --no-cache --compile-bytecode --no-deps /opt/hubflow/src/connectors /opt/hubflow/src/emulator; \
+    find_links="${HUBFLOW_WHEELHOUSE:+--find-links $HUBFLOW_WHEELHOUSE}"; \
+    uv pip install --no-cache --compile-bytecode --no-deps $find_links \
+        /opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/jobs; \
     rm -rf /tmp/hubflow-build
 
-# DAGs, plugins, job entry scripts and configs, and the deployment's settings.
-# TEMPORARY until jobs/ is the installable package hubflow-jobs: the jobs runtime is found through a
-# .pth file (driver and executors alike).
+# DAGs, plugins, job entry scripts and configs (spark-submit runs jobs/*.py from $HUBFLOW_JOBS_DIR),
+# and the deployment's settings.
 COPY --chown=50000:0 dags /opt/airflow/dags
 COPY --chown=50000:0 plugins /opt/airflow/plugins
 COPY --chown=50000:0 jobs /opt/airflow/jobs
-RUN echo /opt/airflow/jobs > "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/hubflow-jobs.pth"
 COPY deploy/airflow/airflow.cfg /opt/airflow/config/airflow.cfg
 COPY deploy/spark/spark-defaults.conf /opt/hubflow/spark-conf/spark-defaults.conf
 COPY deploy/eventhubs/Config.json /opt/hubflow/eventhubs/Config.json

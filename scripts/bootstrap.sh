@@ -31,6 +31,7 @@ check_java() {
 
 wanted_stamp() {
   cat "$root/requirements.lock" "$root"/connectors/pyproject.toml "$root"/emulator/pyproject.toml \
+    "$root"/jobs/pyproject.toml \
     "$root/scripts/bootstrap.sh" "$root/jvm-deps.lock" "$root/scripts/jvm_deps.py" \
     2>/dev/null | sha256sum | cut -d' ' -f1
 }
@@ -78,9 +79,10 @@ fi
 "$venv/bin/uv" pip sync --quiet --python "$venv/bin/python" "$root/requirements.lock"
 # The project's own packages, editable, without touching their locked dependencies. "compat" mode
 # puts the folders on sys.path (a .pth file), so Spark's discovery of pyspark_* modules finds the
-# connector and registers format("eventhubs") by itself.
+# connector and registers format("eventhubs") by itself, and the Airflow side imports the jobs'
+# status-folder contract (hubflow_jobs.status_folder) from the working copy.
 "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps \
-  --config-settings editable_mode=compat -e "$root/connectors" -e "$root/emulator"
+  --config-settings editable_mode=compat -e "$root/connectors" -e "$root/emulator" -e "$root/jobs"
 # The locked JVM jars (Delta, Azure storage drivers) into pyspark's jars folder, checksums verified;
 # jobs never fetch jars at run time.
 "$venv/bin/python" "$root/scripts/jvm_deps.py" install

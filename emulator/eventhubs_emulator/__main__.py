@@ -27,6 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=5672, help="AMQP port (default 5672; 0 picks a free one)")
     parser.add_argument("--data-dir", default=None, help="keep events here across restarts (default: memory)")
     parser.add_argument("--admin-port", type=int, default=None, help="admin/health HTTP port (0 = free port)")
+    parser.add_argument(
+        "--websocket-port",
+        type=int,
+        default=None,
+        help="extra port for AMQP over WebSockets (0 = free port; overrides EmulatorExtras.WebSocketPort). "
+        "The AMQP port serves WebSockets as well",
+    )
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
     return parser
 
@@ -42,6 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"eventhubs-emulator: invalid config: {exc}", file=sys.stderr)
         return 2
+    if args.websocket_port is not None:
+        if not 0 <= args.websocket_port <= 65535:
+            print(
+                "eventhubs-emulator: --websocket-port must be a port number 0-65535 "
+                f"(got {args.websocket_port})",
+                file=sys.stderr,
+            )
+            return 2
+        config.websocket_port = args.websocket_port
     emulator = Emulator(
         config, host=args.host, port=args.port, data_dir=args.data_dir, admin_port=args.admin_port
     )
@@ -57,6 +73,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     print(f"Event Hubs emulator listening on {args.host}:{emulator.port} (AMQP, no TLS)", flush=True)
+    ws_ports = [emulator.port] + ([emulator.websocket_port] if emulator.websocket_port is not None else [])
+    print(
+        "AMQP over WebSockets: "
+        + ", ".join(f"ws://{args.host}:{p}/$servicebus/websocket" for p in ws_ports)
+        + f" (SDK: transport_type=TransportType.AmqpOverWebsocket, "
+        f"custom_endpoint_address={emulator.websocket_endpoint()!r})",
+        flush=True,
+    )
     if emulator.admin_url:
         print(f"Admin API: {emulator.admin_url} (GET /health)", flush=True)
     for hub in config.hubs:

@@ -11,7 +11,8 @@ Extras this emulator understands (the official one ignores unknown fields):
 - ``UserConfig.EmulatorExtras``: ``SharedAccessKeyName``, ``SharedAccessKey``, ``MaxEventSizeBytes``,
   ``RetentionMinutes``, ``RetentionEventCount`` (namespace-wide defaults), ``MaxReceiversPerPartition``
   (receivers without owner level per partition and consumer group; default 5 like the service, 0 = no
-  limit);
+  limit), ``WebSocketPort`` (an extra port for AMQP over WebSockets; 0 = a free port; the AMQP port
+  serves WebSockets too);
 - per entity: ``RetentionMinutes``, ``RetentionEventCount``, ``MaxEventSizeBytes``.
 """
 
@@ -63,6 +64,7 @@ class EmulatorConfig:
     retention_minutes: float | None = None
     retention_event_count: int | None = None
     max_receivers_per_partition: int = DEFAULT_MAX_RECEIVERS
+    websocket_port: int | None = None  # extra listener for AMQP over WebSockets (None = only the AMQP port)
 
     @classmethod
     def single_hub(
@@ -135,6 +137,12 @@ class EmulatorConfig:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ConfigError(
                 "UserConfig.EmulatorExtras.MaxReceiversPerPartition: must be a whole number >= 0"
+            )
+        port = self.websocket_port
+        bad_type = isinstance(port, bool) or not isinstance(port, int)
+        if port is not None and (bad_type or not 0 <= port <= 65535):
+            raise ConfigError(
+                f"UserConfig.EmulatorExtras.WebSocketPort: must be a port number 0-65535 (got {port!r})"
             )
 
 
@@ -218,6 +226,7 @@ def parse_config(data: Any) -> EmulatorConfig:
     receivers = _get(extras, "MaxReceiversPerPartition", where_x, int, required=False)
     if receivers is not None:
         cfg.max_receivers_per_partition = receivers
+    cfg.websocket_port = _get(extras, "WebSocketPort", where_x, int, required=False)
     cfg.validate()
     return cfg
 

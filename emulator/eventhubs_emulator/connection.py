@@ -12,7 +12,9 @@ Link kinds, by the node the client attaches to:
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import math
 import struct
 import time
 from typing import TYPE_CHECKING, Any
@@ -27,6 +29,8 @@ from .positions import address_of, start_position
 
 if TYPE_CHECKING:
     from .server import EmulatorServer
+    from .store import Broker
+    from .websocket import WebSocketStream
 
 log = logging.getLogger("eventhubs_emulator")
 
@@ -50,11 +54,26 @@ class ProtocolError(Exception):
         self.description = description
 
 
+class HandshakeRefused(Exception):
+    """SASL authentication failed; the outcome has been sent and the connection is closed."""
+
+
+def plain_credentials_match(initial_response: Any, key_name: str, key: str) -> bool:
+    """Whether a SASL PLAIN response (``[authzid] NUL authcid NUL passwd``) carries the key name and key."""
+    if not isinstance(initial_response, bytes) or initial_response.count(b"\0") != 2:
+        return False
+    _authzid, authcid, passwd = initial_response.split(b"\0")
+    return hmac.compare_digest(authcid, key_name.encode()) and hmac.compare_digest(passwd, key.encode())
+
+
 class Connection:
-    """Serves one TCP connection until the client closes it or a fault drops it."""
+    """Serves one client connection (TCP, or a WebSocket) until the client closes it or a fault drops it."""
 
     def __init__(
-        self, server: EmulatorServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        server: EmulatorServer,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter | WebSocketStream,
     ) -> None:
         self.server = server
         self.broker = server.broker
@@ -105,10 +124,13 @@ class Connection:
         if transport is not None:
             transport.abort()
 
-    async def run(self) -> None:
-        """Serve the connection: handshake, then frames until close."""
+    async def run(self, header: bytes | None = None) -> None:
+        """Serve the connection: handshake, then frames until close.
+
+        ``header`` is the protocol header when the caller already read it (to tell AMQP from HTTP).
+        """
         try:
-            await self._handshake()
+            await self._handshake(header if header is not None else await self.reader.readexactly(8))
             while not self.closed:
                 header = await self.reader.readexactly(8)
                 size, doff, frame_type, channel = _HEADER.unpack(header)
@@ -126,7 +148,7 @@ class Connection:
                 self._handle_frame(channel, body)
                 if self.is_congested():
                     await self.writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError, HandshakeRefused):
             pass
         except ProtocolError as exc:
             self._close_with_error(exc.condition, exc.description)
@@ -163,20 +185,45 @@ class Connection:
             pass
         self.server.connections.discard(self)
 
-    async def _handshake(self) -> None:
-        header = await self.reader.readexactly(8)
+    async def _handshake(self, header: bytes) -> None:
         if header == F.SASL_HEADER:
             self.writer.write(F.SASL_HEADER + F.sasl_mechanisms(["ANONYMOUS", "PLAIN", "MSSBCBS"]))
-            code, _fields, _ = await self._read_sasl_frame()
+            code, fields, _ = await self._read_sasl_frame()
             if code != F.SASL_INIT:
                 raise ProtocolError("amqp:connection:framing-error", "expected sasl-init")
-            self.writer.write(F.sasl_outcome(0))
+            self._sasl_init(str(fields[0]), fields[1])
+            self.writer.write(F.sasl_outcome(F.SASL_OK))
             header = await self.reader.readexactly(8)
         if header != F.AMQP_HEADER:
             self.writer.write(F.AMQP_HEADER)
             self.closed = True
             raise asyncio.IncompleteReadError(b"", None)
         self.writer.write(F.AMQP_HEADER)
+
+    def _sasl_init(self, mechanism: str, initial_response: Any) -> None:
+        """Authenticate a sasl-init, or answer sasl-outcome ``auth`` and end the connection.
+
+        ANONYMOUS / MSSBCBS: the client proves itself later with $cbs put-token. PLAIN: the user name and
+        password are the shared access key name and key, which then cover the whole namespace (no
+        $cbs needed), as on the service.
+        """
+        if mechanism in ("ANONYMOUS", "MSSBCBS"):
+            return
+        if mechanism == "PLAIN" and plain_credentials_match(
+            initial_response, self.broker.config.key_name, self.broker.config.key
+        ):
+            self.grants.append(Grant(path="", expires_at=math.inf))
+            return
+        if mechanism == "PLAIN":
+            reason = (
+                "SASL PLAIN authentication failed: the user name must be the SharedAccessKeyName and "
+                "the password its SharedAccessKey."
+            )
+        else:
+            reason = f"SASL mechanism {mechanism!r} is not supported; use ANONYMOUS (then $cbs) or PLAIN."
+        log.warning("refused a connection: %s", reason)
+        self.writer.write(F.sasl_outcome(F.SASL_AUTH, reason.encode()))
+        raise HandshakeRefused(reason)
 
     async def _read_sasl_frame(self) -> tuple[int, list, bytes]:
         header = await self.reader.readexactly(8)
@@ -408,9 +455,14 @@ class Connection:
         link.hub = hub
         group = hub.consumer_groups.get(parts[2].lower())
         if group is None:
-            raise LinkRefused(
-                "amqp:not-found", f"The consumer group '{parts[2]}' does not exist in event hub '{hub.name}'."
+            self.server.warn_once(
+                ("consumer group", hub.name.lower(), parts[2].lower()),
+                "refused a receiver on consumer group %r of event hub %r: it is not configured "
+                "(add it to the hub's ConsumerGroups in Config.json)",
+                parts[2],
+                hub.name,
             )
+            raise LinkRefused("amqp:not-found", consumer_group_not_found(self.broker, hub.name, parts[2]))
         link.consumer_group = group
         if parts[4] not in hub.partitions:
             raise LinkRefused(
@@ -634,6 +686,20 @@ class Connection:
             target = hub.route(partition_key)
         target.append(events, partition_key)
         return _accepted()
+
+
+def consumer_group_not_found(broker: Broker, hub: str, group: str) -> str:
+    """The detach description for a receiver on a consumer group the hub does not have.
+
+    The first sentence is the service's (its entity name is ``<namespace>:eventhub:<hub>~32766|<group>``
+    in the messages seen from Azure); the emulator adds which setting to change.
+    """
+    entity = f"{broker.config.namespace}:eventhub:{hub}~32766|{group}"
+    return (
+        f"The messaging entity '{entity}' could not be found. To know more visit "
+        f"https://aka.ms/sbResourceMgrExceptions. (Emulator: consumer group '{group}' is not configured "
+        f"for event hub '{hub}'; add it to the hub's ConsumerGroups in Config.json.)"
+    )
 
 
 def _accepted() -> Described:

@@ -153,9 +153,13 @@ def sasl_mechanisms(mechanisms: list[str]) -> bytes:
     return frame(0, SASL_MECHANISMS, [SymbolArray(Symbol(m) for m in mechanisms)], frame_type=FRAME_SASL)
 
 
-def sasl_outcome(code: int) -> bytes:
-    """The server's sasl-outcome frame (0 = ok, 1 = auth failed)."""
-    return frame(0, SASL_OUTCOME, [UByte(code), None], frame_type=FRAME_SASL)
+SASL_OK = 0
+SASL_AUTH = 1  # authentication failed: bad credentials
+
+
+def sasl_outcome(code: int, additional_data: bytes | None = None) -> bytes:
+    """The server's sasl-outcome frame (``SASL_OK`` or ``SASL_AUTH``)."""
+    return frame(0, SASL_OUTCOME, [UByte(code), additional_data], frame_type=FRAME_SASL)
 
 
 def uint_or_none(value: Any) -> UInt | None:

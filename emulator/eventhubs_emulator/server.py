@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from . import websocket
 from .config import EmulatorConfig
 from .connection import Connection, Link
 from .store import Broker, Hub
@@ -80,6 +82,13 @@ class EmulatorServer:
         self.faults = faults
         self.connections: set[Connection] = set()
         self.receivers: dict[tuple[str, str, str], set[Link]] = {}
+        self._warned: set[tuple[str, ...]] = set()
+
+    def warn_once(self, key: tuple[str, ...], message: str, *args: Any) -> None:
+        """Log a client's configuration mistake at WARNING the first time it happens (clients retry)."""
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message, *args)
 
     async def handle_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one TCP client."""
@@ -91,12 +100,32 @@ class EmulatorServer:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
-                import socket
-
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = Connection(self, reader, writer)
+        try:
+            header = await reader.readexactly(8)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+            return
+        if not websocket.looks_like_http(header):
+            conn = Connection(self, reader, writer)
+            self.connections.add(conn)
+            await conn.run(header)
+            return
+        # AMQP over WebSockets: the same AMQP connection, carried in binary WebSocket messages.
+        try:
+            stream = await websocket.upgrade(reader, writer, header)
+        except (websocket.UpgradeRefused, asyncio.IncompleteReadError, ConnectionError) as exc:
+            log.debug("WebSocket upgrade refused: %s", exc)
+            writer.close()
+            return
+        log.debug("WebSocket upgrade: AMQP over WebSockets from %s", writer.get_extra_info("peername"))
+        pump = asyncio.ensure_future(stream.pump())
+        conn = Connection(self, stream.reader, stream)
         self.connections.add(conn)
-        await conn.run()
+        try:
+            await conn.run()
+        finally:
+            pump.cancel()
 
     def drop_connections(self) -> int:
         """Abort every connection."""
@@ -125,6 +154,7 @@ class Emulator:
         self.requested_admin_port = admin_port
         self.port = 0
         self.admin_port: int | None = None
+        self.websocket_port: int | None = None
         self.faults = Faults(self)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -186,6 +216,24 @@ class Emulator:
             raise
         self._listeners.append(listener)
         self.port = listener.sockets[0].getsockname()[1]
+        if self.config.websocket_port is not None:
+            try:
+                ws_listener = await asyncio.start_server(
+                    self._server.handle_client, self.host, self.config.websocket_port, limit=4 * 1024 * 1024
+                )
+            except OSError as exc:
+                listener.close()
+                self._broker.close()
+                if exc.errno in (98, 48, 10048):
+                    raise PortInUseError(
+                        exc.errno,
+                        f"WebSocket port {self.config.websocket_port} on {self.host} is already in use "
+                        f"(UserConfig.EmulatorExtras.WebSocketPort / --websocket-port); pass another port, "
+                        f"or 0 to pick a free one",
+                    ) from None
+                raise
+            self._listeners.append(ws_listener)
+            self.websocket_port = ws_listener.sockets[0].getsockname()[1]
         if self.requested_admin_port is not None:
             from .admin import start_admin
 
@@ -255,12 +303,23 @@ class Emulator:
         """Base URL of the admin HTTP API (None without an admin port)."""
         return f"http://{self.host}:{self.admin_port}" if self.admin_port is not None else None
 
+    def websocket_endpoint(self, port: int | None = None) -> str:
+        """The SDK's ``custom_endpoint_address`` for AMQP over WebSockets to this emulator.
+
+        The SDK ignores the connection string's port for WebSockets (ws:// goes to port 80 in the sync
+        client, 443 in the async one) unless a custom endpoint names it. Both the AMQP port (the
+        default here) and the WebSocket port, when configured, serve WebSockets.
+        """
+        return f"sb://{self._client_host()}:{port if port is not None else self.port}"
+
+    def _client_host(self) -> str:
+        return self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+
     def connection_string(self, hub: str) -> str:
         """The connection string an SDK client uses for ``hub`` (emulator mode, plain AMQP)."""
         self.config.hub(hub)  # KeyError for an unknown hub
-        host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         return (
-            f"Endpoint=sb://{host}:{self.port};SharedAccessKeyName={self.config.key_name};"
+            f"Endpoint=sb://{self._client_host()}:{self.port};SharedAccessKeyName={self.config.key_name};"
             f"SharedAccessKey={self.config.key};EntityPath={hub};UseDevelopmentEmulator=true"
         )
 

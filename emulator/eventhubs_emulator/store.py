@@ -19,13 +19,13 @@ import logging
 import os
 import struct
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
 from .config import EmulatorConfig, HubConfig
 from .messages import stamp_event
+from .partition_keys import partition_index
 
 log = logging.getLogger("eventhubs_emulator")
 
@@ -247,10 +247,10 @@ class Hub:
         return list(self.partitions)
 
     def route(self, partition_key: str | None) -> PartitionLog:
-        """The partition for an event sent to the hub: hash of the key, or round robin."""
+        """The partition for an event sent to the hub: the service's hash of the key, or round robin."""
         ids = self.partition_ids()
         if partition_key is not None:
-            return self.partitions[ids[zlib.crc32(partition_key.encode("utf-8")) % len(ids)]]
+            return self.partitions[ids[partition_index(partition_key, len(ids))]]
         log = self.partitions[ids[self._round_robin % len(ids)]]
         self._round_robin += 1
         return log

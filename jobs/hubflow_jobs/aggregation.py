@@ -36,7 +36,7 @@ from .config import JobConfig, KeyedValueError, StrictModel, declared_column_nam
 from .durations import parse_duration
 from .eventhubs_bronze import EventHubSourceConfig
 from .runner import stop_after_batch
-from .status import JobStatus
+from .status_folder import JobStatus
 
 log = logging.getLogger(__name__)
 

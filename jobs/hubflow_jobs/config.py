@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlparse
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .durations import parse_duration
+from .status_folder import LeaseTiming
 
 JOB_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 
@@ -77,25 +78,70 @@ class TriggerConfig(StrictModel):
 
 
 class RuntimeConfig(StrictModel):
-    """How the shared runtime supervises the query; the defaults suit most jobs."""
+    """How the shared runtime supervises the query; the defaults suit most jobs.
+
+    The lease timings must satisfy ``lease_refresh_interval < lease_fence_after < lease_duration``
+    (see :mod:`hubflow_jobs.status_folder` for why that keeps two drivers off one checkpoint).
+    """
 
     heartbeat_interval: str = "5 seconds"
-    stale_lock_after: str = "2 minutes"
     stop_timeout: str = "10 minutes"
     poll_interval: str = "1 second"
+    lease_duration: str = "60 seconds"
+    lease_refresh_interval: str = "10 seconds"
+    lease_fence_after: str = "40 seconds"
     #: On a cluster, how long a starting job may wait for its first executor before it fails.
     executor_wait: str = "5 minutes"
 
+    #: Keys of earlier versions: what to write instead.
+    RENAMED: ClassVar[dict[str, str]] = {
+        "stale_lock_after": (
+            "renamed: the lock is a lease now; set lease_duration instead (how long a holder that "
+            "stopped renewing keeps the lease; default 60 seconds, see docs/jobs.md)"
+        ),
+    }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for key, message in cls.RENAMED.items():
+                if key in value:
+                    raise KeyedValueError(key, message)
+        return value
+
     @field_validator(
-        "heartbeat_interval", "stale_lock_after", "stop_timeout", "poll_interval", "executor_wait"
+        "heartbeat_interval",
+        "stop_timeout",
+        "poll_interval",
+        "lease_duration",
+        "lease_refresh_interval",
+        "lease_fence_after",
+        "executor_wait",
     )
     @classmethod
     def _duration(cls, value: str) -> str:
         return _check_duration(value)
 
+    @model_validator(mode="after")
+    def _consistent_lease(self) -> RuntimeConfig:
+        try:
+            self.lease_timing()
+        except ValueError as exc:
+            raise KeyedValueError("lease_fence_after", str(exc)) from None
+        return self
+
     def seconds(self, field: str) -> float:
         """The value of the duration ``field`` in seconds."""
         return parse_duration(getattr(self, field))
+
+    def lease_timing(self) -> LeaseTiming:
+        """The lease timings in seconds."""
+        return LeaseTiming(
+            duration=self.seconds("lease_duration"),
+            refresh_interval=self.seconds("lease_refresh_interval"),
+            fence_after=self.seconds("lease_fence_after"),
+        )
 
 
 class JobConfig(StrictModel):
@@ -124,7 +170,7 @@ class JobConfig(StrictModel):
 
     @property
     def status_dir(self) -> str:
-        """``<status_root>/<name>``: status.json, STOP and lock live here (beside the checkpoint)."""
+        """``<status_root>/<name>``: the job's status folder (:mod:`hubflow_jobs.status_folder`)."""
         return join_path(self.status_root, self.name)
 
 

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from .config import JobConfig, StrictModel
 from .eventhubs_config import EventHubConnectionConfig
-from .status import JobStatus
+from .status_folder import JobStatus
 
 INGEST_DATE_COLUMN = "ingest_date"
 _POSITIONS = {

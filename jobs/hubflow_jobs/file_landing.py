@@ -33,7 +33,7 @@ from .config import (
 )
 from .file_sink import ExactlyOnceFileSink
 from .interval_folders import check_pattern
-from .status import JobStatus
+from .status_folder import JobStatus
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,9 @@
 """A StreamingQueryListener that keeps ``status.json`` current with the query's life.
 
 Started, every progress (batch id, rows, rates, duration and per-source offsets including the
-latest offset, i.e. the lag), idle and terminated (with the exception) update :class:`JobStatus`,
-which rewrites status.json atomically; each progress is also appended to ``progress_history.jsonl``
+latest offset, i.e. the lag), idle and terminated (with the exception) update
+:class:`~hubflow_jobs.status_folder.JobStatus`, which rewrites status.json atomically and counts the
+run's ``input_rows``; each progress is also appended to ``progress_history.jsonl``
 (the status page's rate and lag charts). Callbacks run on Py4J threads; they never raise, because an
 exception in a listener must not take the job down.
 """
@@ -15,7 +16,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from .status import PROGRESS_HISTORY_FILE, JobStatus, utc_now
+from .status_folder import JobState, JobStatus, utc_now
 
 log = logging.getLogger(__name__)
 
@@ -63,25 +64,26 @@ class StatusListener(StreamingQueryListener):
 
     def onQueryStarted(self, event: Any) -> None:
         self._safely(
-            lambda: self.status.update(state="running", query_id=str(event.id), run_id=str(event.runId))
+            lambda: self.status.update(
+                state=JobState.RUNNING, query_id=str(event.id), run_id=str(event.runId)
+            )
         )
 
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
         # Spark also reports progress for triggers that found no data: that is an idle job.
-        state = "running" if progress.numInputRows else "idle"
+        state = JobState.RUNNING if progress.numInputRows else JobState.IDLE
         summary = summarize_progress(progress)
-        self._safely(lambda: self.status.update(state=state, last_progress=summary))
-        self._safely(
-            lambda: self.status.folder.append_line(PROGRESS_HISTORY_FILE, json.dumps(summary, default=str))
-        )
+        rows = progress.numInputRows or 0
+        self._safely(lambda: self.status.add_input_rows(rows, state=state, last_progress=summary))
+        self._safely(lambda: self.status.folder.append_progress(json.dumps(summary, default=str)))
 
     def onQueryIdle(self, event: Any) -> None:
-        self._safely(lambda: self.status.update(state="idle"))
+        self._safely(lambda: self.status.update(state=JobState.IDLE))
 
     def onQueryTerminated(self, event: Any) -> None:
         if event.exception:
-            self._safely(lambda: self.status.update(state="failed", exception=str(event.exception)))
+            self._safely(lambda: self.status.update(state=JobState.FAILED, exception=str(event.exception)))
         else:
             self._safely(lambda: self.status.update(query_terminated_at=utc_now()))
 

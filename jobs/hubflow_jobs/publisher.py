@@ -35,7 +35,7 @@ from .config import (
     local_path,
 )
 from .eventhubs_config import EventHubConnectionConfig
-from .status import JobStatus
+from .status_folder import JobStatus
 
 #: The columns of ``eventhubs_to_lake``'s output (the connector's read schema plus what job 1 adds).
 BRONZE_SCHEMA = (

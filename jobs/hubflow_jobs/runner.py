@@ -1,14 +1,17 @@
-"""The life of a job run: config, lock, session, query, supervision, graceful stop, exit code.
+"""The life of a job run: config, lease, session, query, supervision, graceful stop, exit code.
 
 An entry script only names its config model and a function that starts its streaming query::
 
     from hubflow_jobs.runner import main
     sys.exit(main(sys.argv[1:], FilesToLakeConfig, start_files_to_lake))
 
-:func:`main` validates the config before Spark starts (exit 2), takes the single-instance lock
-(exit 3), builds the session, then :func:`run_job` supervises the query: it keeps status.json's
-heartbeat fresh, watches for SIGTERM and the STOP marker, lets the running batch finish before
-``query.stop()`` (exit 0), and reports a failure with its reason on the last log line (exit 1).
+:func:`main` validates the config before Spark starts (exit 2), takes the lease of the job's
+checkpoint (exit 3 while another instance holds it), refuses to start while on-call holds the job
+(exit 4), starts the watchdog (lease renewal, heartbeat, STOP/HOLD/KILL markers;
+:mod:`hubflow_jobs.watchdog`), builds the session, then :func:`run_job` supervises the query: on a
+stop request it lets the running batch finish before ``query.stop()`` (exit 0), and it reports a
+failure with its reason on the last log line (exit 1). A lost lease (exit 5) or a kill request
+(exit 6) ends the driver hard, from the watchdog.
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_LOCKED, EXIT_OK
+from . import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_HELD, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
 from .config import ConfigError, JobConfig, load_config
 from .listener import StatusListener
-from .lock import JobLock, LockHeldError
 from .session import build_session
-from .status import STOP_MARKER, JobStatus, StatusFolder
+from .status_folder import HOLD_MARKER, JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
 from .stop import SignalHandlers, StopRequest, install_jvm_sigterm_handler, restore_jvm_sigterm_handler
+from .watchdog import HardExit, StopQueries, Watchdog
 
 log = logging.getLogger("hubflow_jobs")
 
@@ -68,34 +71,51 @@ def main(argv: Sequence[str], model: type[ConfigT], start_query: StartQuery, des
 
     log.info("job %s starting (runtime %s, config %s)", config.name, _runtime_origin(), args.config)
     folder = StatusFolder(config.status_dir)
-    lock = JobLock(folder, config.name, config.runtime.seconds("stale_lock_after"))
+    lease = Lease(folder, config.name, config.runtime.lease_timing())
     try:
-        lock.acquire()
-    except LockHeldError as exc:
+        lease.acquire()
+    except LeaseHeldError as exc:
         log.error("refusing to start: %s", exc)
         return EXIT_LOCKED
+    hold = folder.hold()
+    if hold is not None:
+        lease.release()
+        log.error(
+            "refusing to start: job %s is held by on-call %s. Start it with the on-call DAG "
+            "(action start or restart), which releases the hold, or remove %s",
+            config.name,
+            hold.describe(),
+            folder.path(HOLD_MARKER),
+        )
+        return EXIT_HELD
 
     stop = StopRequest()
+    status = JobStatus(folder, config.name)
+    fence = HardExit(config.name, status, lease)
+    watchdog = Watchdog(folder, status, stop, config.runtime, fence, lease=lease)
     spark = None
     outcome: tuple[int, str] = (EXIT_FAILED, f"job {config.name} failed before its query started")
     try:
-        clear_leftover_stop_marker(folder)
-        status = JobStatus(folder, config.name)
-        status.update(state="starting")  # at once: building the session can take a while
+        clear_leftover_requests(folder)
+        status.update(state=JobState.STARTING, jvm_pid=fence.jvm_pid)  # at once: the session is slow
+        watchdog.start()
         with SignalHandlers(stop):
             spark = build_session(config)
+            fence.attach(spark)
+            status.update(jvm_pid=fence.jvm_pid)
             previous_handler = install_jvm_sigterm_handler(spark, stop)
             try:
-                outcome = run_job(spark, config, start_query, stop, lock=lock, status=status)
+                outcome = run_job(spark, config, start_query, stop, status=status, watchdog=watchdog)
             finally:
                 restore_jvm_sigterm_handler(spark, previous_handler)
     except Exception as exc:
         log.exception("job %s failed", config.name)
         outcome = (EXIT_FAILED, f"job {config.name} failed: {one_line(exc)}")
     finally:
-        lock.release()
         if spark is not None:
             _stop_session_quietly(spark)
+        watchdog.close()
+        lease.release()  # after the session: nothing of this run writes the checkpoint any more
     code, reason = outcome
     # The reason is the last line of the run's log, where a supervisor looks for it.
     (log.info if code == EXIT_OK else log.error)("%s", reason)
@@ -107,18 +127,23 @@ def run_job(
     config: ConfigT,
     start_query: StartQuery,
     stop: StopRequest,
-    lock: JobLock | None = None,
     status: JobStatus | None = None,
+    watchdog: Watchdog | None = None,
 ) -> tuple[int, str]:
     """Start the job's query on ``spark`` and supervise it until it ends; return (exit code, reason).
 
-    Usable without :func:`main` (tests run it on a shared session): it does not take the lock,
-    clear a leftover STOP marker, install signal handlers or stop the session.
+    Usable without :func:`main` (tests run it on a shared session): without a ``watchdog`` it
+    starts one that has no lease and whose fence stops the session's queries
+    (:class:`~hubflow_jobs.watchdog.StopQueries`); it does not take a lease, clear leftover
+    markers, install signal handlers or stop the session.
     """
     folder = StatusFolder(config.status_dir)
     if status is None:
         status = JobStatus(folder, config.name)
-        status.update(state="starting")
+        status.update(state=JobState.STARTING)
+    own_watchdog = watchdog is None
+    if watchdog is None:
+        watchdog = Watchdog(folder, status, stop, config.runtime, StopQueries(spark)).start()
     listener = StatusListener(status)
     spark.streams.addListener(listener)
     try:
@@ -126,66 +151,48 @@ def run_job(
             query = start_query(spark, config, status)
         except Exception as exc:
             log.exception("job %s: starting the query failed", config.name)
-            status.update(state="failed", exception=f"{type(exc).__name__}: {exc}")
+            status.update(state=JobState.FAILED, exception=f"{type(exc).__name__}: {exc}")
             return EXIT_FAILED, f"job {config.name} failed to start its query: {one_line(exc)}"
         log.info("job %s started query %s (checkpoint %s)", config.name, query.id, config.checkpoint_location)
-        _supervise(query, config, status, stop, folder, lock)
-        return _finish(query, config, status, stop)
+        _supervise(query, config, status, stop, watchdog)
+        return _finish(query, config, status, stop, watchdog)
     finally:
         spark.streams.removeListener(listener)
+        if own_watchdog:
+            watchdog.close()
 
 
-def clear_leftover_stop_marker(folder: StatusFolder) -> bool:
-    """Remove a STOP marker found before the job starts; it was meant for an earlier run.
+def clear_leftover_requests(folder: StatusFolder) -> list[str]:
+    """Remove STOP and KILL markers found before the job starts; they were meant for an earlier run.
 
-    Called right after the lock is taken, before the (slow) session start, so a marker written
-    while the session starts does stop this run. Returns whether a marker was removed.
+    Called right after the lease is taken, before the (slow) session start, so a marker written
+    while the session starts does reach this run. Returns the names removed.
     """
-    if not folder.exists(STOP_MARKER):
-        return False
-    log.warning("removing the stop marker %s left for an earlier run", folder.path(STOP_MARKER))
-    folder.remove(STOP_MARKER)
-    return True
+    removed = folder.clear_requests()
+    for name in removed:
+        log.warning("removing the %s marker %s left for an earlier run", name, folder.path(name))
+    return removed
 
 
 def _supervise(
-    query: Any,
-    config: JobConfig,
-    status: JobStatus,
-    stop: StopRequest,
-    folder: StatusFolder,
-    lock: JobLock | None,
+    query: Any, config: JobConfig, status: JobStatus, stop: StopRequest, watchdog: Watchdog
 ) -> None:
-    """Wait for the query to end, beating the heart and watching for stop requests."""
-    heartbeat_every = config.runtime.seconds("heartbeat_interval")
+    """Wait for the query to end or for a stop request (the watchdog turns markers into those)."""
     poll_every = config.runtime.seconds("poll_interval")
-    last_beat = time.monotonic()
     while query.isActive:
-        if stop.check_marker(folder):
+        if stop.requested:
+            if watchdog.fenced is not None:
+                return  # the fence stops the query by itself
             log.info(
                 "job %s: stop requested (%s); letting the running batch finish", config.name, stop.reason
             )
-            status.update(state="stopping", stop_reason=stop.reason)
+            status.update(state=JobState.STOPPING, stop_reason=stop.reason)
             stop_after_batch(query, config.runtime.seconds("stop_timeout"), poll_every)
             return
-        if time.monotonic() - last_beat >= heartbeat_every:
-            _beat(status, lock, stop, config.name)
-            last_beat = time.monotonic()
         try:
-            query.awaitTermination(min(poll_every, heartbeat_every))
+            query.awaitTermination(poll_every)
         except Exception:
             return  # the query failed; _finish reports query.exception()
-
-
-def _beat(status: JobStatus, lock: JobLock | None, stop: StopRequest, job: str) -> None:
-    """Refresh status.json and the lock. Storage hiccups are logged, not fatal; losing the lock
-    to another instance stops this one, since two queries must never share a checkpoint."""
-    try:
-        status.heartbeat()
-        if lock is not None and not lock.refresh():
-            stop.request("the lock was taken over by another instance")
-    except Exception as exc:
-        log.warning("job %s: could not refresh status.json or the lock (will retry): %s", job, exc)
 
 
 def stop_after_batch(query: Any, timeout_seconds: float, poll_seconds: float = 0.2) -> None:
@@ -213,17 +220,24 @@ def _last_batch_id(query: Any) -> int:
     return -1 if not progress else int(progress["batchId"])
 
 
-def _finish(query: Any, config: JobConfig, status: JobStatus, stop: StopRequest) -> tuple[int, str]:
+def _finish(
+    query: Any, config: JobConfig, status: JobStatus, stop: StopRequest, watchdog: Watchdog
+) -> tuple[int, str]:
     """Write the final state and return (exit code, reason)."""
+    if watchdog.fenced is not None:
+        reason, code = watchdog.fenced
+        if code == EXIT_KILLED:  # this run still holds the folder (a lost lease leaves it alone)
+            status.update(state=JobState.STOPPED, stop_reason=reason)
+        return code, f"job {config.name} {reason}"
     exception = query.exception()
     if exception is not None:
-        status.update(state="failed", exception=str(exception))
+        status.update(state=JobState.FAILED, exception=str(exception))
         return EXIT_FAILED, f"job {config.name} failed: {one_line(exception)}"
     if stop.requested:
         reason = f"job {config.name} stopped gracefully: {stop.reason}"
     else:
         reason = f"job {config.name} finished: no more input (trigger availableNow)"
-    status.update(state="stopped", stop_reason=stop.reason)
+    status.update(state=JobState.STOPPED, stop_reason=stop.reason)
     return EXIT_OK, reason
 
 

@@ -1,4 +1,5 @@
-"""Stop requests: SIGTERM (to the Python driver or to the spark-submit JVM) and the ``STOP`` marker.
+"""Graceful stop requests: a flag set by SIGTERM (to the Python driver or to the spark-submit JVM) and
+by the watchdog when it finds the ``STOP`` or ``HOLD`` marker (:mod:`hubflow_jobs.watchdog`).
 
 A request only sets a flag; the runner then lets the running micro-batch finish and calls
 ``query.stop()``. Under spark-submit the signal usually reaches the JVM (spark-submit's pid), whose
@@ -15,8 +16,6 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
-
-from .status import STOP_MARKER, StatusFolder
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +37,6 @@ class StopRequest:
     def requested(self) -> bool:
         """Whether a stop was asked for."""
         return self._event.is_set()
-
-    def check_marker(self, folder: StatusFolder) -> bool:
-        """Request a stop if the ``STOP`` marker exists; returns :attr:`requested`."""
-        if not self.requested and folder.exists(STOP_MARKER):
-            self.request(f"stop marker {folder.path(STOP_MARKER)} found")
-        return self.requested
 
 
 class SignalHandlers:

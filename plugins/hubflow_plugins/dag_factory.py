@@ -2,9 +2,11 @@
 
 For each job ``<name>``:
 - streaming jobs: ``<name>__supervisor`` every ``supervise_every``: ensure running, then a health
-  check that fails the run (alerting) when the job is stalled, failing or restart-looping;
+  check that fails the run (alerting) when the job is stalled, failing or restart-looping; a job
+  held by on-call is reported and left stopped, and the run succeeds;
 - scheduled jobs: ``<name>__available_now`` on ``schedule``: run the job (availableNow), check the
-  checkpoint is healthy, then archive the processed landing files when ``archive`` is set.
+  checkpoint is healthy (a run that found no input is idle, not stalled), then archive the processed
+  landing files when ``archive`` is set. Backfill runs skip the health check and the archive.
 And once: ``hubflow__oncall`` (manual, a Params form: job, action, dry run) and
 ``hubflow__cleanup`` (daily archive retention).
 
@@ -76,6 +78,7 @@ def supervisor_dag(job: RegisteredJob) -> DAG:
             job_name=job.name,
             accept=HEALTHY_STREAMING,
             allow_idle=True,
+            skip_when_held=True,
             poke_interval=10,
             timeout=300,
         )
@@ -97,7 +100,12 @@ def available_now_dag(job: RegisteredJob) -> DAG:
     ) as dag:
         run = SparkJobOperator(task_id="run_job", job_name=job.name)
         health = CheckpointHealthSensor(
-            task_id="check_health", job_name=job.name, accept=HEALTHY, poke_interval=5, timeout=300
+            task_id="check_health",
+            job_name=job.name,
+            accept=HEALTHY,
+            allow_idle=True,
+            poke_interval=5,
+            timeout=300,
         )
         run >> health
         if job.archive:
@@ -122,7 +130,7 @@ def oncall_dag(registry: Registry) -> DAG:
     streaming = [job.name for job in registry.jobs if job.mode == "streaming"] or [registry.jobs[0].name]
     with DAG(
         dag_id="hubflow__oncall",
-        description="On-call: restart, stop, start or rewind a streaming job (dry run: only say what)",
+        description="On-call: restart, stop (and hold), start or rewind a streaming job (dry run: say what)",
         schedule=None,
         start_date=START_DATE,
         catchup=False,
@@ -144,6 +152,12 @@ def oncall_dag(registry: Registry) -> DAG:
                 title="Rewind to sequence numbers",
                 description='rewind only: JSON partition -> sequence number, e.g. {"0": 120, "1": 80}',
             ),
+            "reason": Param(
+                None,
+                type=["null", "string"],
+                title="Reason",
+                description="stop: why the job is held (shown on the status page until start)",
+            ),
         },
     ) as dag:
         StreamingJobOperator(
@@ -153,6 +167,7 @@ def oncall_dag(registry: Registry) -> DAG:
             dry_run="{{ params.dry_run }}",
             rewind_to_enqueued_time="{{ params.rewind_to_enqueued_time or '' }}",
             rewind_to_sequence_numbers="{{ params.rewind_to_sequence_numbers or '' }}",
+            reason="{{ params.reason or '' }}",
         )
     return dag
 

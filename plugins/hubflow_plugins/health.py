@@ -10,15 +10,16 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from hubflow_jobs.status_folder import WORKING_STATES, JobState, parse_state
+
 #: Verdicts that end a health check well.
 HEALTHY = ("healthy",)
 #: A streaming job is also fine while a batch runs.
 HEALTHY_STREAMING = ("healthy", "batch-in-flight")
 #: Verdicts that end a health check badly at once: waiting will not mend them.
 FAILING = ("failed-batch", "stalled", "corrupt", "missing")
-#: Verdicts that only mean "no new input" while the job itself is alive.
+#: Verdicts that only mean "no new input" while the job itself is alive, or after a run without input.
 IDLE_VERDICTS = ("stalled", "missing")
-IDLE_OK_STATES = ("starting", "running", "idle")
 
 
 @dataclass
@@ -51,13 +52,16 @@ def check_health(
     latest: tuple[str, dict[str, int]] | None = None,
     max_lag_events: int | None = None,
     live_state: str | None = None,
+    ran_without_input: bool = False,
 ) -> HealthResult:
     """Inspect ``checkpoint``; with ``latest`` (hub, partition -> next sequence number) also the lag.
 
-    ``live_state`` is the state of a running job whose heartbeat is fresh (from its status folder),
-    or None. A streaming job that is alive commits nothing while no input arrives, so for it
-    ``stalled`` (no recent commit) and ``missing`` (no batch planned yet) mean "idle", not "broken";
-    the lag check, when asked for, still catches a live job that does not keep up.
+    Idle is not stalled. ``live_state`` is the state of a running job whose heartbeat is fresh
+    (from its status folder), or None: a streaming job that is alive commits nothing while no input
+    arrives. ``ran_without_input`` says a scheduled job's last run finished having read nothing
+    (:func:`finished_without_input`). For both, ``stalled`` (no recent commit) and ``missing`` (no
+    batch planned yet) mean "idle", not "broken"; the lag check, when asked for, still catches a
+    live job that does not keep up.
     """
     from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
 
@@ -70,9 +74,13 @@ def check_health(
         failed=verdict in fail_on and verdict not in accept,
         report=report.to_dict(),
     )
-    if live_state in IDLE_OK_STATES and verdict in IDLE_VERDICTS:
+    state = parse_state(live_state)
+    if verdict in IDLE_VERDICTS and state in WORKING_STATES:
         result.done, result.failed = True, False
-        result.reason = f"{report.reason} The job is alive ({live_state}), so it is waiting for new input."
+        result.reason = f"{report.reason} The job is alive ({state}), so it is waiting for new input."
+    elif verdict in IDLE_VERDICTS and ran_without_input:
+        result.done, result.failed = True, False
+        result.reason = f"{report.reason} The job's last run found no new input: idle, not stalled."
     if latest is not None and not result.failed:
         hub, next_sequence = latest
         committed = committed_sequence_numbers(result.report, hub)
@@ -85,6 +93,22 @@ def check_health(
                 + ", ".join(f"partition {p}: {n}" for p, n in sorted(result.lag.items()))
             )
     return result
+
+
+def finished_without_input(status: dict[str, Any] | None) -> bool:
+    """Whether a job's status.json shows a run that ended normally having read no row.
+
+    ``stopped`` with neither an exception nor a stop reason is an availableNow run that ran dry;
+    ``input_rows`` counts what that run read.
+    """
+    if not status:
+        return False
+    return (
+        parse_state(status.get("state")) == JobState.STOPPED
+        and not status.get("exception")
+        and not status.get("stop_reason")
+        and status.get("input_rows") == 0
+    )
 
 
 def committed_sequence_numbers(report: dict[str, Any], hub: str) -> dict[str, int]:

@@ -1,8 +1,9 @@
 """Operators that run, supervise and clean up after registered jobs.
 
 Thin on purpose: the registry says what a job is, ``spark_submit`` builds the command through the
-provider's SparkSubmitHook, ``job_control`` judges and stops a running job, ``archive`` moves
-processed files. Heavy imports (fsspec backends, the Azure SDK) happen inside ``execute``.
+provider's SparkSubmitHook, ``job_control`` stops a running job and ``hubflow_jobs.status_folder``
+(the job↔supervisor contract) says whether it runs or is held, ``archive`` moves processed files.
+Heavy imports (fsspec backends, the Azure SDK) happen inside ``execute``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from hubflow_plugins.registry import RegisteredJob, load_registry, parse_duration
 
@@ -61,7 +62,7 @@ class SparkJobOperator(BaseOperator):
         self._hook: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from hubflow_plugins.job_control import JobControl
+        from hubflow_jobs.status_folder import StatusFolder
         from hubflow_plugins.spark_submit import build_submit_hook
 
         job = _job(self.job_name)
@@ -71,16 +72,21 @@ class SparkJobOperator(BaseOperator):
         self._hook = build_submit_hook(job, secrets=_secrets(job))
         self.log.info("running job %s: %s --config %s", job.name, job.application_path(), job.config_path())
         self._hook.submit(str(job.application_path()))
-        status = JobControl(job.name, job.paths.status_dir).status() or {}
+        status = StatusFolder(job.paths.status_dir).status() or {}
         progress = status.get("last_progress") or {}
         self.log.info(
-            "job %s finished: state %s, last batch %s, %s rows in the last batch",
+            "job %s finished: state %s, %s rows read in this run; last batch %s",
             job.name,
             status.get("state"),
+            status.get("input_rows"),
             progress.get("batch_id"),
-            progress.get("num_input_rows"),
         )
-        return {"job": job.name, "state": status.get("state"), "last_progress": progress}
+        return {
+            "job": job.name,
+            "state": status.get("state"),
+            "input_rows": status.get("input_rows"),
+            "last_progress": progress,
+        }
 
     def _backfill(self, job: RegisteredJob, start: str, end: str) -> dict[str, Any]:
         from hubflow_plugins.spark_submit import build_submit_hook
@@ -99,11 +105,11 @@ class SparkJobOperator(BaseOperator):
         return {"job": job.name, "backfill": {"window_start": start, "window_end": end}}
 
     def on_kill(self) -> None:
-        from hubflow_plugins.job_control import JobControl
+        from hubflow_jobs.status_folder import StatusFolder
 
         try:
             job = _job(self.job_name)
-            JobControl(job.name, job.paths.status_dir).request_stop("Airflow task killed")
+            StatusFolder(job.paths.status_dir).request_stop("Airflow task killed", by=f"task {self.task_id}")
             time.sleep(self.stop_grace)
         finally:
             if self._hook is not None:
@@ -113,10 +119,13 @@ class SparkJobOperator(BaseOperator):
 class StreamingJobOperator(BaseOperator):
     """Supervise a long-running streaming job: ensure it runs, start, stop or restart it.
 
-    ``ensure_running`` does nothing when the job is alive (fresh heartbeat), and starts it from its
-    checkpoint when it is dead - unless it was restarted ``max_restarts_per_hour`` times in the last
-    hour already: then the task fails (a restart loop needs a person, not another restart).
-    ``stop`` asks gracefully (STOP marker, the batch finishes), then SIGTERM, then SIGKILL.
+    ``ensure_running`` does nothing when the job is alive (fresh heartbeat) or held by on-call (it
+    reports the hold and succeeds), and starts it from its checkpoint when it is dead - unless it
+    was restarted ``max_restarts_per_hour`` times in the last hour already: then the task fails (a
+    restart loop needs a person, not another restart).
+    ``stop`` holds the job (the ``HOLD`` marker: who, when, why; supervisors leave it stopped until
+    ``start`` or ``restart``), then stops it: STOP marker (the batch finishes), after ``stop_wait`` a
+    KILL request the job's own watchdog obeys from any host, and on the driver's own host signals.
     ``rewind`` (Event Hubs jobs) stops the job, moves its checkpoint whole into the backups folder
     and starts it on a new checkpoint from ``rewind_to_enqueued_time`` (every partition) or
     ``rewind_to_sequence_numbers`` (JSON, partition -> sequence number; other partitions resume
@@ -126,7 +135,8 @@ class StreamingJobOperator(BaseOperator):
     :param action: one of ``ensure_running``, ``start``, ``stop``, ``restart``, ``rewind``.
     :param rewind_to_enqueued_time: ISO-8601 time, for ``rewind``.
     :param rewind_to_sequence_numbers: JSON object partition -> sequence number, for ``rewind``.
-    :param stop_wait: how long a graceful stop may take before signals are sent.
+    :param reason: why (``stop``: shown with the hold on the status page).
+    :param stop_wait: how long a graceful stop may take before the kill request.
     :param start_timeout: how long a started job has to report itself running.
     :param dry_run: say what would be done, do nothing.
     """
@@ -137,6 +147,7 @@ class StreamingJobOperator(BaseOperator):
         "dry_run",
         "rewind_to_enqueued_time",
         "rewind_to_sequence_numbers",
+        "reason",
     )
     ui_color = "#87cefa"
 
@@ -150,11 +161,13 @@ class StreamingJobOperator(BaseOperator):
         dry_run: bool | str = False,
         rewind_to_enqueued_time: str | None = None,
         rewind_to_sequence_numbers: str | None = None,
+        reason: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.job_name = job_name
         self.action = action
+        self.reason = reason
         self.rewind_to_enqueued_time = rewind_to_enqueued_time
         self.rewind_to_sequence_numbers = rewind_to_sequence_numbers
         self.stop_wait = stop_wait
@@ -168,18 +181,39 @@ class StreamingJobOperator(BaseOperator):
             raise AirflowFailException(f"unknown action {self.action!r}; expected one of {STREAMING_ACTIONS}")
         dry_run = str(self.dry_run).lower() in ("true", "1", "yes")
         job = _job(self.job_name)
-        control = JobControl(job.name, job.paths.status_dir, heartbeat_timeout=_heartbeat_timeout(job))
+        who = requested_by(context)
+        control = JobControl(job.name, job.paths.status_dir, heartbeat_timeout=heartbeat_timeout(job))
         live = control.liveness()
         self.log.info("found: %s", live.reason)
         done: list[str] = []
         if self.action == "rewind":
-            return self._rewind(job, control, live, dry_run)
+            return self._rewind(job, control, live, dry_run, who)
+        if self.action == "ensure_running" and live.hold is not None:
+            return self._report_hold(job, live, dry_run)
+
+        if self.action == "stop":
+            reason = self.reason or "on-call stop"
+            if dry_run:
+                done.append(f"would hold job {job.name} ({who}: {reason}) and stop it")
+            else:
+                hold = control.folder.place_hold(reason, by=who)
+                done.append(
+                    f"held job {job.name} {hold.describe()}; supervisors leave it stopped until start"
+                )
+                self.log.info("%s", done[-1])
+        if self.action in ("start", "restart") and live.hold is not None:
+            if dry_run:
+                done.append(f"would release the hold {live.hold.describe()}")
+            else:
+                control.folder.release_hold()
+                done.append(f"released the hold {live.hold.describe()}")
+                self.log.info("%s", done[-1])
 
         if self.action in ("stop", "restart") and live.alive:
             if dry_run:
                 done.append(f"would stop job {job.name} (pid {live.pid} on {live.host})")
             else:
-                done.append(control.stop(self.stop_wait, log=self.log.info))
+                done.append(control.stop(self.stop_wait, log=self.log.info, requested_by=who))
             live = control.liveness()
         elif self.action == "stop":
             done.append("nothing to stop")
@@ -188,7 +222,7 @@ class StreamingJobOperator(BaseOperator):
             if live.alive:
                 done.append("already running; nothing to do")
             else:
-                recent = control.restarts_within(timedelta(hours=1))
+                recent = control.folder.restarts_within(3600)
                 if self.action == "ensure_running" and recent >= job.max_restarts_per_hour:
                     raise AirflowFailException(
                         f"job {job.name} is restart-looping: restarted {recent} times in the last hour "
@@ -204,7 +238,25 @@ class StreamingJobOperator(BaseOperator):
             self.log.info("%s", line)
         return {"job": job.name, "action": self.action, "dry_run": dry_run, "done": done}
 
-    def _rewind(self, job: RegisteredJob, control: Any, live: Any, dry_run: bool) -> dict[str, Any]:
+    def _report_hold(self, job: RegisteredJob, live: Any, dry_run: bool) -> dict[str, Any]:
+        """``ensure_running`` of a held job: say so, start nothing, succeed."""
+        hold = live.hold
+        line = (
+            f"job {job.name} is held {hold.describe()}; not starting it. Start it with hubflow__oncall "
+            "(action start or restart), which releases the hold."
+        )
+        if live.alive:
+            line += f" It still runs ({live.reason}): an on-call stop did not finish; stop it again."
+        self.log.warning("%s", line)
+        return {
+            "job": job.name,
+            "action": self.action,
+            "dry_run": dry_run,
+            "held": hold.to_dict(),
+            "done": [line],
+        }
+
+    def _rewind(self, job: RegisteredJob, control: Any, live: Any, dry_run: bool, who: str) -> dict[str, Any]:
         from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
         from hubflow_plugins.eventhubs_hook import EventHubsHook
         from hubflow_plugins.health import committed_sequence_numbers
@@ -260,8 +312,12 @@ class StreamingJobOperator(BaseOperator):
                 "done": [f"would {p}" for p in plan],
             }
         done = []
+        if live.hold is not None:
+            control.folder.release_hold()
+            done.append(f"released the hold {live.hold.describe()}: a rewind ends by starting the job")
+            self.log.info("%s", done[-1])
         if live.alive:
-            done.append(control.stop(self.stop_wait, log=self.log.info))
+            done.append(control.stop(self.stop_wait, log=self.log.info, requested_by=who))
             self.log.info("%s", done[-1])
         backup = backup_checkpoint(checkpoint)
         if backup is None:
@@ -283,17 +339,19 @@ class StreamingJobOperator(BaseOperator):
         return {"job": job.name, "action": "rewind", "dry_run": False, "backup": backup, "done": done}
 
     def _start(self, job: RegisteredJob, control: Any, count_restart: bool = True) -> str:
+        from hubflow_jobs import EXIT_HELD, EXIT_LOCKED
         from hubflow_plugins.spark_submit import build_submit_hook
 
-        control.clear_stop()
+        control.folder.clear_requests()
         if count_restart:
-            control.record_restart()
-        log_path = _local_driver_log(job)
+            control.folder.record_restart()
+        log_path, ship_to = _driver_log(job, control.folder)
         hook = build_submit_hook(job, secrets=_secrets(job))
-        process = hook.launch_detached(str(job.application_path()), log_path)
-        self.log.info(
-            "started spark-submit pid %s for job %s; driver log %s", process.pid, job.name, log_path
-        )
+        process = hook.launch_detached(str(job.application_path()), log_path, ship_to=ship_to)
+        where = control.folder.path("driver.log")
+        self.log.info("started spark-submit pid %s for job %s; driver log %s", process.pid, job.name, where)
+        if ship_to:
+            self.log.info("the driver log is written to %s on this worker and copied there", log_path)
         deadline = time.monotonic() + self.start_timeout.total_seconds()
         while time.monotonic() < deadline:
             live = control.liveness()
@@ -302,18 +360,33 @@ class StreamingJobOperator(BaseOperator):
             code = process.poll()
             if code is not None:
                 tail = _tail(log_path)
-                raise AirflowException(f"job {job.name} exited with code {code} while starting:\n{tail}")
+                why = {EXIT_LOCKED: " (another instance holds its lease)", EXIT_HELD: " (held by on-call)"}
+                raise AirflowException(
+                    f"job {job.name} exited with code {code}{why.get(code, '')} while starting:\n{tail}"
+                )
             time.sleep(1.0)
         raise AirflowException(
-            f"job {job.name} did not report running within {self.start_timeout}; see {log_path}"
+            f"job {job.name} did not report running within {self.start_timeout}; see {where}"
         )
+
+
+def requested_by(context: Any) -> str:
+    """Who asked, for holds and markers: the DAG run's triggering user when Airflow says, and the run."""
+    dag_run = context.get("dag_run")
+    run_id = context.get("run_id") or getattr(dag_run, "run_id", None)
+    user = getattr(dag_run, "triggering_user_name", None)
+    return f"{user} (run {run_id})" if user else f"run {run_id}"
+
+
+def is_backfill_run(context: Any) -> bool:
+    """Whether the task runs in a backfill run (``airflow backfill create`` or the UI's Backfill)."""
+    run_type = getattr(context.get("dag_run"), "run_type", None)
+    return str(getattr(run_type, "value", run_type) or "").lower() in ("backfill", "backfill_job")
 
 
 def _backfill_window(context: Any) -> tuple[str, str] | None:
     """``(start, end)`` ISO times of a backfill run's data interval, or None for other runs."""
-    dag_run = context.get("dag_run")
-    run_type = str(getattr(dag_run, "run_type", "") or "").lower()
-    if not run_type.endswith("backfill"):
+    if not is_backfill_run(context):
         return None
     start, end = context.get("data_interval_start"), context.get("data_interval_end")
     if start is None or end is None or start >= end:
@@ -324,18 +397,24 @@ def _backfill_window(context: Any) -> tuple[str, str] | None:
     return start.isoformat(), end.isoformat()
 
 
-def _heartbeat_timeout(job: RegisteredJob) -> timedelta:
+def heartbeat_timeout(job: RegisteredJob) -> timedelta:
+    """Silence after which a supervisor counts a job in a live state as dead."""
     return max(timedelta(minutes=2), parse_duration(job.supervise_every) / 2)
 
 
-def _local_driver_log(job: RegisteredJob) -> Path:
-    """Where a detached driver's output goes: the status folder when local, else a temp folder."""
-    status_dir = job.paths.status_dir
-    if "://" not in status_dir or status_dir.startswith("file://"):
-        return Path(status_dir.removeprefix("file://")) / "driver.log"
+def _driver_log(job: RegisteredJob, folder: Any) -> tuple[Path, str | None]:
+    """Where a detached driver's output goes, and the status folder to copy it to (None: no copy).
+
+    A local status folder gets the log directly; a remote one gets a copy from a file on this
+    worker, refreshed while the driver runs (``hubflow_jobs.driver_log``).
+    """
+    from hubflow_jobs.status_folder import DRIVER_LOG_FILE
+
+    if folder.is_local:
+        return Path(folder.path(DRIVER_LOG_FILE)), None
     import tempfile
 
-    return Path(tempfile.gettempdir()) / "hubflow" / job.name / "driver.log"
+    return Path(tempfile.gettempdir()) / "hubflow" / job.name / DRIVER_LOG_FILE, folder.url
 
 
 def _tail(path: Path, lines: int = 25) -> str:
@@ -377,6 +456,11 @@ class ArchiveOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from hubflow_plugins.archive import archive_processed_files, purge_archive
 
+        if is_backfill_run(context):
+            raise AirflowSkipException(
+                "backfill run: it reads its interval as a batch and consumes nothing from the landing "
+                "folder, so there is nothing to archive"
+            )
         dry_run = str(self.dry_run).lower() in ("true", "1", "yes")
         job = _job(self.job_name)
         paths = job.paths

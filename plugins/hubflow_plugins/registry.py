@@ -244,7 +244,7 @@ def _describe(error: dict[str, Any], data: Any) -> str:
 
 
 def read_job_paths(config_path: Path, expected_name: str | None = None) -> JobPaths:
-    """The locations a job config declares, read without importing the jobs package."""
+    """The locations a job config declares, read as plain YAML (the job validates the rest when it runs)."""
     try:
         data = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -1,4 +1,8 @@
-"""The checkpoint health sensor: poke or deferrable, with an optional Event Hubs lag limit."""
+"""The checkpoint health sensor: poke or deferrable, with an optional Event Hubs lag limit.
+
+A backfill run skips it (its interval is read as a batch; the job's checkpoint is not its concern),
+and, for supervisors, a job held by on-call is reported, not judged.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from hubflow_plugins.health import FAILING, HEALTHY
 from hubflow_plugins.registry import load_registry, parse_duration
@@ -23,9 +27,14 @@ class CheckpointHealthSensor(BaseSensorOperator):
     :param stalled_after: no commit for longer than this is ``stalled`` (default: the registry's).
     :param max_lag_events: with the job's Event Hubs connection, fail when the committed offsets are
         more than this many events behind the hub (summed over partitions). Poke mode only.
-    :param allow_idle: a streaming job that is alive (fresh heartbeat) and commits nothing because
-        no input arrives is healthy, not ``stalled`` (supervisors set it). Poke mode only.
+    :param allow_idle: idle is not stalled: a ``stalled`` or ``missing`` checkpoint is healthy when
+        a streaming job is alive (fresh heartbeat) and commits nothing because no input arrives,
+        or when a scheduled job's last run finished having read no input. Poke mode only.
+    :param skip_when_held: a job held by on-call (``HOLD``) is reported and not judged (the
+        supervisor sets it: a held job is meant to be stopped). Poke mode only.
     :param deferrable: wait in the triggerer instead of holding a worker slot.
+
+    In a backfill run the sensor is skipped (and with it what follows, e.g. archiving).
     """
 
     template_fields = ("job_name",)
@@ -41,6 +50,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
         max_lag_events: int | None = None,
         consumer_group: str = "$Default",
         allow_idle: bool = False,
+        skip_when_held: bool = False,
         deferrable: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -52,12 +62,20 @@ class CheckpointHealthSensor(BaseSensorOperator):
         self.max_lag_events = max_lag_events
         self.consumer_group = consumer_group
         self.allow_idle = allow_idle
+        self.skip_when_held = skip_when_held
         self.deferrable = deferrable
 
     def _stalled_after(self, job: Any) -> timedelta:
         return parse_duration(self.stalled_after) if self.stalled_after else job.stalled_after_delta
 
     def execute(self, context: Any) -> Any:
+        from hubflow_plugins.operators import is_backfill_run
+
+        if is_backfill_run(context):
+            raise AirflowSkipException(
+                f"backfill run: job {self.job_name}'s checkpoint belongs to its scheduled runs, not to "
+                "this interval's batch read; its health is not judged here"
+            )
         if not self.deferrable:
             return super().execute(context)
         from hubflow_plugins.triggers import CheckpointHealthTrigger
@@ -92,13 +110,22 @@ class CheckpointHealthSensor(BaseSensorOperator):
             from hubflow_plugins.eventhubs_hook import EventHubsHook
 
             latest = EventHubsHook(job.eventhubs_conn_id).latest_sequence_numbers(self.consumer_group)
-        live_state = None
-        if self.allow_idle:
-            from hubflow_plugins.job_control import JobControl
+        live_state, ran_without_input = None, False
+        if self.allow_idle or self.skip_when_held:
+            from hubflow_jobs.status_folder import StatusFolder
+            from hubflow_plugins.health import finished_without_input
+            from hubflow_plugins.operators import heartbeat_timeout
 
-            live = JobControl(job.name, job.paths.status_dir).liveness()
-            live_state = live.state if live.alive else None
+            folder = StatusFolder(job.paths.status_dir)
+            live = folder.liveness(heartbeat_timeout(job).total_seconds())
             self.log.info("job status: %s", live.reason)
+            if self.skip_when_held and live.hold is not None and not live.alive:
+                self.log.info("job %s is held %s: its health is not judged", job.name, live.hold.describe())
+                return True
+            if self.allow_idle and job.mode == "streaming":
+                live_state = live.state if live.alive else None
+            elif self.allow_idle:
+                ran_without_input = finished_without_input(folder.status())
         result = check_health(
             job.paths.checkpoint_location,
             stalled_after=self._stalled_after(job),
@@ -107,6 +134,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
             latest=latest,
             max_lag_events=self.max_lag_events,
             live_state=live_state,
+            ran_without_input=ran_without_input,
         )
         self.log.info("checkpoint of job %s: %s: %s", job.name, result.verdict, result.reason)
         if result.lag:

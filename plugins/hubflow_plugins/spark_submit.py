@@ -27,13 +27,30 @@ EVENTHUBS_CONNECTION_STRING_ENV = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
 class JobSubmitHook(SparkSubmitHook):
     """SparkSubmitHook that can also start spark-submit in its own session and return at once."""
 
-    def launch_detached(self, application: str, log_path: Path) -> subprocess.Popen:
+    def launch_detached(
+        self, application: str, log_path: Path, ship_to: str | None = None
+    ) -> subprocess.Popen:
         """Start spark-submit for ``application`` without waiting; its output goes to ``log_path``.
 
         The process gets a session of its own, so it survives the end of the Airflow task; the
-        job's status folder (heartbeat, pid) is how supervisors follow it afterwards.
+        job's status folder (heartbeat, pid) is how supervisors follow it afterwards. With
+        ``ship_to`` (a remote status folder) spark-submit runs under ``hubflow_jobs.driver_log``,
+        which copies ``log_path`` into that folder's ``driver.log`` while the driver runs and when
+        it ends.
         """
         command = self._build_spark_submit_command(application)
+        if ship_to:
+            command = [
+                sys.executable,
+                "-m",
+                "hubflow_jobs.driver_log",
+                "--status-dir",
+                ship_to,
+                "--local-log",
+                str(log_path),
+                "--",
+                *command,
+            ]
         env = os.environ.copy()
         env.update({k: str(v) for k, v in (self._env or {}).items()})
         log_path.parent.mkdir(parents=True, exist_ok=True)

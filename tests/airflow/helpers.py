@@ -115,3 +115,22 @@ def dag_runs(env: dict[str, str], dag_id: str) -> list[dict[str, Any]]:
         if line.startswith("[{") or line.strip() == "[]":
             return json.loads(line)
     return []
+
+
+def task_states(airflow_home: Any, dag_id: str) -> dict[str, dict[str, str]]:
+    """run id -> task id -> state of the DAG's task instances, read from the metadata database."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(airflow_home.sql_alchemy_conn)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                sqlalchemy.text("SELECT run_id, task_id, state FROM task_instance WHERE dag_id = :dag"),
+                {"dag": dag_id},
+            ).all()
+    finally:
+        engine.dispose()
+    states: dict[str, dict[str, str]] = {}
+    for run_id, task_id, state in rows:
+        states.setdefault(run_id, {})[task_id] = state
+    return states

@@ -1,8 +1,10 @@
-"""Backfill from `airflow backfill create`, run by a real scheduler: each interval's output once.
+"""Backfill from `airflow backfill create`, run by a real scheduler beside the DAG's scheduled runs:
+each interval's events land once, a rerun replaces its interval, and a backfill run never judges
+the streaming checkpoint nor archives (its ``check_health`` is skipped, whatever the scheduled runs
+have or have not committed yet).
 
-Two scheduled jobs in one Airflow: ``telemetry`` (Event Hubs, the events enqueued in each interval)
-and ``orders`` (files, each interval's landing folder - some files already archived by the
-scheduled runs that keep going while the backfill runs).
+One Event Hubs job (``telemetry``, the events enqueued in each interval). The file job's backfill,
+its reruns and files archived while it reads are covered by ``tests/jobs/test_backfill_files.py``.
 """
 
 from __future__ import annotations
@@ -18,19 +20,19 @@ import pytest
 from tests.airflow.helpers import (
     airflow_env,
     dag_runs,
-    landing_job,
     run_airflow,
     start_airflow_services,
+    task_states,
     write_registry,
 )
-from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config, write_json_landing_file
+from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config
 from tests.support.emulator import start_test_emulator
 from tests.support.processes import stop_process, wait_until
 
 pytestmark = pytest.mark.integration
 ENV_VAR = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
-INTERVAL = 15  # seconds: three intervals of events take under a minute to produce
-FOLDER = "%Y%m%dT%H%M%S"  # the orders landing layout: one folder per second
+INTERVAL = 15  # seconds: two intervals of events take half a minute to produce
+DAG_ID = "telemetry__available_now"
 
 
 def _next_boundary(now: datetime) -> datetime:
@@ -38,28 +40,12 @@ def _next_boundary(now: datetime) -> datetime:
     return datetime.fromtimestamp((int(now.timestamp()) // INTERVAL + 1) * INTERVAL, UTC)
 
 
-def _land_orders(landing: Path, first: datetime) -> tuple[dict[str, set[int]], Counter]:
-    """Files in second-folders of the three intervals (edges included) and one after.
-
-    Each file has one broken record. Returns the good ids and the broken-record count per window.
-    """
-    ids: dict[str, set[int]] = {}
-    broken: Counter = Counter()
-    placements = [(0, 0, 4), (0, 7, 3), (1, 3, 5), (2, 14, 6), (3, 0, 9)]  # interval, second, records
-    for number, (interval, second, count) in enumerate(placements):
-        start = first + timedelta(seconds=INTERVAL * interval)
-        folder = landing / (start + timedelta(seconds=second)).strftime(FOLDER)
-        folder.mkdir(parents=True, exist_ok=True)
-        written = write_json_landing_file(folder, f"orders-{number}.json", number * 100, count, 1)
-        if interval < 3:  # the fourth is after the backfilled intervals
-            window = start.strftime("%Y-%m-%dT%H:%M:%SZ")
-            ids.setdefault(window, set()).update(written)
-            broken[window] += 1
-    return ids, broken
+def _sleep_until(moment: datetime) -> None:
+    time.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds()))
 
 
-@pytest.mark.timeout(1500)
-def test_backfill_over_three_intervals_writes_each_interval_once_even_when_rerun(
+@pytest.mark.timeout(1200)
+def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_replaces_it(
     airflow_home, spark, tmp_path: Path
 ) -> None:
     emulator = start_test_emulator(tmp_path, telemetry=2)
@@ -67,58 +53,39 @@ def test_backfill_over_three_intervals_writes_each_interval_once_even_when_rerun
     try:
         conn = emulator.connection_string("telemetry")
         hub = EmulatedHub("telemetry", conn, 2)
-        # Events in three consecutive intervals: 10, 20 and 30 of them, a few seconds inside each.
+        # Events in two consecutive intervals, 10 and 20 of them, a few seconds inside each.
         first = _next_boundary(datetime.now(UTC))
-        time.sleep((first - datetime.now(UTC)).total_seconds() + 1)
         sent: dict[str, set[bytes]] = {}
         number = 0
-        for index, count in enumerate((10, 20, 30)):
+        for index, count in enumerate((10, 20)):
             start = first + timedelta(seconds=INTERVAL * index)
-            time.sleep(max(0.0, (start + timedelta(seconds=2) - datetime.now(UTC)).total_seconds()))
+            _sleep_until(start + timedelta(seconds=2))
             sent[start.strftime("%Y-%m-%dT%H:%M:%SZ")] = hub.send_numbered(number, count)
             number += count
-        time.sleep(max(0.0, (first + timedelta(seconds=3 * INTERVAL) - datetime.now(UTC)).total_seconds()))
-        hub.send_numbered(number, 7)  # after the third interval: must not be backfilled
+        _sleep_until(first + timedelta(seconds=2 * INTERVAL))
+        hub.send_numbered(number, 7)  # after the second interval: must not be backfilled
 
         config = eventhubs_config(tmp_path, hub, ENV_VAR, name="telemetry")
-        config_path = write_config(tmp_path / "telemetry.yaml", config)
-        orders = landing_job(
-            tmp_path,
-            "orders",
-            source={"interval_folder": FOLDER, "max_files_per_trigger": 2},
-            schedule=f"{INTERVAL} seconds",
-        )
-        landed, broken = _land_orders(tmp_path / "orders" / "landing", first)
-        registry = write_registry(
-            tmp_path,
-            [
-                {
-                    "name": "telemetry",
-                    "application": "eventhubs_to_lake",
-                    "config": str(config_path),
-                    "mode": "scheduled",
-                    "schedule": f"{INTERVAL} seconds",
-                    "eventhubs_conn_id": "eventhubs_default",
-                },
-                orders,
-            ],
-        )
-        env = airflow_env(airflow_home, registry)
+        entry = {
+            "name": "telemetry",
+            "application": "eventhubs_to_lake",
+            "config": str(write_config(tmp_path / "telemetry.yaml", config)),
+            "mode": "scheduled",
+            "schedule": f"{INTERVAL} seconds",
+            "eventhubs_conn_id": "eventhubs_default",
+        }
+        env = airflow_env(airflow_home, write_registry(tmp_path, [entry]))
         env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
         # The scheduler starts no run of a paused DAG, backfill runs included. Once unpaused it also
         # runs the newest finished interval as of the DAG's serialization, and a backfill skips dates
-        # that have a run: serialize and unpause only when that interval lies after the three.
-        time.sleep(
-            max(0.0, (first + timedelta(seconds=4 * INTERVAL + 1) - datetime.now(UTC)).total_seconds())
-        )
+        # that have a run: serialize and unpause only when that interval lies after the two.
+        _sleep_until(first + timedelta(seconds=3 * INTERVAL + 1))
         assert run_airflow(env, "dags", "reserialize").returncode == 0
-        for dag_id in ("telemetry__available_now", "orders__available_now"):
-            assert run_airflow(env, "dags", "unpause", dag_id).returncode == 0
+        assert run_airflow(env, "dags", "unpause", DAG_ID).returncode == 0
         processes, env = start_airflow_services(env, tmp_path / "airflow-logs")
-        last = first + timedelta(seconds=2 * INTERVAL)  # logical dates from..to: three intervals
 
-        def backfill(dag_id: str, *extra: str) -> None:
-            args = ["backfill", "create", "--dag-id", dag_id, "--from-date", first.isoformat()]
+        def backfill(last: datetime, *extra: str) -> None:
+            args = ["backfill", "create", "--dag-id", DAG_ID, "--from-date", first.isoformat()]
             args += ["--to-date", last.isoformat(), *extra]
             for _ in range(30):
                 result = run_airflow(env, *args)
@@ -129,62 +96,41 @@ def test_backfill_over_three_intervals_writes_each_interval_once_even_when_rerun
                 time.sleep(3)
             assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
 
-        def backfill_runs(dag_id: str) -> list[dict]:
-            return [r for r in dag_runs(env, dag_id) if r["run_id"].startswith("backfill__")]
+        def runs(kind: str) -> list[dict]:
+            return [r for r in dag_runs(env, DAG_ID) if r["run_id"].startswith(f"{kind}__")]
 
-        def finished(after: str = "") -> bool:
-            """Three backfill runs of each DAG, each succeeded and ended after ``after``."""
-            for dag_id in ("telemetry__available_now", "orders__available_now"):
-                runs = backfill_runs(dag_id)
-                assert not any(r["state"] == "failed" for r in runs), runs
-                if len(runs) != 3 or not all(
-                    r["state"] == "success" and (r["end_date"] or "") > after for r in runs
-                ):
-                    return False
-            return True
-
-        def scheduled_orders_run_done() -> bool:
-            return any(
-                r["run_id"].startswith("scheduled__") and r["state"] == "success"
-                for r in dag_runs(env, "orders__available_now")
-            )
-
-        backfill("telemetry__available_now")
-        # The scheduled orders runs archive files as they go: let one finish first, so the backfill
-        # finds files in both places (and later runs keep archiving while it reads).
-        wait_until(scheduled_orders_run_done, 300, "a scheduled orders run", interval=5)
-        assert list((tmp_path / "orders" / "archive").rglob("*.json")), "the scheduled run archived nothing"
-        backfill("orders__available_now")
-        wait_until(finished, 600, "three successful backfill runs of each DAG", interval=5)
+        def finished(count: int, after: str = "") -> bool:
+            """``count`` backfill runs ended well after ``after``; no run of either kind failed."""
+            every = runs("backfill") + runs("scheduled")
+            assert not any(r["state"] == "failed" for r in every), every
+            done = [r for r in runs("backfill") if r["state"] == "success" and (r["end_date"] or "") > after]
+            return len(done) >= count
 
         def check() -> None:
             output = tmp_path / "lake" / "bronze_backfill"
             rows = spark.read.parquet(str(output)).select("window_start", "body").collect()
-            per_window = Counter(r.window_start for r in rows)
-            assert per_window == {w: len(bodies) for w, bodies in sent.items()}
+            assert Counter(r.window_start for r in rows) == {w: len(bodies) for w, bodies in sent.items()}
             for window, bodies in sent.items():
                 assert sorted(bytes(r.body) for r in rows if r.window_start == window) == sorted(bodies)
-            output = tmp_path / "orders" / "lake" / "orders_backfill"
-            rows = spark.read.parquet(str(output)).select("window_start", "id").collect()
-            assert {w: sorted(r.id for r in rows if r.window_start == w) for w in landed} == {
-                w: sorted(ids) for w, ids in landed.items()
-            }
-            assert len(rows) == sum(len(ids) for ids in landed.values())  # nothing of the fourth interval
-            quarantine = tmp_path / "orders" / "quarantine_backfill"
-            per_window = Counter(r.window_start for r in spark.read.parquet(str(quarantine)).collect())
-            assert per_window == broken
 
+        backfill(first + timedelta(seconds=INTERVAL))  # logical dates from..to: two intervals
+        wait_until(lambda: finished(2), 600, "two successful backfill runs", interval=5)
         check()
-        # Rerun every interval (reprocess completed runs): each partition is replaced, not added to.
-        first_end = max(
-            r["end_date"] for d in ("telemetry", "orders") for r in backfill_runs(f"{d}__available_now")
-        )
-        backfill("telemetry__available_now", "--reprocess-behavior", "completed")
-        backfill("orders__available_now", "--reprocess-behavior", "completed")
-        wait_until(
-            lambda: finished(after=first_end), 600, "the three rerun backfill runs of each", interval=5
-        )
+        first_end = max(r["end_date"] for r in runs("backfill"))
+
+        # Rerun the first interval (reprocess a completed run): its partition is replaced, not added to.
+        backfill(first, "--reprocess-behavior", "completed")
+        wait_until(lambda: finished(1, after=first_end), 600, "the rerun backfill run", interval=5)
         check()
+
+        wait_until(lambda: bool(runs("scheduled")) and finished(0), 300, "a scheduled run beside", interval=5)
+        states = task_states(airflow_home, DAG_ID)
+        backfill_states = [states[r["run_id"]] for r in runs("backfill")]
+        assert len(backfill_states) == 2, "the rerun reuses its interval's run"
+        for tasks in backfill_states:
+            assert tasks == {"run_job": "success", "check_health": "skipped"}, backfill_states
+        scheduled = [states[r["run_id"]] for r in runs("scheduled") if r["state"] == "success"]
+        assert scheduled and all(t["check_health"] == "success" for t in scheduled), scheduled
     finally:
         for process in processes:
             stop_process(process)

@@ -1,4 +1,6 @@
-"""Supervised streaming: the supervisor starts a dead job, on-call restarts it, nothing is lost or doubled."""
+"""Supervised streaming: the supervisor starts a dead job and leaves a live one alone; on-call stop
+holds it across a supervisor run (which succeeds without starting it); on-call start resumes it, and
+every record lands exactly once. (restart = the same stop and start without the hold.)"""
 
 from __future__ import annotations
 
@@ -51,7 +53,10 @@ def _oncall(env: dict, action: str) -> str:
     return output
 
 
-def test_supervisor_starts_oncall_restarts_and_every_record_lands_once(airflow_home, spark, tmp_path: Path):
+@pytest.mark.timeout(1200)
+def test_supervisor_starts_oncall_stop_holds_start_resumes_and_every_record_lands_once(
+    airflow_home, spark, tmp_path: Path
+):
     registry = write_registry(tmp_path, [landing_job(tmp_path, "clicks", streaming=True)])
     env = airflow_env(airflow_home, registry)
     landing = tmp_path / "clicks" / "landing"
@@ -70,26 +75,38 @@ def test_supervisor_starts_oncall_restarts_and_every_record_lands_once(airflow_h
         assert "already running; nothing to do" in result.stdout + result.stderr
         assert _status(tmp_path)["pid"] == first_pid
 
+        # On-call stop: the job stops gracefully and is held.
         expected |= write_json_landing_file(landing, "b.json", 1000, good=30, bad=0)
-        output = _oncall(env, "restart")
-        assert "stopped gracefully" in output
-        second_pid = _status(tmp_path)["pid"]
-        assert second_pid != first_pid
+        output = _oncall(env, "stop")
+        assert "held job clicks by dag_test (run " in output and "stopped gracefully" in output
+        assert _status(tmp_path)["state"] == "stopped"
         assert not _pid_alive(first_pid)
 
+        # The supervisor's next run reports the hold, starts nothing, does not judge its health,
+        # and succeeds.
+        result = run_airflow(env, "dags", "test", "clicks__supervisor")
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-6000:]
+        assert "job clicks is held by dag_test (run " in output and "not starting it" in output
+        assert "its health is not judged" in output
+        assert _status(tmp_path)["pid"] == first_pid and _status(tmp_path)["state"] == "stopped"
+
+        # On-call start releases the hold and resumes from the checkpoint: nothing lost or doubled.
         expected |= write_json_landing_file(landing, "c.json", 2000, good=30, bad=0)
+        output = _oncall(env, "start")
+        assert "released the hold by dag_test" in output and "started job clicks" in output
+        second_pid = _status(tmp_path)["pid"]
+        assert second_pid != first_pid and _pid_alive(second_pid)
         wait_until(
             lambda: len(_lake_ids(spark, tmp_path)) >= len(expected), 120, "batches b and c in the lake"
         )
         time.sleep(2)  # a duplicate would show up in the next micro-batch
         ids = _lake_ids(spark, tmp_path)
-        assert sorted(ids) == sorted(expected), "every record exactly once across the restart"
-
-        output = _oncall(env, "stop")
-        assert "stopped gracefully" in output
-        assert _status(tmp_path)["state"] == "stopped"
-        assert not _pid_alive(second_pid)
+        assert sorted(ids) == sorted(expected), "every record exactly once across the stop and start"
+        driver_log = (tmp_path / "clicks" / "status" / "clicks" / "driver.log").read_text()
+        assert driver_log.count("INFO hubflow_jobs: job clicks starting") == 2, "both starts log there"
     finally:
-        pid = _status(tmp_path).get("pid")
-        if isinstance(pid, int) and _pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        status = _status(tmp_path)
+        for pid in (status.get("jvm_pid"), status.get("pid")):
+            if isinstance(pid, int) and _pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)

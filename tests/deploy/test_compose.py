@@ -155,7 +155,8 @@ def test_dockerfile_builds_from_debian_with_java_and_the_locked_project() -> Non
     assert "python3-venv" in text and "openjdk-17-jre-headless" in text and "JAVA_HOME" in text
     assert "uv pip sync --no-cache --compile-bytecode $find_links /opt/hubflow/requirements.lock" in text
     assert "apache-airflow-providers-celery" not in text  # the lock has it; nothing reinstalls it
-    assert "--no-deps /opt/hubflow/src/connectors /opt/hubflow/src/emulator" in text
+    assert "/opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/jobs" in text
+    assert "hubflow-jobs.pth" not in text  # jobs/ is installed as the package hubflow-jobs
     lock = (REPO_ROOT / "requirements.lock").read_text().splitlines()
     pins = dict(line.split("==", 1) for line in lock if "==" in line and not line.startswith(" "))
     assert pins["apache-airflow"] == "3.3.2"

@@ -108,6 +108,17 @@ def test_single_hub_helper():
         EmulatorConfig.single_hub("hub1", partition_count=0)
 
 
+def test_websocket_port_extra(tmp_path):
+    data = json.loads(json.dumps(OFFICIAL))
+    assert load_config(_write(tmp_path, data)).websocket_port is None
+    data["UserConfig"]["EmulatorExtras"] = {"WebSocketPort": 0}
+    assert load_config(_write(tmp_path, data)).websocket_port == 0
+    for bad, match in ((70000, "must be a port number 0-65535"), ("80", "must be of type int")):
+        data["UserConfig"]["EmulatorExtras"] = {"WebSocketPort": bad}
+        with pytest.raises(ConfigError, match=f"UserConfig.EmulatorExtras.WebSocketPort: {match}"):
+            load_config(_write(tmp_path, data))
+
+
 def test_receiver_limit_extra(tmp_path):
     data = json.loads(json.dumps(OFFICIAL))
     assert load_config(_write(tmp_path, data)).max_receivers_per_partition == 5

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
+import logging
 import threading
 import time
 from urllib.parse import quote_plus, urlencode
@@ -12,9 +14,11 @@ from urllib.parse import quote_plus, urlencode
 import pytest
 from azure.core.credentials import AzureSasCredential
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
+from azure.eventhub.aio import EventHubConsumerClient as AsyncConsumer
 from azure.eventhub.exceptions import AuthenticationError, ConnectError, EventDataSendError, EventHubError
 
 from eventhubs_emulator import Emulator, EmulatorConfig
+from tests.support.emulator import start_test_emulator
 
 from .conftest import receive, send
 
@@ -117,14 +121,63 @@ def _wait_for(predicate, timeout=10.0):
     return False
 
 
-def test_unknown_consumer_group_is_not_found(emulator):
-    consumer, thread, errors, _ = _receive_errors(emulator.connection_string("hub1"), "nocg", 5)
+NOT_FOUND = "The messaging entity 'emulatorNs1:eventhub:hub1~32766|nocg' could not be found."
+
+
+def test_unknown_consumer_group_is_refused_as_the_service_refuses_it(emulator, caplog):
+    caplog.set_level(logging.WARNING, logger="eventhubs_emulator")
+    conn = emulator.connection_string("hub1")
+    send(conn, ["x"], partition_id="0")
+    consumer, thread, errors, events = _receive_errors(conn, "nocg", 5)
     try:
         assert _wait_for(lambda: errors, STARTUP)
     finally:
         consumer.close()
         thread.join(timeout=10)
-    assert "amqp:not-found" in str(errors[0]) and "nocg" in str(errors[0])
+    assert isinstance(errors[0], EventHubError)
+    assert "amqp:not-found" in str(errors[0]) and NOT_FOUND in str(errors[0])
+    assert events == []
+    warnings = [r.getMessage() for r in caplog.records if r.name == "eventhubs_emulator"]
+    assert len([w for w in warnings if "'nocg'" in w and "ConsumerGroups" in w]) == 1, warnings
+
+
+def test_unknown_consumer_group_reaches_the_async_on_error_with_default_retries(emulator):
+    """The async client retries, then hands the refusal to on_error. (The sync client with retries
+    swallows link errors and re-attaches for ever, against Azure as well: azure-sdk-for-python #27137.)"""
+    conn = emulator.connection_string("hub1")
+
+    async def run() -> list[Exception]:
+        errors: list[Exception] = []
+        consumer = AsyncConsumer.from_connection_string(conn, consumer_group="nocg")
+
+        async def on_error(_ctx, error):
+            errors.append(error)
+
+        async def on_event(_ctx, _event):
+            pass
+
+        task = asyncio.ensure_future(consumer.receive(on_event, partition_id="0", on_error=on_error))
+        try:
+            deadline = time.monotonic() + STARTUP
+            while not errors and time.monotonic() < deadline and not task.done():
+                await asyncio.sleep(0.05)
+        finally:
+            await consumer.close()
+            task.cancel()
+        return errors
+
+    errors = asyncio.run(run())
+    assert errors, "no error reached on_error"
+    assert "amqp:not-found" in str(errors[0]) and NOT_FOUND in str(errors[0])
+
+
+def test_default_consumer_group_always_exists_and_group_names_ignore_case():
+    with start_test_emulator(hub1=1, consumer_groups=["Orders"]) as emu:
+        conn = emu.connection_string("hub1")
+        send(conn, ["hello"], partition_id="0")
+        for group in ("$default", "ORDERS"):
+            events = receive(conn, "0", expected=1, consumer_group=group, timeout=STARTUP)
+            assert [e.body_as_str() for e in events] == ["hello"], group
 
 
 def test_owner_level_higher_steals_lower_is_refused(emulator):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -14,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
+from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient, TransportType
 from azure.eventhub.exceptions import EventHubError
 
 from eventhubs_emulator import frames
@@ -212,17 +213,36 @@ def test_cli_serves_prints_connection_strings_and_stops_cleanly(tmp_path):
         tmp_path, [{"Name": "eh1", "PartitionCount": 2, "ConsumerGroups": [{"Name": "cg1"}]}]
     )
     proc = _cli(
-        "--config", str(config), "--port", "0", "--admin-port", "0", "--data-dir", str(tmp_path / "d")
+        "--config",
+        str(config),
+        "--port",
+        "0",
+        "--admin-port",
+        "0",
+        "--websocket-port",
+        "0",
+        "--data-dir",
+        str(tmp_path / "d"),
     )
     try:
-        lines = [proc.stdout.readline() for _ in range(3)]
-        conn = lines[2].split(": ", 1)[1].strip()
-        assert lines[2].startswith("eh1: Endpoint=sb://127.0.0.1:")
+        lines = [proc.stdout.readline() for _ in range(4)]
+        conn = lines[3].split(": ", 1)[1].strip()
+        assert lines[3].startswith("eh1: Endpoint=sb://127.0.0.1:")
         assert conn.endswith(";EntityPath=eh1;UseDevelopmentEmulator=true")
         assert "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE" in conn
-        admin = lines[1].split()[2]
+        admin = lines[2].split()[2]
         assert _http(f"{admin}/health") == (200, {"status": "healthy"})
-        send(conn, ["via-cli"], partition_id="1")
+        assert lines[1].startswith("AMQP over WebSockets: ws://127.0.0.1:"), lines[1]
+        ws_urls = re.findall(r"ws://127\.0\.0\.1:(\d+)/\$servicebus/websocket", lines[1])
+        amqp_port = int(conn.split("sb://127.0.0.1:", 1)[1].split(";", 1)[0])
+        assert len(ws_urls) == 2 and int(ws_urls[0]) == amqp_port and int(ws_urls[1]) != amqp_port
+        # the extra WebSocket port from --websocket-port carries a producer
+        with EventHubProducerClient.from_connection_string(
+            conn,
+            transport_type=TransportType.AmqpOverWebsocket,
+            custom_endpoint_address=f"sb://127.0.0.1:{ws_urls[1]}",
+        ) as producer:
+            producer.send_batch([EventData("via-cli")], partition_id="1")
         assert [e.body_as_str() for e in receive(conn, "1", expected=1, consumer_group="cg1")] == ["via-cli"]
     finally:
         proc.terminate()
@@ -237,6 +257,14 @@ def test_cli_invalid_config_names_the_field_and_exits_2(tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert "Entities[0].PartitionCount" in err
+
+
+def test_cli_bad_websocket_port_names_the_option_and_exits_2(tmp_path):
+    config = _config_file(tmp_path, [{"Name": "eh1", "PartitionCount": 1}])
+    proc = _cli("--config", str(config), "--port", "0", "--websocket-port", "70000")
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert "--websocket-port must be a port number 0-65535 (got 70000)" in err
 
 
 def test_cli_port_in_use_is_a_clear_error(tmp_path):

@@ -287,7 +287,7 @@ def test_kill_9_at_random_moments_keeps_every_window_exactly_once(
         runtime={
             "heartbeat_interval": "1 second",
             "poll_interval": "200 ms",
-            "stale_lock_after": "10 minutes",
+            "lease_duration": "10 minutes",
         },
     )
     path = write_config(tmp_path / "job.yaml", config)

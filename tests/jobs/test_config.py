@@ -55,6 +55,16 @@ def test_valid_config_gives_locations_named_after_the_job(tmp_path: Path) -> Non
             "jobs config error: runtime.stop_timeout: '0 s' must be longer than zero",
         ),
         (
+            {"runtime": {"stale_lock_after": "2 minutes"}},
+            "jobs config error: runtime.stale_lock_after: renamed: the lock is a lease now; set "
+            "lease_duration instead",
+        ),
+        (
+            {"runtime": {"lease_duration": "30 s", "lease_fence_after": "40 s"}},
+            "jobs config error: runtime.lease_fence_after: the lease timings must satisfy "
+            "lease_refresh_interval < lease_fence_after < lease_duration; got 10 s, 40 s and 30 s",
+        ),
+        (
             {"trigger": {"availableNow": True, "processingTime": "1 s"}},
             "jobs config error: trigger: set exactly one",
         ),

@@ -124,7 +124,7 @@ def _run_with_kills(
             runtime={
                 "heartbeat_interval": "1 second",
                 "poll_interval": "200 ms",
-                "stale_lock_after": "10 minutes",
+                "lease_duration": "10 minutes",
             },
         ),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import threading
 import time
 from datetime import UTC, datetime
@@ -272,28 +273,41 @@ def test_a_batch_that_fails_ends_the_run_with_the_reason(spark: Any, tmp_path: P
     assert not log_ids(Path(config.checkpoint_location) / "commits")
 
 
-def test_losing_the_lock_to_another_instance_stops_the_job(spark: Any, tmp_path: Path) -> None:
-    from hubflow_jobs.lock import JobLock
-    from hubflow_jobs.status import StatusFolder
+def test_losing_the_lease_to_another_instance_fences_the_job_at_once(spark: Any, tmp_path: Path) -> None:
+    """The watchdog finds the lease taken (another driver may write the checkpoint already) and
+    fences: here, on a shared session, by stopping the query at once instead of exiting hard."""
+    from hubflow_jobs import EXIT_LEASE_LOST
+    from hubflow_jobs.status_folder import JobStatus, Lease, StatusFolder
+    from hubflow_jobs.watchdog import StopQueries, Watchdog
 
-    config = _config(tmp_path, trigger={"availableNow": False, "processingTime": "1 second"})
+    config = _config(
+        tmp_path,
+        trigger={"availableNow": False, "processingTime": "1 second"},
+        runtime={"lease_refresh_interval": "500 ms"},
+    )
     write_json_landing_file(tmp_path / "landing", "a.json", 1, good=2, bad=0)
-    lock = JobLock(StatusFolder(config.status_dir), config.name, stale_after_seconds=60)
-    lock.acquire()
-    lock_file = tmp_path / "status" / "files_to_lake" / "lock"
+    folder = StatusFolder(config.status_dir)
+    lease = Lease(folder, config.name, config.runtime.lease_timing())
+    lease.acquire()
+    lease_file = tmp_path / "status" / "files_to_lake" / "lease"
+    stop, status = StopRequest(), JobStatus(folder, config.name)
+    watchdog = Watchdog(folder, status, stop, config.runtime, StopQueries(spark), lease=lease).start()
 
     def take_over() -> None:
         wait_until(lambda: bool(log_ids(Path(config.checkpoint_location) / "commits")), 120, "a commit")
-        document = json.loads(lock_file.read_text())
-        lock_file.write_text(json.dumps({**document, "pid": 4242, "token": "another-instance"}))
+        document = json.loads(lease_file.read_text())
+        lease_file.write_text(json.dumps({**document, "pid": 4242, "holder": "another-instance"}))
 
     thief = threading.Thread(target=take_over, daemon=True)
     thief.start()
-    code, reason = run_job(spark, config, start_files_to_lake, StopRequest(), lock=lock)
+    try:
+        code, reason = run_job(spark, config, start_files_to_lake, stop, status=status, watchdog=watchdog)
+    finally:
+        watchdog.close()
     thief.join(5)
 
-    assert code == EXIT_OK
-    assert reason == "job files_to_lake stopped gracefully: the lock was taken over by another instance"
-    assert json.loads(lock_file.read_text())["token"] == "another-instance"
-    lock.release()
-    assert lock_file.exists(), "the new owner's lock is left alone"
+    assert code == EXIT_LEASE_LOST
+    assert reason == f"job files_to_lake lost its lease: pid 4242 on host {socket.gethostname()} took it over"
+    assert not spark.streams.active, "the query was stopped"
+    lease.release()
+    assert json.loads(lease_file.read_text())["holder"] == "another-instance", "the new lease is left alone"

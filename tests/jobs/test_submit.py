@@ -1,5 +1,6 @@
-"""files_to_lake as a real ``spark-submit`` process: stale lock takeover, second instance refused,
-graceful stop by the STOP marker and by SIGTERM to spark-submit, failure reason on the last line."""
+"""files_to_lake as a real ``spark-submit`` process: a dead holder's lease taken over, second
+instance refused, graceful stop by the STOP marker and by SIGTERM to spark-submit, a kill request
+ending the driver hard, failure reason on the last line."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_FAILED, EXIT_LOCKED, EXIT_OK
+from hubflow_jobs import EXIT_FAILED, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
 from tests.support.processes import wait_until
 
 from .helpers import (
@@ -53,11 +54,28 @@ def _wait(process: subprocess.Popen, log: Path, timeout: float = 120) -> int:
         pytest.fail(f"spark-submit did not end within {timeout:.0f} s; log tail:\n{last_log_line(log)}")
 
 
-def _status_or_none(base: Path) -> dict[str, Any] | None:
+def _status_or_none(base: Path, jvm_pid: int | None = None) -> dict[str, Any] | None:
+    """status.json; with ``jvm_pid``, only once that driver reports running or idle."""
     try:
-        return read_status(base)
+        status = read_status(base)
     except (FileNotFoundError, ValueError):
         return None
+    if jvm_pid is not None and (
+        status.get("jvm_pid") != jvm_pid or status["state"] not in ("running", "idle")
+    ):
+        return None
+    return status
+
+
+def _wait_started(job: subprocess.Popen, log: Path, base: Path) -> None:
+    """Wait until ``job``'s driver reports running: a JVM start on a loaded machine takes a while,
+    so this deadline is kept apart from the ones that measure the job's work."""
+    wait_until(
+        lambda: _status_or_none(base, jvm_pid=job.pid) is not None or job.poll() is not None,
+        300,
+        "the driver to start and report running",
+    )
+    assert job.poll() is None, last_log_line(log)
 
 
 def _dead_pid() -> int:
@@ -66,12 +84,12 @@ def _dead_pid() -> int:
     return process.pid
 
 
-def test_marker_stop_second_instance_and_stale_lock(spark: Any, tmp_path: Path) -> None:
+def test_marker_stop_second_instance_and_a_dead_holders_lease(spark: Any, tmp_path: Path) -> None:
     config, _ = _streaming_config(tmp_path, files=3)
     status_dir = tmp_path / "status" / "files_to_lake"
     status_dir.mkdir(parents=True)
     dead = _dead_pid()
-    (status_dir / "lock").write_text(
+    (status_dir / "lease").write_text(
         json.dumps(
             {
                 "pid": dead,
@@ -86,6 +104,7 @@ def test_marker_stop_second_instance_and_stale_lock(spark: Any, tmp_path: Path) 
 
     first = spark_submit(config, first_log)
     try:
+        _wait_started(first, first_log, tmp_path)
         wait_until(
             lambda: len(log_ids(checkpoint / "commits")) >= 3 or first.poll() is not None,
             120,
@@ -94,10 +113,10 @@ def test_marker_stop_second_instance_and_stale_lock(spark: Any, tmp_path: Path) 
         assert first.poll() is None, last_log_line(first_log)
         log_text = first_log.read_text()
         assert (
-            f"taking over stale lock of job files_to_lake (pid {dead} on host {socket.gethostname()}"
+            f"taking over the lease of job files_to_lake from pid {dead} on host {socket.gethostname()}"
             in log_text
         )
-        owner = json.loads((status_dir / "lock").read_text())
+        owner = json.loads((status_dir / "lease").read_text())
         status = read_status(tmp_path)
         assert owner["pid"] == status["pid"] != dead
 
@@ -123,7 +142,7 @@ def test_marker_stop_second_instance_and_stale_lock(spark: Any, tmp_path: Path) 
     assert final["state"] == "stopped" and final["last_progress"]["sources"][0]["end_offset"] == {
         "logOffset": 2
     }
-    assert not (status_dir / "lock").exists(), "the lock is released on exit"
+    assert not (status_dir / "lease").exists(), "the lease is released on exit"
     assert len(read_lake(spark, tmp_path / "quarantine")) == 3
 
 
@@ -134,6 +153,7 @@ def test_sigterm_to_spark_submit_lets_the_batch_finish(spark: Any, tmp_path: Pat
 
     job = spark_submit(config, log)
     try:
+        _wait_started(job, log, tmp_path)
         wait_until(
             lambda: len(log_ids(checkpoint / "commits")) >= 1 or job.poll() is not None,
             120,
@@ -157,6 +177,34 @@ def test_sigterm_to_spark_submit_lets_the_batch_finish(spark: Any, tmp_path: Pat
     assert set(landed) <= ids
 
 
+def test_a_kill_request_ends_the_driver_hard(spark: Any, tmp_path: Path) -> None:
+    """The watchdog in the driver halts the JVM on a KILL request (spark-submit's exit code is the
+    job's), then records why and releases the lease. (A lost lease takes the same hard exit; see
+    tests/jobs/test_lock_and_status.py and test_files_to_lake.py.)"""
+    config, _ = _streaming_config(tmp_path, files=2)
+    status_dir = tmp_path / "status" / "files_to_lake"
+    log = tmp_path / "job.log"
+    job = spark_submit(config, log)
+    try:
+        _wait_started(job, log, tmp_path)  # spark-submit's pid is the driver JVM the status names
+        (status_dir / "KILL").write_text(json.dumps({"by": "tester", "reason": "stuck"}))
+        killed_at = time.monotonic()
+        assert _wait(job, log, timeout=60) == EXIT_KILLED
+        assert time.monotonic() - killed_at < 30
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    assert "killed on request: kill marker" in log.read_text()
+    status = read_status(tmp_path)
+    assert (
+        status["state"] == "stopped"
+        and "by tester" in status["stop_reason"]
+        and "stuck" in status["stop_reason"]
+    )
+    assert not (status_dir / "lease").exists(), "the killed run released its lease (its JVM is gone)"
+
+
 def test_failure_exits_non_zero_with_the_reason_last(tmp_path: Path) -> None:
     config = write_config(
         tmp_path / "job.yaml", landing_config(tmp_path, source={"schema": "id BIGNUMBER, name STRING"})
@@ -169,5 +217,5 @@ def test_failure_exits_non_zero_with_the_reason_last(tmp_path: Path) -> None:
     assert "ERROR hubflow_jobs: job files_to_lake failed to start its query: " in last
     assert "BIGNUMBER" in last
     assert read_status(tmp_path)["state"] == "failed"
-    assert not (tmp_path / "status" / "files_to_lake" / "lock").exists()
+    assert not (tmp_path / "status" / "files_to_lake" / "lease").exists()
     assert time.monotonic() - started < 120

@@ -204,3 +204,30 @@ def test_charts_keep_every_batch_the_page_saw_across_runs(spark: Any, tmp_path: 
     history = {p["batch_id"]: p for p in job["history"]}
     assert [history[b]["num_input_rows"] for b in seen] == [3, 5]
     assert {history[b]["origin"] for b in seen} == {"status.json"}
+
+
+def test_a_held_job_shows_who_held_it_and_its_driver_log_is_linked_with_secrets_masked(
+    status_world: StatusWorld,
+) -> None:
+    from hubflow_jobs.status_folder import StatusFolder
+    from hubflow_plugins.registry import load_registry
+
+    folder = StatusFolder(load_registry(status_world.registry).job("never_ran").paths.status_dir)
+    client = client_for(status_world)
+    assert client.get("/hubflow/api/jobs/never_ran/driver-log").status_code == 404
+    folder.place_hold("migrating the sink", by="alice (run manual__1)")
+    log = Path(folder.path("driver.log"))
+    log.write_text(f"job never_ran starting\nEndpoint=sb://ns/;SharedAccessKey={SECRET}\nlast line\n")
+    try:
+        job = client.get("/hubflow/api/jobs/never_ran").json()
+        assert job["state"] == "held" and job["driver_log"] is True
+        assert job["hold"]["by"] == "alice (run manual__1)" and job["hold"]["reason"] == "migrating the sink"
+        html = client.get("/hubflow/").text
+        assert 'class="state state-held"' in html and "Held by alice (run manual__1) at " in html
+        assert 'href="/hubflow/api/jobs/never_ran/driver-log"' in html
+        text = client.get("/hubflow/api/jobs/never_ran/driver-log").text
+        assert text.startswith("job never_ran starting") and text.rstrip().endswith("last line")
+        assert SECRET not in text and "SharedAccessKey=***" in text
+    finally:
+        folder.release_hold()
+        log.unlink()

@@ -2,8 +2,9 @@
 
 Everything comes from files other parts of hubflow already keep: the registry (which jobs exist),
 the checkpoint (the inspector's verdict) and the job's status folder (``status.json`` written by the
-jobs runtime). A job whose config or storage cannot be read gets an ``error`` in its snapshot
-instead of breaking the page for every other job.
+jobs runtime, the on-call ``HOLD``, ``driver.log``; see ``hubflow_jobs.status_folder``). A job whose
+config or storage cannot be read gets an ``error`` in its snapshot instead of breaking the page for
+every other job.
 
 Secrets never leave this module: strings shown to the user pass through :func:`redact`, which
 masks connection string keys, SAS signatures and account keys wherever they appear.
@@ -81,6 +82,8 @@ def job_snapshot(
         "last_batch": None,
         "lag": None,
         "exception": None,
+        "hold": None,
+        "driver_log": False,
         "checkpoint_location": None,
         "error": None,
     }
@@ -121,18 +124,26 @@ def _fill_verdict(snapshot: dict[str, Any], job: Any, checkpoint: str, now: date
 def _fill_status(
     snapshot: dict[str, Any], job: Any, status_dir: str, samples: ProgressSamples, now: datetime
 ) -> None:
-    from hubflow_plugins.job_control import JobControl
+    from hubflow_jobs.status_folder import DRIVER_LOG_FILE, StatusFolder
 
-    control = JobControl(job.name, status_dir, heartbeat_timeout=HEARTBEAT_TIMEOUT)
-    status = control.status()
+    folder = StatusFolder(status_dir)
+    snapshot["driver_log"] = folder.exists(DRIVER_LOG_FILE)
+    live = folder.liveness(HEARTBEAT_TIMEOUT.total_seconds(), now=now)
+    if live.hold is not None:
+        snapshot["hold"] = {
+            key: redact(value) for key, value in live.hold.to_dict().items() if key != "target"
+        }
+    status = folder.status()
     if status is None:
         snapshot["liveness"] = f"no status.json in {redact(status_dir)} yet"
+        if live.hold is not None:
+            snapshot["state"] = str(live.shown_state)
         return
-    live = control.liveness(now=now)
     progress = status.get("last_progress") if isinstance(status.get("last_progress"), dict) else None
     samples.record(job.name, progress)
+    shown = live.shown_state
     snapshot.update(
-        state=status.get("state"),
+        state=str(shown) if shown is not None else status.get("state"),
         alive=live.alive,
         liveness=redact(live.reason),
         heartbeat=status.get("heartbeat"),
@@ -142,6 +153,16 @@ def _fill_status(
     )
     if progress:
         snapshot["last_batch"] = {key: progress.get(key) for key in _LAST_BATCH_KEYS}
+
+
+def driver_log_tail(job: Any, max_bytes: int) -> str | None:
+    """The end of the job's ``driver.log`` (secrets masked), or None when there is none."""
+    from hubflow_jobs.status_folder import StatusFolder
+
+    data = StatusFolder(job.paths.status_dir).driver_log_tail(max_bytes)
+    if data is None:
+        return None
+    return redact(data.decode("utf-8", errors="replace"))
 
 
 def job_history(

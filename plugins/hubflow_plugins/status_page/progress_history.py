@@ -23,7 +23,8 @@ from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
-HISTORY_FILE = "progress_history.jsonl"
+from hubflow_jobs.status_folder import PROGRESS_HISTORY_FILE as HISTORY_FILE
+
 #: Points returned per job (the newest ones).
 MAX_POINTS = 120
 #: Offsets files read from a checkpoint to derive a history (newest ones).

@@ -7,6 +7,8 @@ Mounted by the Airflow plugin (``plugins/hubflow_status_plugin.py``) under ``/hu
                                    ``static/status_page.js``; no CDN, works offline).
 * ``GET /hubflow/api/jobs``         every job's snapshot (see ``job_snapshots.job_snapshot``).
 * ``GET /hubflow/api/jobs/{name}``  one job's snapshot with its ``history`` (chart points).
+* ``GET /hubflow/api/jobs/{name}/driver-log``  the end of the job's ``driver.log`` (plain text,
+                                   secrets masked), wherever its status folder is.
 * ``GET /hubflow/static/...``       the page's script and style sheet.
 
 Airflow does not protect plugin apps by itself; with ``require_login=True`` (what the plugin uses)
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from hubflow_plugins.status_page.progress_history import OffsetsCache, ProgressSamples
@@ -29,6 +31,8 @@ from hubflow_plugins.status_page.progress_history import OffsetsCache, ProgressS
 HERE = Path(__file__).resolve().parent
 #: How often the page fetches fresh data, in seconds.
 REFRESH_SECONDS = 10
+#: How much of the end of a driver log the page serves.
+DRIVER_LOG_TAIL_BYTES = 512 * 1024
 
 
 async def _airflow_user(request: Request) -> None:
@@ -79,17 +83,35 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
 
         return JSONResponse({"jobs": [job_snapshot(job, samples) for job in jobs()]})
 
+    def registered(name: str) -> Any:
+        for job in jobs():
+            if job.name == name:
+                return job
+        raise HTTPException(status_code=404, detail=f"no registered job named {name!r}")
+
     @app.get("/api/jobs/{name}")
     def get_job(name: str) -> JSONResponse:
         """One job's snapshot with its chart points (``history``)."""
         from hubflow_plugins.status_page.job_snapshots import job_snapshot
 
-        for job in jobs():
-            if job.name == name:
-                return JSONResponse(
-                    job_snapshot(job, samples, with_history=True, offsets_cache=offsets_cache)
-                )
-        raise HTTPException(status_code=404, detail=f"no registered job named {name!r}")
+        job = registered(name)
+        return JSONResponse(job_snapshot(job, samples, with_history=True, offsets_cache=offsets_cache))
+
+    @app.get("/api/jobs/{name}/driver-log")
+    def get_driver_log(name: str) -> PlainTextResponse:
+        """The end of the job's driver log, read from its status folder (local or remote)."""
+        from hubflow_plugins.status_page.job_snapshots import driver_log_tail, redact
+
+        job = registered(name)
+        try:
+            text = driver_log_tail(job, DRIVER_LOG_TAIL_BYTES)
+        except Exception as exc:
+            raise HTTPException(
+                status_code=502, detail=f"cannot read the driver log: {redact(str(exc))}"
+            ) from None
+        if text is None:
+            raise HTTPException(status_code=404, detail=f"job {name} has no driver.log in its status folder")
+        return PlainTextResponse(text)
 
     @app.get("/", response_class=HTMLResponse)
     def page(request: Request) -> HTMLResponse:

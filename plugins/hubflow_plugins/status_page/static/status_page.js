@@ -106,12 +106,33 @@
       verdict.textContent = job.verdict || "unknown";
       verdict.className = "verdict verdict-" + (job.verdict || "unknown");
     }
-    setCell(row, 3, job.state || "–");
+    var state = row && row.cells[3].querySelector(".state");
+    if (state) {
+      state.textContent = job.state || "–";
+      state.className = "state state-" + (job.state || "unknown");
+    }
     setCell(row, 4, job.heartbeat_age_seconds === null ? "–" : Math.round(job.heartbeat_age_seconds) + " s ago");
     setCell(row, 5, batch ? "#" + batch.batch_id : "–");
     setCell(row, 6, batch ? String(batch.num_input_rows) : "–");
     setCell(row, 7, batch && batch.input_rows_per_second !== null ? batch.input_rows_per_second.toFixed(1) : "–");
     setCell(row, 8, job.lag === null ? "–" : String(job.lag));
+  }
+
+  // The hold (who, when, why) and the driver-log link of a job's section.
+  function updateSection(job) {
+    var section = document.getElementById("job-" + job.name);
+    if (!section) { return; }
+    var hold = section.querySelector(".hold");
+    if (hold) {
+      hold.hidden = !job.hold;
+      var text = hold.querySelector(".hold-text");
+      if (job.hold && text) {
+        text.textContent = "Held by " + (job.hold.by || "unknown") + " at " + (job.hold.at || "?") + ": " +
+          (job.hold.reason || "no reason given") + ".";
+      }
+    }
+    var log = section.querySelector(".driver-log");
+    if (log) { log.hidden = !job.driver_log; }
   }
 
   function refresh() {
@@ -120,7 +141,7 @@
       var name = section.getAttribute("data-job");
       return fetch(base + "/api/jobs/" + encodeURIComponent(name), { credentials: "same-origin" })
         .then(function (response) { return response.ok ? response.json() : null; })
-        .then(function (job) { if (job) { drawJob(job); updateRow(job); } })
+        .then(function (job) { if (job) { drawJob(job); updateRow(job); updateSection(job); } })
         .catch(function () { /* keep the last drawing; the next refresh tries again */ });
     });
     Promise.all(requests).then(function () {
