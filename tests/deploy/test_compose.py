@@ -265,6 +265,16 @@ def test_host_ports_do_not_clash(services: dict[str, dict[str, Any]]) -> None:
     assert host_ports(moved["services"]["airflow-apiserver"]) == [18080]
 
 
+def test_published_ports_listen_on_loopback_only(services: dict[str, dict[str, Any]]) -> None:
+    """Development keys and the admin login stay off the network: every published port binds
+    127.0.0.1 unless the user sets HUBFLOW_BIND_ADDRESS."""
+    for name, service in services.items():
+        for entry in service.get("ports", []):
+            assert str(entry).startswith("127.0.0.1:"), f"{name} publishes {entry} beyond loopback"
+    opened = interpolate(load_compose(), {**USER_ENV, "HUBFLOW_BIND_ADDRESS": "0.0.0.0"})
+    assert opened["services"]["airflow-apiserver"]["ports"] == ["0.0.0.0:8080:8080"]
+
+
 def test_airflow_runs_celery_with_the_spark_and_eventhubs_connections(
     services: dict[str, dict[str, Any]],
 ) -> None:
