@@ -24,7 +24,8 @@
 # Environment: COMPOSE_PROJECT_NAME (default hubflow), COMPOSE_FILE (default docker-compose.yml;
 # e.g. docker-compose.yml:tests/deploy/stack/compose.override.yml), HUBFLOW_POSTGRES_IMAGE,
 # HUBFLOW_REDIS_IMAGE, HUBFLOW_IMAGE (default hubflow:local), HUBFLOW_AIRFLOW_PORT (8080),
-# HUBFLOW_STACK_TIMEOUT (seconds to wait for health, 900), HUBFLOW_BUILD_CA_BUNDLE.
+# HUBFLOW_STACK_TIMEOUT (seconds to wait for health, 900), HUBFLOW_BUILD_CA_BUNDLE,
+# HUBFLOW_STACK_FRESH=1 (remove the project's containers and volumes of an earlier run first).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -309,9 +310,24 @@ build_project_image() {
   say "built $HUBFLOW_IMAGE in $(elapsed "$started")"
 }
 
+# HUBFLOW_STACK_FRESH=1 (the stack proof): containers and volumes left of this project by an earlier
+# run go first. Their `restart: always` brings them back whenever dockerd starts (after a reboot, for
+# instance), and they would take CPU from the build and data from the next run.
+remove_leftovers() {
+  [ "${HUBFLOW_STACK_FRESH:-0}" = 1 ] || return 0
+  local label="label=com.docker.compose.project=$COMPOSE_PROJECT_NAME"
+  [ -n "$(docker ps -aq --filter "$label")$(docker volume ls -q --filter "$label")" ] || return 0
+  say "removing what an earlier run of project $COMPOSE_PROJECT_NAME left (containers, volumes)"
+  (cd "$root" && COMPOSE_PROFILES=microsoft ACCEPT_EULA="${ACCEPT_EULA:-N}" \
+    compose down --remove-orphans --volumes --timeout 5) >/dev/null 2>&1 || true
+  docker ps -aq --filter "$label" | xargs -r docker rm -f >/dev/null
+  docker volume ls -q --filter "$label" | xargs -r docker volume rm >/dev/null
+}
+
 make_images() {
   local started=$SECONDS
   ensure_docker
+  remove_leftovers
   : >"$state/build.log"
   make_base_image
   # PostgreSQL and Redis alongside the project image: their downloads overlap its build.

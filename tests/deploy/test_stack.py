@@ -85,6 +85,7 @@ def stack() -> Iterator[ComposeStack]:
     env = {
         **os.environ,
         "COMPOSE_PROJECT_NAME": PROJECT,
+        "HUBFLOW_STACK_FRESH": "1",  # nothing of an earlier run (containers, volumes) is reused
         "COMPOSE_FILE": "docker-compose.yml:tests/deploy/stack/compose.override.yml",
         "HUBFLOW_REGISTRY_OVERRIDES": "/opt/hubflow/stack-test/registry-overrides.yaml",
         "HUBFLOW_AIRFLOW_PORT": str(ports["airflow"]),

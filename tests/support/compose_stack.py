@@ -47,6 +47,7 @@ def start_image_build() -> None:
     with open(IMAGE_BUILD_LOG, "wb") as log:
         _build = subprocess.Popen(
             ["bash", str(STACK_SCRIPT), "images"],
+            env={**os.environ, "COMPOSE_PROJECT_NAME": PROOF_PROJECT, "HUBFLOW_STACK_FRESH": "1"},
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
