@@ -256,7 +256,7 @@ class DriverSampler:
         hosts = []
         for service, container in self.containers.items():
             try:
-                processes = docker("top", container, "-eo", "args")
+                processes = docker("top", container, "-eo", "pid,args")  # docker top needs the pid column
             except RuntimeError:
                 continue  # not running
             if "eventhubs_to_lake.py" in processes:
