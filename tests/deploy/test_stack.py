@@ -490,6 +490,9 @@ def verify_data(stack: ComposeStack) -> dict[str, Any]:
 def test_stack_down_leaves_nothing_behind(stack: ComposeStack) -> None:
     started = time.monotonic()
     dockerd_ours = (STATE_DIR / "dockerd.pid").exists()
+    # What existed before scripts/stack.sh started its dockerd (it records that, and removes the rest).
+    bridges_before = _read_lines(STATE_DIR / "bridges.before")
+    rules_before = _docker_rules("\n".join(_read_lines(STATE_DIR / "iptables.before")))
     result = stack.script("down", "--volumes")
     stack.timings["scripts/stack.sh down --volumes"] = time.monotonic() - started
     # The script checks with docker, before it stops a dockerd it started, that no container,
@@ -500,9 +503,11 @@ def test_stack_down_leaves_nothing_behind(stack: ComposeStack) -> None:
         # The dockerd scripts/stack.sh started is gone, and with it everything it ran.
         assert not (STATE_DIR / "dockerd.pid").exists()
         assert not any(re.search(r"(^|/)dockerd( |$)", cmd) for cmd in _process_commands())
-        assert not [line for line in _bridges() if line in ("docker0",) or line.startswith("br-")]
-        rules = _iptables()
-        assert "DOCKER" not in rules, rules
+        docker_bridges = [name for name in _bridges() if name == "docker0" or name.startswith("br-")]
+        added_bridges = [name for name in docker_bridges if name not in bridges_before]
+        assert added_bridges == []
+        added_rules = _docker_rules(_iptables()) - rules_before
+        assert not added_rules, sorted(added_rules)
     else:
         label = f"label=com.docker.compose.project={PROJECT}"
         assert docker("ps", "-aq", "--filter", label).strip() == ""
@@ -519,6 +524,19 @@ def _process_commands() -> list[str]:
             except OSError:
                 continue
     return commands
+
+
+def _read_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _docker_rules(iptables_save: str) -> set[str]:
+    """The Docker chains and rules of an ``iptables-save`` output (counters left out)."""
+    return {
+        re.sub(r"\[\d+:\d+\]", "", line).strip()
+        for line in iptables_save.splitlines()
+        if line.startswith((":", "-A")) and ("DOCKER" in line or "docker0" in line or "br-" in line)
+    }
 
 
 def _bridges() -> list[str]:
