@@ -97,9 +97,17 @@ ensure_docker() {
   fi
   local mtu
   mtu="$(host_mtu)"
-  # What exists before dockerd starts, so that `down` removes exactly what it added.
-  iptables-save >"$state/iptables.before" 2>/dev/null || true
-  ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' >"$state/bridges.before" || true
+  # What exists before dockerd starts, so that `down` removes exactly what it added. A pid file
+  # whose dockerd is gone means one this script started died without `down` (its machine or
+  # session stopped): its rules and bridges are still here, so the baseline recorded before it
+  # started stays, and `down` removes those too.
+  local pid_file="$state/dockerd.pid"
+  if [ -f "$pid_file" ] && ! kill -0 "$(cat "$pid_file")" 2>/dev/null && [ -f "$state/iptables.before" ]; then
+    say "a dockerd this script started earlier died without 'down'; keeping the state from before it"
+  else
+    iptables-save >"$state/iptables.before" 2>/dev/null || true
+    ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' >"$state/bridges.before" || true
+  fi
   say "starting dockerd (MTU $mtu; log $state/dockerd.log)"
   setsid dockerd --mtu "$mtu" >"$state/dockerd.log" 2>&1 </dev/null &
   echo $! >"$state/dockerd.pid"
