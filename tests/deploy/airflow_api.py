@@ -61,9 +61,20 @@ class AirflowApi:
         """The task's log as text (for failure messages)."""
         response = self.client.get(
             f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
-            headers={"Accept": "text/plain"},
+            params={"full_content": "true"},
+            headers={"Accept": "application/json"},  # Airflow 3 serves JSON or NDJSON only
         )
-        return response.text
+        if response.status_code != 200:
+            return f"(task log: HTTP {response.status_code} {response.text[:500]})"
+        lines = []
+        for entry in response.json().get("content", []):
+            if isinstance(entry, dict):
+                lines.append(f"{entry.get('timestamp', '')} {entry.get('event', '')}")
+                if "error_detail" in entry:
+                    lines.append(str(entry["error_detail"]))
+            else:
+                lines.append(str(entry))
+        return "\n".join(lines)
 
     def create_backfill(self, dag_id: str, start: datetime, end: datetime) -> dict[str, Any]:
         """A backfill of every interval in ``[start, end)``, rerunning intervals that already ran."""
