@@ -56,9 +56,34 @@ install_test_tools() {
   fi
 }
 
+# Azurite, Microsoft's Azure Storage emulator (the Blob API the storage tests run against), from npm
+# at the version tests/support/azurite/package-lock.json pins. Reinstalled only when the lock
+# changes. Tests that need it skip, saying why, where Node.js is missing.
+install_azurite() {
+  local folder="$root/tests/support/azurite"
+  local stamp_file="$folder/node_modules/.hubflow-stamp"
+  local wanted
+  wanted="$(sha256sum "$folder/package-lock.json" | cut -d' ' -f1)"
+  if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$wanted" ] && [ -x "$folder/node_modules/.bin/azurite-blob" ]; then
+    return 0
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "hubflow: npm (Node.js 20+) is missing, so Azurite cannot be installed; the Azure Blob tests will be skipped" >&2
+    return 0
+  fi
+  echo "hubflow: installing Azurite (npm ci in tests/support/azurite) for the Azure Blob tests" >&2
+  (cd "$folder" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null) || {
+    echo "hubflow: npm ci of Azurite failed; the Azure Blob tests will fail until it installs" \
+      "(see the output of: cd $folder && npm ci)" >&2
+    return 0
+  }
+  echo "$wanted" >"$stamp_file"
+}
+
 check_java
 if [ "${1:-}" = "--with-test-tools" ]; then
   install_test_tools
+  install_azurite
 fi
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(wanted_stamp)" ] && [ -x "$venv/bin/python" ]; then

@@ -7,6 +7,7 @@ interpreter (the project's virtualenv), never whatever ``python3`` is first on P
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from tests.support.airflow_db import AirflowHome, create_airflow_home, remove_airflow_home  # noqa: E402
+from tests.support.azurite import Azurite, azurite_problem, start_azurite  # noqa: E402
 from tests.support.spark_cluster import StandaloneCluster, start_cluster  # noqa: E402
 
 
@@ -67,6 +69,33 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowHo
     )
     yield home
     remove_airflow_home(home)
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    """Azurite's Blob service on a free port, its data in a temporary folder, stopped after the session.
+
+    Skipped only where Node.js is missing; when Node.js is there but Azurite is not installed, the
+    tests fail and say to run ``make test-tools``.
+    """
+    if shutil.which("node") is None:
+        pytest.skip(azurite_problem() or "Node.js is missing")
+    server = start_azurite(tmp_path_factory.mktemp("azurite"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def blob_access(azurite: Azurite) -> Iterator:
+    """Azurite's account registered as this process's storage access (as the operators do from the
+    job's Airflow connection); forgotten after the test."""
+    from hubflow_jobs.azure_storage import forget_accesses, use_access
+
+    access = azurite.access()
+    forget_accesses()
+    use_access(access)
+    yield access
+    forget_accesses()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,27 +1,32 @@
 """Azure Event Hubs for Spark 4 in pure Python: ``spark.readStream.format("eventhubs")``.
 
-Installing this package is enough: Spark 4 finds top-level ``pyspark_*`` modules that expose
-``DefaultSource`` and registers ``format("eventhubs")`` by itself. Options, schema and checkpoint
-offsets are those of azure-event-hubs-spark, without the JVM jar and without encrypting the
-connection string. See docs/connector.md.
+Needs Spark >= 4.2 for streaming reads and >= 4.0 for the rest (``spark_version.py`` says so
+when an older pyspark is installed). Installing this package is enough: Spark 4 finds top-level
+``pyspark_*`` modules that expose ``DefaultSource`` and registers ``format("eventhubs")`` by
+itself. Options, schema and checkpoint offsets are those of azure-event-hubs-spark, without the
+JVM jar and without encrypting the connection string. See docs/connector.md.
 """
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import (
+from .spark_version import DATA_SOURCE_SPARK, STREAMING_SPARK, SparkVersionError, require_spark
+
+require_spark(DATA_SOURCE_SPARK, "the Python Data Source API")
+
+from pyspark.sql.datasource import (  # noqa: E402 - after the version check, which explains failures
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructType  # noqa: E402
 
-from .errors import EventHubsDataLossError, EventHubsOptionError, EventHubsReadError
-from .options import EventHubsOptions, parse_options
-from .positions import EventPosition, position_key
-from .redaction import SPARK_REDACTION_REGEX, protect_secrets, redaction_conf
-from .schema import EVENTHUBS_SCHEMA
+from .errors import EventHubsDataLossError, EventHubsOptionError, EventHubsReadError  # noqa: E402
+from .options import EventHubsOptions, parse_options  # noqa: E402
+from .positions import EventPosition, position_key  # noqa: E402
+from .redaction import SPARK_REDACTION_REGEX, protect_secrets, redaction_conf  # noqa: E402
+from .schema import EVENTHUBS_SCHEMA  # noqa: E402
 
 __all__ = [
     "EVENTHUBS_SCHEMA",
@@ -32,6 +37,7 @@ __all__ = [
     "EventHubsOptions",
     "EventHubsReadError",
     "EventPosition",
+    "SparkVersionError",
     "parse_options",
     "position_key",
     "protect_secrets",
@@ -62,6 +68,7 @@ class DefaultSource(DataSource):
         return EventHubsBatchReader(self.parsed)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        require_spark(STREAMING_SPARK, "readStream (admission control and Trigger.AvailableNow)")
         from .stream_reader import EventHubsStreamReader
 
         return EventHubsStreamReader(self.parsed)

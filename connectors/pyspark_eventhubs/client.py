@@ -2,27 +2,27 @@
 
 Auth is either the SAS connection string (plain text, as the user gives it — no JVM encryption)
 or Azure AD through azure-identity: a service principal, or ``DefaultAzureCredential`` (managed
-identity, workload identity, environment, CLI). Everything the driver asks the broker — partition
-ids, the retained range of each partition, an enqueued time or offset turned into a sequence
-number — is here, bounded by ``eventhubs.operationTimeout`` because the SDK's management calls
-have no timeout of their own. Errors are re-raised with secrets scrubbed from their text.
+identity, workload identity, environment, CLI). Everything the driver asks the broker is here:
+partition ids and the retained range of each partition (:class:`HubMetadata`, over one kept-open
+management connection, see ``management.py``), an enqueued time or offset turned into a sequence
+number (one short-lived receiver). Every request is bounded by ``eventhubs.operationTimeout``;
+errors are re-raised with secrets scrubbed from their text.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
 import logging
 import re
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from .options import EventHubsOptions
 from .positions import EventPosition
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _SECRET_PATTERNS = [
     re.compile(r"(SharedAccessKey\s*=\s*)[^;\"'\s]+", re.IGNORECASE),
@@ -98,27 +98,6 @@ def _has_key(options: EventHubsOptions) -> bool:
     return "sharedaccesskey=" in conn or "sharedaccesssignature=" in conn
 
 
-def call_with_timeout(options: EventHubsOptions, what: str, func: Callable[..., T], *args: Any) -> T:
-    """Run one broker call with ``eventhubs.operationTimeout``; scrub secrets from failures."""
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    try:
-        return pool.submit(func, *args).result(timeout=options.operation_timeout)
-    except concurrent.futures.TimeoutError:
-        raise EventHubsClientError(
-            f"Event hub {options.description}: {what} took longer than eventhubs.operationTimeout "
-            f"({options.operation_timeout:g} s); check the namespace is reachable."
-        ) from None
-    except EventHubsClientError:
-        raise
-    except Exception as exc:
-        raise EventHubsClientError(
-            f"Event hub {options.description}: {what} failed: "
-            f"{redact(f'{type(exc).__name__}: {exc}', options)}"
-        ) from None
-    finally:
-        pool.shutdown(wait=False)
-
-
 @dataclass(frozen=True)
 class PartitionBounds:
     """The retained range of one partition: ``[earliest, latest)`` in sequence numbers."""
@@ -134,90 +113,62 @@ def _bounds_from_properties(props: dict[str, Any]) -> PartitionBounds:
     begin = int(props["beginning_sequence_number"])
     latest = last + 1
     earliest = latest if props.get("is_empty") else max(0, begin)
-    when = props.get("last_enqueued_time_utc")
-    if isinstance(when, datetime.datetime) and when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return PartitionBounds(
-        str(props["id"]),
-        min(earliest, latest),
-        latest,
-        when if isinstance(when, datetime.datetime) and not props.get("is_empty") else None,
-    )
+    when = None
+    if not props.get("is_empty"):
+        when = datetime.datetime.fromtimestamp(int(props["last_enqueued_time_utc"]) / 1000, datetime.UTC)
+    return PartitionBounds(str(props["id"]), min(earliest, latest), latest, when)
+
+
+#: How often the driver re-lists the hub's partitions (a hub only ever gains partitions, rarely).
+PARTITION_LIST_SECONDS = 30.0
 
 
 class HubMetadata:
-    """Driver-side view of one hub: partition ids and retained ranges (one client, reused)."""
+    """Driver-side view of one hub: partition ids and retained ranges over one kept-open connection.
+
+    Every :meth:`bounds` call is one round trip on a :class:`~.management.ManagementSession`
+    (all partitions at once); the partition list is asked for with it when it is older than
+    :data:`PARTITION_LIST_SECONDS` (new partitions then appear in the next micro-batch).
+    """
 
     def __init__(self, options: EventHubsOptions) -> None:
-        self.options = options
-        self._client: Any = None
-        self._known_ids: list[str] = []
+        from .management import ManagementSession
 
-    def _get_client(self) -> Any:
-        if self._client is None:
-            self._client = consumer_client(self.options)
-        return self._client
+        self.options = options
+        self.session = ManagementSession(options)
+        self._known_ids: list[str] = []
+        self._listed_at: float | None = None
 
     def close(self) -> None:
-        """Close the client's connections; safe to call twice."""
-        if self._client is not None:
-            try:
-                self._client.close()
-            except Exception:
-                log.debug("closing the metadata client of %s failed", self.options.description)
-            self._client = None
+        """Close the connection; safe to call twice."""
+        self.session.close()
 
     def partition_ids(self) -> list[str]:
-        """The hub's partition ids, as the broker lists them."""
-        client = self._get_client()
-        ids = call_with_timeout(self.options, "listing partitions", client.get_partition_ids)
-        return [str(p) for p in ids]
+        """The hub's partition ids, as the broker lists them (asked now)."""
+        self._known_ids = self.session.hub_properties()["partition_ids"]
+        self._listed_at = time.monotonic()
+        return list(self._known_ids)
 
     def bounds(self, partition_ids: Iterable[str] | None = None) -> dict[str, PartitionBounds]:
-        """Retained range of every partition, one management call each, all in parallel.
+        """Retained range of the given partitions, or of every partition of the hub.
 
-        Without ``partition_ids`` the hub's partitions are listed; the properties of the
-        partitions seen last time are fetched at the same time (each SDK management call opens
-        its own connection, so overlapping them halves the latency of a micro-batch's planning).
+        Without ``partition_ids``, the partitions listed last are asked for together with a new
+        listing when that is due; partitions the new listing adds cost a second round trip.
         """
-        client = self._get_client()
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=8)
-        try:
-            listing = None
-            if partition_ids is not None:
-                ids = [str(p) for p in partition_ids]
-            else:
-                listing = pool.submit(client.get_partition_ids)
-                ids = list(self._known_ids)
-            futures = {pid: pool.submit(client.get_partition_properties, pid) for pid in ids}
-            if listing is not None:
-                listed = [str(p) for p in self._wait(listing, "listing partitions")]
-                self._known_ids = listed
-                for pid in listed:
-                    if pid not in futures:
-                        futures[pid] = pool.submit(client.get_partition_properties, pid)
-                futures = {pid: futures[pid] for pid in listed}
-            return {
-                pid: _bounds_from_properties(self._wait(future, f"reading partition {pid} properties"))
-                for pid, future in futures.items()
-            }
-        finally:
-            pool.shutdown(wait=False)
-
-    def _wait(self, future: concurrent.futures.Future, what: str) -> Any:
-        try:
-            return future.result(timeout=self.options.operation_timeout)
-        except concurrent.futures.TimeoutError:
-            raise EventHubsClientError(
-                f"Event hub {self.options.description}: {what} took longer than "
-                f"eventhubs.operationTimeout ({self.options.operation_timeout:g} s); check the "
-                "namespace is reachable."
-            ) from None
-        except Exception as exc:
-            raise EventHubsClientError(
-                f"Event hub {self.options.description}: {what} failed: "
-                f"{redact(f'{type(exc).__name__}: {exc}', self.options)}"
-            ) from None
+        if partition_ids is not None:
+            ids = [str(p) for p in partition_ids]
+            answer = self.session.run(include_hub=False, partition_ids=ids)
+            return {pid: _bounds_from_properties(answer["partitions"][pid]) for pid in ids}
+        due = self._listed_at is None or time.monotonic() - self._listed_at >= PARTITION_LIST_SECONDS
+        answer = self.session.run(include_hub=due, partition_ids=self._known_ids)
+        partitions = answer["partitions"]
+        if due:
+            self._known_ids = answer["hub"]["partition_ids"]
+            self._listed_at = time.monotonic()
+            missing = [pid for pid in self._known_ids if pid not in partitions]
+            if missing:
+                partitions.update(self.session.run(include_hub=False, partition_ids=missing)["partitions"])
+        return {pid: _bounds_from_properties(partitions[pid]) for pid in self._known_ids}
 
     def resolve(self, position: EventPosition, bounds: PartitionBounds, end: bool = False) -> int:
         """The sequence number an EventPosition means in one partition.
@@ -264,7 +215,6 @@ class HubMetadata:
             prefetch=1,
             inclusive=inclusive,
             exclusive=False,
-            keep_alive=False,
         )
         try:
             messages = receiver.receive(1, self.options.receiver_timeout)
@@ -274,8 +224,3 @@ class HubMetadata:
             return int(ann[b"x-opt-sequence-number"])
         finally:
             receiver.close()
-
-
-def utc_now() -> datetime.datetime:
-    """Now, timezone-aware (UTC)."""
-    return datetime.datetime.now(datetime.UTC)

@@ -103,13 +103,18 @@ def split_range(start: int, end: int, pieces: int) -> list[tuple[int, int]]:
 
 
 def plan_ranges(
-    start: Mapping[str, int], end: Mapping[str, int], min_partitions: int | None
+    start: Mapping[str, int],
+    end: Mapping[str, int],
+    min_partitions: int | None,
+    max_pieces: int | None = None,
 ) -> list[tuple[str, int, int]]:
     """``(partition id, from, until)`` for every non-empty partition range of a batch.
 
     One range per Event Hubs partition; with ``min_partitions`` larger than the number of
-    non-empty ranges, the largest ranges are split (in proportion to their size) so the batch can
-    use more cores than the hub has partitions.
+    non-empty ranges, ranges are split so the batch has **at least** ``min_partitions`` tasks
+    (fewer only when it holds fewer events, or when ``max_pieces`` caps each partition: one with
+    exclusive receivers, which would take each other's place). Pieces go to ranges in proportion
+    to their sizes (largest remainders first), each range getting at least one.
     """
     ranges = [
         (pid, start[pid], end[pid])
@@ -118,9 +123,19 @@ def plan_ranges(
     ]
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
-    total = sum(hi - lo for _, lo, hi in ranges)
+    sizes = [hi - lo for _, lo, hi in ranges]
+    caps = [size if max_pieces is None else min(size, max_pieces) for size in sizes]
+    total = sum(sizes)
+    target = min(min_partitions, sum(caps))
+    pieces = [max(1, min(cap, target * size // total)) for size, cap in zip(sizes, caps, strict=True)]
+    while sum(pieces) < target:
+        # The range furthest below its proportional share (target * size / total) gets one more.
+        best = max(
+            (i for i in range(len(ranges)) if pieces[i] < caps[i]),
+            key=lambda i: (target * sizes[i] - pieces[i] * total, -i),
+        )
+        pieces[best] += 1
     result: list[tuple[str, int, int]] = []
-    for pid, lo, hi in ranges:
-        pieces = max(1, round(min_partitions * (hi - lo) / total))
-        result.extend((pid, a, b) for a, b in split_range(lo, hi, pieces))
+    for (pid, lo, hi), count in zip(ranges, pieces, strict=True):
+        result.extend((pid, a, b) for a, b in split_range(lo, hi, count))
     return result

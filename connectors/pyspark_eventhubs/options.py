@@ -3,12 +3,15 @@
 Option names follow azure-event-hubs-spark (case-insensitive), so existing PySpark code moves over
 unchanged. Everything is checked here, when Spark creates the data source on the driver, so a bad
 option fails the query at start with a message that names the option — never deep inside a task.
-Secrets (the connection string, a client secret) are kept but never put into any message.
+Messages name an option as documented (``eventhubs.startingPosition``, not the lower-cased key
+Spark hands a Python source: its options map keeps no original spelling). Secrets (the
+connection string, a client secret) are kept but never put into any message.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +19,13 @@ from dataclasses import dataclass, field
 import isodate
 
 from .errors import EventHubsOptionError
-from .positions import EventPosition, PositionMap, parse_position, parse_positions
+from .positions import (
+    EventPosition,
+    PositionMap,
+    parse_partition_key,
+    parse_position,
+    parse_positions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +40,8 @@ KNOWN_OPTIONS: dict[str, str] = {
     "eventhubs.endingPosition": "EventPosition JSON (batch reads)",
     "eventhubs.endingPositions": "per-partition EventPosition JSON map (batch reads)",
     "eventhubs.maxEventsPerTrigger": "alias of maxEventsPerTrigger",
+    "eventhubs.maxRatePerPartition": "max events per partition in one micro-batch (every partition)",
+    "eventhubs.maxRatesPerPartition": "per-partition JSON map of max events per micro-batch",
     "eventhubs.receiverTimeout": "ISO-8601 duration a task waits for events, default PT60S",
     "eventhubs.operationTimeout": "ISO-8601 duration for management calls, default PT300S",
     "eventhubs.prefetchCount": "receiver prefetch (link credit), 1..4000, default 500",
@@ -42,30 +53,44 @@ KNOWN_OPTIONS: dict[str, str] = {
     "eventhubs.clientSecret": "AAD service principal: client secret",
 }
 NON_PREFIXED_OPTIONS: dict[str, str] = {
-    "maxEventsPerTrigger": "max events per micro-batch, split across partitions by backlog",
+    "maxEventsPerTrigger": "max events per micro-batch (default 1000 x partitions), split by backlog",
     "failOnDataLoss": "fail when events expired before they were read, default true",
     "minPartitions": "split partition ranges so a batch has at least this many Spark tasks",
 }
 # Options of the Scala connector that make no sense here; accepted (with a warning) so that
 # existing code keeps working.
-IGNORED_SCALA_OPTIONS = {
-    "eventhubs.threadpoolsize",
-    "eventhubs.maxsilenttime",
-    "eventhubs.dynamicpartitiondiscovery",
-    "eventhubs.slowpartitionadjustment",
-    "eventhubs.maxacceptablebatchreceivetime",
-    "eventhubs.maxratesperpartition",
-    "eventhubs.maxrateperpartition",
-    "eventhubs.throttlingstatusplugin",
-    "eventhubs.metricplugin",
-    "partitionpreferredlocationstrategy",
+IGNORED_SCALA_OPTIONS = [
+    "eventhubs.threadPoolSize",
+    "eventhubs.maxSilentTime",
+    "eventhubs.DynamicPartitionDiscovery",
+    "eventhubs.slowPartitionAdjustment",
+    "eventhubs.maxAcceptableBatchReceiveTime",
+    "eventhubs.throttlingStatusPlugin",
+    "eventhubs.metricPlugin",
+    "partitionPreferredLocationStrategy",
+]
+_IGNORED_LOWER = {k.lower() for k in IGNORED_SCALA_OPTIONS}
+# The documented spelling of every option by its lower-cased key (what Spark hands a Python source).
+OPTION_NAMES: dict[str, str] = {
+    k.lower(): k for k in [*KNOWN_OPTIONS, *NON_PREFIXED_OPTIONS, *IGNORED_SCALA_OPTIONS]
 }
 _KNOWN_LOWER = {k.lower() for k in KNOWN_OPTIONS} | {k.lower() for k in NON_PREFIXED_OPTIONS}
+
+
+def option_name(key: str) -> str:
+    """How the docs (and so, nearly always, the user) spell the option whose key is ``key``."""
+    return OPTION_NAMES.get(key.lower(), key)
+
 
 DEFAULT_CONSUMER_GROUP = "$Default"
 DEFAULT_PREFETCH = 500
 DEFAULT_RECEIVER_TIMEOUT = datetime.timedelta(seconds=60)
 DEFAULT_OPERATION_TIMEOUT = datetime.timedelta(seconds=300)
+# maxEventsPerTrigger when unset, per partition of the hub (the Scala connector's default).
+DEFAULT_EVENTS_PER_TRIGGER_PER_PARTITION = 1000
+# The Scala connector's eventhubs.maxRatePerPartition default, used for the partitions that
+# eventhubs.maxRatesPerPartition leaves out when only the map is given.
+DEFAULT_MAX_RATE_PER_PARTITION = 1000
 
 
 @dataclass(frozen=True)
@@ -81,6 +106,8 @@ class EventHubsOptions:
     ending_position: EventPosition | None = None
     ending_positions: PositionMap = field(default_factory=dict)
     max_events_per_trigger: int | None = None
+    max_rate_per_partition: int | None = None
+    max_rates_per_partition: dict[str, int] = field(default_factory=dict)
     receiver_timeout: float = DEFAULT_RECEIVER_TIMEOUT.total_seconds()
     operation_timeout: float = DEFAULT_OPERATION_TIMEOUT.total_seconds()
     prefetch_count: int = DEFAULT_PREFETCH
@@ -107,6 +134,18 @@ class EventHubsOptions:
         """The configured end of one partition (batch reads); default is the end of stream."""
         return self.ending_positions.get(partition_id, self.ending_position or EventPosition.end_of_stream())
 
+    def max_events_per_partition(self, partition_id: str) -> int | None:
+        """``eventhubs.maxRate(s)PerPartition`` for one partition; None when neither is set.
+
+        As in the Scala connector's DStream: the map's entry, else ``maxRatePerPartition``, else
+        1000 — but only once either option is given (the Scala structured stream ignored both).
+        """
+        if self.max_rate_per_partition is None and not self.max_rates_per_partition:
+            return None
+        return self.max_rates_per_partition.get(
+            partition_id, self.max_rate_per_partition or DEFAULT_MAX_RATE_PER_PARTITION
+        )
+
 
 def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
     raw = options.get(key)
@@ -115,20 +154,26 @@ def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
     value = str(raw).strip().lower()
     if value in ("true", "false"):
         return value == "true"
-    raise EventHubsOptionError(f"Option '{key}' must be 'true' or 'false', got {raw!r}.")
+    raise EventHubsOptionError(f"Option '{option_name(key)}' must be 'true' or 'false', got {raw!r}.")
 
 
 def _positive_int(options: Mapping[str, str], key: str, low: int = 1, high: int | None = None) -> int | None:
     raw = options.get(key)
     if raw is None:
         return None
+    return _int_value(option_name(key), raw, low, high)
+
+
+def _int_value(name: str, raw: object, low: int = 1, high: int | None = None) -> int:
+    if isinstance(raw, bool):
+        raise EventHubsOptionError(f"Option '{name}' must be an integer, got {raw!r}.")
     try:
         value = int(str(raw).strip())
     except ValueError:
-        raise EventHubsOptionError(f"Option '{key}' must be an integer, got {raw!r}.") from None
+        raise EventHubsOptionError(f"Option '{name}' must be an integer, got {raw!r}.") from None
     if value < low or (high is not None and value > high):
         bounds = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise EventHubsOptionError(f"Option '{key}' must be {bounds}, got {value}.")
+        raise EventHubsOptionError(f"Option '{name}' must be {bounds}, got {value}.")
     return value
 
 
@@ -154,13 +199,17 @@ def _check_known(options: Mapping[str, str]) -> None:
     for key in options:
         if key in _KNOWN_LOWER:
             continue
-        if key in IGNORED_SCALA_OPTIONS:
-            log.warning("Option '%s' of azure-event-hubs-spark has no effect here; ignored.", key)
+        if key in _IGNORED_LOWER:
+            log.warning(
+                "Option '%s' of azure-event-hubs-spark has no effect here; ignored.", option_name(key)
+            )
             continue
         if key.startswith("eventhubs."):
-            if key in ("eventhubs.aadauthcallback", "eventhubs.aadauthcallbackparams"):
+            callbacks = {"eventhubs.aadauthcallback": "eventhubs.aadAuthCallback"}
+            callbacks["eventhubs.aadauthcallbackparams"] = "eventhubs.AadAuthCallbackParams"
+            if key in callbacks:
                 raise EventHubsOptionError(
-                    f"Option '{key}' (a JVM callback class) is not supported: set "
+                    f"Option '{callbacks[key]}' (a JVM callback class) is not supported: set "
                     "eventhubs.useAadAuth=true with eventhubs.tenantId/clientId/clientSecret, or "
                     "without them to use azure-identity's DefaultAzureCredential."
                 )
@@ -190,6 +239,24 @@ def namespace_from_endpoint(endpoint: str) -> str:
     """The host (and port) of an ``sb://host[:port]/`` endpoint, or the input if it has none."""
     host = endpoint.split("://", 1)[-1]
     return host.strip("/").split("/", 1)[0]
+
+
+def _max_rates(options: Mapping[str, str], eventhub_name: str) -> dict[str, int]:
+    """``eventhubs.maxRatesPerPartition``: the Scala JSON map ``{NameAndPartition JSON: rate}``."""
+    key = "eventhubs.maxratesperpartition"
+    if key not in options:
+        return {}
+    name = option_name(key)
+    try:
+        data = json.loads(options[key])
+    except (TypeError, json.JSONDecodeError):
+        raise EventHubsOptionError(f"Option '{name}' is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise EventHubsOptionError(
+            f"Option '{name}' must be a JSON object of partition key -> events per batch, keyed "
+            "like eventhubs.startingPositions (pyspark_eventhubs.position_key(hub, 0))."
+        )
+    return {parse_partition_key(name, k, eventhub_name): _int_value(name, v) for k, v in data.items()}
 
 
 def parse_options(raw: Mapping[str, str]) -> EventHubsOptions:
@@ -254,10 +321,10 @@ def parse_options(raw: Mapping[str, str]) -> EventHubsOptions:
         max_events = _positive_int(options, "eventhubs.maxeventspertrigger")
 
     def position(key: str) -> EventPosition | None:
-        return parse_position(key, options[key]) if key in options else None
+        return parse_position(option_name(key), options[key]) if key in options else None
 
     def positions(key: str) -> PositionMap:
-        return parse_positions(key, options[key], name) if key in options else {}
+        return parse_positions(option_name(key), options[key], name) if key in options else {}
 
     return EventHubsOptions(
         connection_string=conn,
@@ -269,6 +336,8 @@ def parse_options(raw: Mapping[str, str]) -> EventHubsOptions:
         ending_position=position("eventhubs.endingposition"),
         ending_positions=positions("eventhubs.endingpositions"),
         max_events_per_trigger=max_events,
+        max_rate_per_partition=_positive_int(options, "eventhubs.maxrateperpartition"),
+        max_rates_per_partition=_max_rates(options, name),
         receiver_timeout=receiver_timeout,
         operation_timeout=operation_timeout,
         prefetch_count=_positive_int(options, "eventhubs.prefetchcount", 1, 4000) or DEFAULT_PREFETCH,

@@ -153,29 +153,34 @@ def position_key(eventhub_name: str, partition_id: str | int) -> str:
 
 
 def parse_positions(option: str, raw: str, eventhub_name: str) -> PositionMap:
-    """Parse a per-partition EventPosition map into ``{partition id: EventPosition}``.
-
-    Entries for another event hub name are an error: they would silently never apply.
-    """
+    """Parse a per-partition EventPosition map into ``{partition id: EventPosition}``."""
     try:
         data = json.loads(raw)
     except (TypeError, json.JSONDecodeError):
         raise PositionError(f"Option '{option}' is not valid JSON.") from None
     if not isinstance(data, dict):
         raise PositionError(f"Option '{option}' must be a JSON object of position key -> position.")
-    result: PositionMap = {}
-    for key, value in data.items():
-        try:
-            name_and_partition = json.loads(key)
-            hub = name_and_partition["ehName"]
-            partition = int(name_and_partition["partitionId"])
-        except (TypeError, ValueError, KeyError, json.JSONDecodeError):
-            raise PositionError(
-                f'Option \'{option}\': key {key!r} must be JSON like {{"ehName": "<hub>", "partitionId": 0}}.'
-            ) from None
-        if hub != eventhub_name:
-            raise PositionError(
-                f"Option '{option}': key names event hub {hub!r} but this query reads {eventhub_name!r}."
-            )
-        result[str(partition)] = position_from_dict(option, value)
-    return result
+    return {
+        parse_partition_key(option, key, eventhub_name): position_from_dict(option, value)
+        for key, value in data.items()
+    }
+
+
+def parse_partition_key(option: str, key: str, eventhub_name: str) -> str:
+    """The partition id of a per-partition map key ``{"ehName": "<hub>", "partitionId": N}``.
+
+    Keys for another event hub name are an error: they would silently never apply.
+    """
+    try:
+        name_and_partition = json.loads(key)
+        hub = name_and_partition["ehName"]
+        partition = int(name_and_partition["partitionId"])
+    except (TypeError, ValueError, KeyError, json.JSONDecodeError):
+        raise PositionError(
+            f'Option \'{option}\': key {key!r} must be JSON like {{"ehName": "<hub>", "partitionId": 0}}.'
+        ) from None
+    if hub != eventhub_name:
+        raise PositionError(
+            f"Option '{option}': key names event hub {hub!r} but this query reads {eventhub_name!r}."
+        )
+    return str(partition)

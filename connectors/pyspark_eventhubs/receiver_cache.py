@@ -1,9 +1,19 @@
 """Partition receivers in executor Python workers, cached across micro-batches, and exact reads.
 
-Spark reuses Python workers between tasks, so a module-level cache keeps one receiver per
-(credentials, hub, consumer group, partition) alive: the next micro-batch starts where the last
-one stopped and finds its first events already prefetched. The cache key is a SHA-256 digest,
-so the secret is not kept in a readable key.
+Spark reuses Python workers between tasks, so a module-level cache keeps a receiver per
+(credentials, hub, consumer group, partition) alive between micro-batches: the next micro-batch
+starts where the last one stopped and finds its first events already prefetched. The cache key
+is a SHA-256 digest, so the secret is not kept in a readable key.
+
+What the cache guarantees (see also ``receiver_slots.py``):
+
+* a worker process holds at most one receiver per key — cached or lent to its one task — and
+  closes a cached receiver that is not at the needed sequence number *before* opening another;
+* every receiver holds a host-wide slot, so one machine never has more receivers open per
+  partition and consumer group than the service allows (5; 1 with an owner level);
+* an idle receiver is closed by a timer thread :data:`IDLE_SECONDS` after its last use — its
+  link, socket and prefetched events do not wait for a next borrow that may never come — and
+  within a quarter of a second when another process on the machine waits for its slot.
 
 A receiver is the SDK's partition consumer driven directly: events are taken from its prefetch
 buffer only as far as a task needs, so events past a task's end stay buffered for the next task.
@@ -23,9 +33,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from .amqp_binary import tag_binary_properties
 from .client import consumer_client, redact
 from .errors import EventHubsDataLossError, EventHubsReadError
 from .options import EventHubsOptions
+from .receiver_slots import ReceiverSlot, is_wanted, no_slot_message
 from .schema import messages_to_record_batch
 
 log = logging.getLogger(__name__)
@@ -33,8 +45,15 @@ log = logging.getLogger(__name__)
 SEQUENCE_NUMBER = b"x-opt-sequence-number"
 # Events per Arrow record batch handed to Spark.
 ARROW_BATCH_EVENTS = 5000
-# Receivers idle longer than this are closed instead of reused (the broker may have dropped them).
-IDLE_SECONDS = 120.0
+# Receivers idle this long are closed by the cache's timer. Below the service's 60 s inactivity
+# limit of a connection, so a cached receiver needs no keep-alive traffic of its own.
+IDLE_SECONDS = 30.0
+# How long a cached receiver may take to drop the events before a task's start (see _fast_forward).
+FAST_FORWARD_SECONDS = 1.0
+# How often the timer looks at idle receivers (idle timeout, slots wanted by other processes).
+REAP_SECONDS = 0.25
+# A task whose link stays quiet this long asks the broker whether its events expired meanwhile.
+PROBE_SECONDS = 2.0
 # Events skipped because they expired (failOnDataLoss=false), per worker process, for tests/logs.
 DATA_LOSS_COUNTER: dict[str, int] = {}
 
@@ -44,7 +63,13 @@ def _seq(message: Any) -> int:
 
 
 class PartitionReceiver:
-    """One AMQP receiver on one partition, starting at a sequence number (or offset / time)."""
+    """One AMQP receiver on one partition, starting at a sequence number (or offset / time).
+
+    Holds a host-wide receiver slot from construction to :meth:`close` (waiting up to
+    ``eventhubs.receiverTimeout`` for one). Its whole interface is :meth:`receive`,
+    :meth:`put_back` and :meth:`close`, plus ``prefetch``, and ``next_seq`` / ``last_used`` /
+    ``idle_since`` / ``slot`` kept for the cache.
+    """
 
     def __init__(
         self,
@@ -54,41 +79,76 @@ class PartitionReceiver:
         prefetch: int,
         inclusive: bool = True,
         exclusive: bool | None = None,
-        keep_alive: bool = True,
     ) -> None:
         self.options = options
         self.partition_id = partition_id
         self.next_seq: int | None = position if isinstance(position, int) else None
         self.last_used = time.monotonic()
-        self._client = consumer_client(options)
-        owner = 0 if (options.use_exclusive_receiver if exclusive is None else exclusive) else None
-        self._consumer = self._client._create_consumer(
-            options.consumer_group,
-            partition_id,
-            position,
-            self._never_called,
-            prefetch=prefetch,
-            owner_level=owner,
-            event_position_inclusive=inclusive,
-        )
-        if not keep_alive:
-            # Short-lived receivers skip the SDK's keep-alive thread, whose join makes close()
-            # wait up to a second.
-            self._consumer._keep_alive = None
-        self._prefetch = prefetch
+        self.idle_since = time.time()
+        self.slot = ReceiverSlot.acquire(options, partition_id, options.receiver_timeout)
+        try:
+            self._client = consumer_client(options)
+            owner = 0 if (options.use_exclusive_receiver if exclusive is None else exclusive) else None
+            self._consumer = self._client._create_consumer(
+                options.consumer_group,
+                partition_id,
+                position,
+                self._never_called,
+                prefetch=prefetch,
+                owner_level=owner,
+                event_position_inclusive=inclusive,
+            )
+        except BaseException:
+            self.slot.release()
+            raise
+        self._tag_binary_properties()
+        # No SDK keep-alive thread: it would read the socket beside the task, and its join makes
+        # close() wait up to a second. An idle receiver is closed long before the service's
+        # inactivity limit instead (IDLE_SECONDS).
+        self._consumer._keep_alive = None
+        self.prefetch = prefetch
+
+    def _tag_binary_properties(self) -> None:
+        """Hook the handler the consumer creates so binary property values stay marked binary."""
+        consumer = self._consumer
+        create_handler = consumer._create_handler
+
+        def create_tagging_handler(auth: Any) -> None:
+            create_handler(auth)
+            handler = consumer._handler
+            on_transfer = handler._message_received
+
+            def tagged(frame: Any, message: Any) -> None:
+                tag_binary_properties(frame[11], message)  # frame[11]: the transfer's payload
+                on_transfer(frame, message)
+
+            handler._message_received = tagged  # the link is created later, with this callback
+
+        consumer._create_handler = create_tagging_handler
 
     @staticmethod
     def _never_called(*_: Any) -> None:  # the consumer's callback; we read its buffer instead
         return None
 
     def receive(self, max_count: int, max_wait: float) -> list[Any]:
-        """Up to ``max_count`` raw AMQP messages; waits at most ``max_wait`` s for the first."""
+        """Up to ``max_count`` raw AMQP messages; waits at most ``max_wait`` s for the first.
+
+        Reads at most ``max_count`` frames off the socket: a task asks for the events it needs,
+        never for a prefetch-sized batch that would wait for events produced after its end. Link
+        credit is topped up to the prefetch whenever half of it is used, so the broker never
+        stops mid-read for want of credit.
+        """
         consumer = self._consumer
         buffer = consumer._message_buffer
         deadline = time.monotonic() + max_wait
         while not buffer:
             if consumer._open():  # opens the link and authenticates; True when ready
-                alive = consumer._handler.do_work(batch=self._prefetch)
+                handler = consumer._handler
+                link = handler._link
+                if link.current_link_credit < self.prefetch // 2:
+                    link.flow(link_credit=self.prefetch)
+                frames = max(1, min(max_count, link.current_link_credit))
+                alive = handler.do_work(batch=frames)
                 if alive is False:  # the broker closed the link or the connection
                     raise ConnectionError(f"receiver of partition {self.partition_id} closed")
             if buffer or time.monotonic() >= deadline:
@@ -98,28 +158,32 @@ class PartitionReceiver:
         self.last_used = time.monotonic()
         return messages
 
-    def close(self, wait: bool = True) -> None:
-        """Close the link and the connection; never raises.
+    def put_back(self, messages: list[Any]) -> None:
+        """Return unused messages to the front of the buffer (the next read starts with them)."""
+        self._consumer._message_buffer.extendleft(reversed(messages))
 
-        ``wait=False`` closes in a daemon thread: the SDK's close joins its keep-alive thread,
-        which can take a second, and nothing a task returns depends on it.
-        """
-        if not wait:
-            threading.Thread(target=self.close, name="eventhubs-close", daemon=True).start()
-            return
+    def close(self) -> None:
+        """Close the link and the connection, then free the slot; never raises."""
         for closeable in (self._consumer, self._client):
             try:
                 closeable.close()
             except Exception:
                 log.debug("closing a receiver of partition %s failed", self.partition_id)
+        self.slot.release()
 
 
 class ReceiverCache:
-    """Receivers of this worker process by key; a receiver is lent to one task at a time."""
+    """Receivers of this worker process by key; a receiver is lent to one task at a time.
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    A daemon thread closes receivers idle for ``idle_seconds`` and those whose slot another
+    process on the machine is waiting for.
+    """
+
+    def __init__(self, idle_seconds: float = IDLE_SECONDS) -> None:
+        self.idle_seconds = idle_seconds
+        self._lock = threading.Condition()
         self._idle: dict[str, PartitionReceiver] = {}
+        self._timer: threading.Thread | None = None
 
     @staticmethod
     def key(options: EventHubsOptions, partition_id: str) -> str:
@@ -139,30 +203,83 @@ class ReceiverCache:
 
     def borrow(self, options: EventHubsOptions, partition_id: str, start: int) -> PartitionReceiver:
         """A receiver whose next event is ``start``: the cached one if it fits, else a new one."""
-        key = self.key(options, partition_id)
-        now = time.monotonic()
         with self._lock:
-            cached = self._idle.pop(key, None)
-            # Receivers nobody asked for in a while (another query, a finished stream) go away.
-            stale = [k for k, r in self._idle.items() if now - r.last_used >= IDLE_SECONDS]
-            expired = [self._idle.pop(k) for k in stale]
-        for receiver in expired:
-            receiver.close(wait=False)
+            cached = self._idle.pop(self.key(options, partition_id), None)
         if cached is not None:
-            fresh = time.monotonic() - cached.last_used < IDLE_SECONDS
-            if cached.next_seq == start and fresh:
+            if cached.next_seq == start or self._fast_forward(cached, start):
                 return cached
-            cached.close(wait=False)
+            cached.close()  # before opening another: its slot may be the one we need
         return PartitionReceiver(options, partition_id, start, options.prefetch_count)
+
+    @staticmethod
+    def _fast_forward(receiver: PartitionReceiver, start: int) -> bool:
+        """Move a receiver that is a little behind ``start`` forward by dropping the events before.
+
+        Spark hands a partition's next range to whichever Python worker is free, so the receiver
+        cached here often stopped a batch earlier. Its link has kept receiving (within its prefetch
+        credit), so dropping those events costs milliseconds where a new receiver costs a
+        connection, an authentication and a link. False (the caller opens a new receiver) when
+        the gap is larger than the prefetch, the events do not come within a second, or sequence
+        numbers jump (expired events: a fresh receiver and the data-loss rule handle that).
+        """
+        behind = start - (receiver.next_seq if receiver.next_seq is not None else start)
+        if not 0 < behind <= receiver.prefetch:
+            return False
+        deadline = time.monotonic() + FAST_FORWARD_SECONDS
+        try:
+            while receiver.next_seq is not None and receiver.next_seq < start:
+                wait = deadline - time.monotonic()
+                messages = receiver.receive(start - receiver.next_seq, wait) if wait > 0 else []
+                if not messages:
+                    return False
+                for message in messages:
+                    if _seq(message) != receiver.next_seq:
+                        return False
+                    receiver.next_seq += 1
+        except Exception:
+            return False
+        return True
 
     def give_back(self, options: EventHubsOptions, receiver: PartitionReceiver) -> None:
         """Keep a healthy receiver for the next task on this partition."""
-        key = self.key(options, receiver.partition_id)
+        receiver.idle_since = time.time()
         with self._lock:
-            previous = self._idle.pop(key, None)
-            self._idle[key] = receiver
+            previous = self._idle.pop(self.key(options, receiver.partition_id), None)
+            self._idle[self.key(options, receiver.partition_id)] = receiver
+            if self._timer is None:
+                self._timer = threading.Thread(target=self._close_idle, name="eventhubs-idle", daemon=True)
+                self._timer.start()
+            self._lock.notify()
         if previous is not None:
-            previous.close(wait=False)
+            previous.close()
+
+    def idle_count(self) -> int:
+        """How many receivers are cached (tests)."""
+        with self._lock:
+            return len(self._idle)
+
+    def cached(self, options: EventHubsOptions, partition_id: str) -> PartitionReceiver | None:
+        """The cached receiver of a partition, if any (tests)."""
+        with self._lock:
+            return self._idle.get(self.key(options, partition_id))
+
+    def _close_idle(self) -> None:
+        """The timer thread: close expired and wanted receivers, for the life of the process."""
+        while True:
+            with self._lock:
+                while not self._idle:
+                    self._lock.wait()
+                now = time.monotonic()
+                done = [
+                    key
+                    for key, receiver in self._idle.items()
+                    if now - receiver.last_used >= self.idle_seconds
+                    or is_wanted(receiver.slot.key, receiver.idle_since)
+                ]
+                closing = [self._idle.pop(key) for key in done]
+            for receiver in closing:
+                receiver.close()
+            time.sleep(REAP_SECONDS)
 
     def close_all(self) -> None:
         """Close every cached receiver (tests, worker shutdown)."""
@@ -181,38 +298,55 @@ def read_range(
     """Yield Arrow batches holding exactly the events ``[start, end)`` of one partition.
 
     Fails (never returns short) when events do not arrive within ``eventhubs.receiverTimeout``,
-    or when sequence numbers jump inside the range. Events before ``start`` that expired are data
-    loss: an error with ``failOnDataLoss=true``; otherwise logged, counted, and skipped.
+    or when sequence numbers jump inside the range. Events of the range that expired after the
+    driver planned it are data loss: an error with ``failOnDataLoss=true``; otherwise logged,
+    counted, and skipped — also when nothing after them is left to deliver (the broker's
+    retained range is asked for when the link stays quiet for :data:`PROBE_SECONDS`).
     """
     if end <= start:
         return
     receiver = RECEIVERS.borrow(options, partition_id, start)
     expected = start
     healthy = False
-    retried = False
+    failures = 0
+    refused_since: float | None = None
     try:
         while expected < end:
             want = min(end - expected, ARROW_BATCH_EVENTS)
             try:
-                messages = _receive_exactly(receiver, want, options.receiver_timeout)
-            except EventHubsReadError:
+                messages = _receive_exactly(receiver, want, min(PROBE_SECONDS, options.receiver_timeout))
+                if not messages and _expired_to_the_end(options, partition_id, expected, end):
+                    _on_data_loss(options, partition_id, expected, end)
+                    return  # the receiver is closed: it waits before the gap
+                if not messages:
+                    wait = max(0.0, options.receiver_timeout - PROBE_SECONDS)
+                    messages = _receive_exactly(receiver, want, wait)
+            except (EventHubsReadError, EventHubsDataLossError):
                 raise
             except Exception as exc:
-                if retried:
+                text = redact(f"{type(exc).__name__}: {exc}", options)
+                refused = "resource-limit-exceeded" in text
+                refused_since = (refused_since or time.monotonic()) if refused else None
+                if refused and time.monotonic() - refused_since < options.receiver_timeout:
+                    # Receivers of other machines hold the service's quota: theirs close when idle.
+                    time.sleep(1.0)
+                elif refused:
+                    raise EventHubsReadError(no_slot_message(options, partition_id, None)) from None
+                elif failures:
                     raise EventHubsReadError(
                         f"Event hub {options.description} partition {partition_id}: receiving "
-                        f"from sequence number {expected} failed: "
-                        f"{redact(f'{type(exc).__name__}: {exc}', options)}"
+                        f"from sequence number {expected} failed: {text}"
                     ) from None
-                log.warning(
-                    "Event hub %s partition %s: receiver failed (%s); reconnecting at %d",
-                    options.description,
-                    partition_id,
-                    type(exc).__name__,
-                    expected,
-                )
-                retried = True
-                receiver.close(wait=False)
+                else:
+                    failures += 1
+                    log.warning(
+                        "Event hub %s partition %s: receiver failed (%s); reconnecting at %d",
+                        options.description,
+                        partition_id,
+                        type(exc).__name__,
+                        expected,
+                    )
+                receiver.close()
                 receiver = PartitionReceiver(options, partition_id, expected, options.prefetch_count)
                 continue
             if not messages:
@@ -233,7 +367,7 @@ def read_range(
                 if first >= end:
                     # Everything left of this range expired; keep the receiver's events for later.
                     receiver.next_seq = first
-                    receiver._consumer._message_buffer.extendleft(reversed(messages))
+                    receiver.put_back(messages)
                     healthy = True
                     return
                 expected = first
@@ -252,7 +386,7 @@ def read_range(
                 expected += 1
             leftover = messages[len(kept) :]
             if leftover:
-                receiver._consumer._message_buffer.extendleft(reversed(leftover))
+                receiver.put_back(leftover)
             if kept:
                 yield messages_to_record_batch(partition_id, kept)
         receiver.next_seq = expected
@@ -261,7 +395,7 @@ def read_range(
         if healthy:
             RECEIVERS.give_back(options, receiver)
         else:
-            receiver.close(wait=False)
+            receiver.close()
 
 
 def _receive_exactly(receiver: PartitionReceiver, want: int, timeout: float) -> list[Any]:
@@ -274,6 +408,21 @@ def _receive_exactly(receiver: PartitionReceiver, want: int, timeout: float) -> 
             break
         messages.extend(more)
     return messages
+
+
+def _expired_to_the_end(options: EventHubsOptions, partition_id: str, expected: int, end: int) -> bool:
+    """Whether the partition's events from ``expected`` on all expired (asked of the broker)."""
+    from .client import HubMetadata
+
+    metadata = HubMetadata(options)
+    try:
+        bounds = metadata.bounds([partition_id])[partition_id]
+    except Exception as exc:  # the read goes on waiting; the probe was only a shortcut
+        log.debug("probing partition %s failed: %s", partition_id, redact(str(exc), options))
+        return False
+    finally:
+        metadata.close()
+    return bounds.earliest >= end
 
 
 def _on_data_loss(options: EventHubsOptions, partition_id: str, lost_from: int, lost_to: int) -> None:

@@ -23,6 +23,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from .amqp_binary import AmqpBinary
+from .arrow_columns import binary_column, int64_column, string_map_column
+
 EVENTHUBS_SCHEMA = StructType(
     [
         StructField("body", BinaryType()),
@@ -70,22 +73,37 @@ def arrow_schema() -> pa.Schema:
     return to_arrow_schema(EVENTHUBS_SCHEMA, timezone="UTC")
 
 
+def _json(value: Any) -> str:
+    """Compact JSON, as json4s (the Scala connector's serializer) writes it."""
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _signed(data: bytes) -> list[int]:
+    return [b - 256 if b > 127 else b for b in data]
+
+
 def _text(value: Any) -> str | None:
-    """A property value as Spark's map<string,string> holds it: strings as-is, else JSON."""
+    """A property value as the Scala connector puts it in a map<string,string>.
+
+    Strings (and symbols) as they are; AMQP binary values (:class:`AmqpBinary`) as the JSON array
+    of their signed bytes, e.g. ``[104,-1]``; anything else as compact JSON.
+    """
     if value is None:
         return None
     if isinstance(value, str):
         return value
+    if isinstance(value, AmqpBinary):
+        return _json(_signed(value))
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
-            return json.dumps(list(value))
+            return _json(_signed(value))
     if isinstance(value, (bool, int, float)):
-        return json.dumps(value)
+        return _json(value)
     if isinstance(value, (list, tuple)):
-        return json.dumps([_text(v) if isinstance(v, bytes) else v for v in value], default=str)
-    return json.dumps(value, default=str) if isinstance(value, dict) else str(value)
+        return _json([_text(v) if isinstance(v, bytes) else v for v in value])
+    return _json(value) if isinstance(value, dict) else str(value)
 
 
 def _key(key: Any) -> str:
@@ -107,7 +125,7 @@ def _body_bytes(message: Any) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else json.dumps(value).encode()
 
 
-def _properties(app_props: Mapping | None) -> list[tuple[str, str | None]] | None:
+def _properties(app_props: Mapping | None) -> list[tuple[str, str | None]]:
     if not app_props:
         return []
     return [(_key(k), _text(v)) for k, v in app_props.items()]
@@ -131,7 +149,8 @@ def messages_to_record_batch(partition_id: str, messages: Sequence[Any]) -> pa.R
     """Build one record batch from received AMQP messages (pyamqp ``Message`` objects).
 
     Working on the raw messages instead of ``EventData`` wrappers keeps the hot loop short; the
-    fields read are the same ones ``EventData`` exposes.
+    fields read are the same ones ``EventData`` exposes. Columns are built from buffers
+    (``arrow_columns.py``), which keeps pandas out of the worker.
     """
     bodies, offsets, seqs, times, publishers, keys, props, sysprops = ([] for _ in range(8))
     for message in messages:
@@ -139,7 +158,8 @@ def messages_to_record_batch(partition_id: str, messages: Sequence[Any]) -> pa.R
         bodies.append(_body_bytes(message))
         offset = ann.get(_OFFSET)
         offsets.append(offset.decode() if isinstance(offset, bytes) else _text(offset))
-        seqs.append(ann.get(_SEQUENCE_NUMBER))
+        seq = ann.get(_SEQUENCE_NUMBER)
+        seqs.append(None if seq is None else int(seq))
         enqueued = ann.get(_ENQUEUED_TIME)
         times.append(None if enqueued is None else int(enqueued) * 1000)
         publishers.append(_text(ann.get(_PUBLISHER)))
@@ -149,14 +169,14 @@ def messages_to_record_batch(partition_id: str, messages: Sequence[Any]) -> pa.R
     schema = arrow_schema()
     count = len(messages)
     columns = [
-        pa.array(bodies, type=schema.field("body").type),
-        pa.array([partition_id] * count, type=schema.field("partition").type),
-        pa.array(offsets, type=schema.field("offset").type),
-        pa.array(seqs, type=pa.int64()),
-        pa.array(times, type=pa.int64()).cast(schema.field("enqueuedTime").type),
-        pa.array(publishers, type=schema.field("publisher").type),
-        pa.array(keys, type=schema.field("partitionKey").type),
-        pa.array(props, type=schema.field("properties").type),
-        pa.array(sysprops, type=schema.field("systemProperties").type),
+        binary_column(bodies, schema.field("body").type),
+        binary_column([partition_id] * count, schema.field("partition").type),
+        binary_column(offsets, schema.field("offset").type),
+        int64_column(seqs),
+        int64_column(times, schema.field("enqueuedTime").type),  # microseconds, as the type says
+        binary_column(publishers, schema.field("publisher").type),
+        binary_column(keys, schema.field("partitionKey").type),
+        string_map_column(props, schema.field("properties").type),
+        string_map_column(sysprops, schema.field("systemProperties").type),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -1,10 +1,13 @@
 """The streaming reader: offsets and planning on the driver, exact range reads on executors.
 
 Driver side (one long-lived Python worker per query run, so instance state lives as long as the
-run): ``initialOffset`` resolves the starting positions once; ``latestOffset(start, limit)`` asks
-the broker for every partition's retained range, picks up new partitions at their earliest event,
-applies admission control (``maxEventsPerTrigger`` split by backlog) and, under
-``Trigger.AvailableNow``, never goes past the target recorded when the run started.
+run): one :class:`~.client.HubMetadata` — a kept-open management connection — answers every
+planning round in one round trip. ``initialOffset`` resolves the starting positions once;
+``latestOffset(start, limit)`` reads every partition's retained range, picks up new partitions at
+their earliest event, decides data loss (``data_loss.py``: a start below the earliest retained
+event fails the query or moves the start up), applies ``eventhubs.maxRate(s)PerPartition`` and
+admission control (``maxEventsPerTrigger``, default 1000 x partitions, split by backlog) and,
+under ``Trigger.AvailableNow``, never goes past the target recorded when the run started.
 
 Executor side: ``read()`` gets a pickled reader plus one :class:`EventHubsPartition` and reads
 exactly ``[from, until)`` of one partition (see ``receiver_cache.read_range``). All resumable
@@ -29,8 +32,9 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from .client import HubMetadata, PartitionBounds
+from .data_loss import DATA_LOSS_KEY, DataLossLedger
 from .offsets import SeqMap, make_offset, offset_seqs, plan_ranges, split_limit
-from .options import EventHubsOptions
+from .options import DEFAULT_EVENTS_PER_TRIGGER_PER_PARTITION, EventHubsOptions
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +59,16 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._metadata: HubMetadata | None = None
         self._bounds: dict[str, PartitionBounds] = {}
         self._available_now_target: SeqMap | None = None
+        self._data_loss = DataLossLedger(options)
+        # The start latestOffset moved up for data loss, so that partitions() plans the same.
+        self._planned: tuple[SeqMap, SeqMap] | None = None
 
     # The metadata client holds sockets; the pickled copy sent to executors must not carry it.
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_metadata"] = None
         state["_bounds"] = {}
+        state["_planned"] = None
         return state
 
     def _hub(self) -> HubMetadata:
@@ -82,10 +90,12 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return make_offset(self.options.eventhub_name, seqs)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        """``maxEventsPerTrigger`` as ``ReadMaxRows``; without it, everything available."""
-        if self.options.max_events_per_trigger:
-            return ReadMaxRows(self.options.max_events_per_trigger)
-        return ReadAllAvailable()
+        """``maxEventsPerTrigger`` as ``ReadMaxRows``; unset, 1000 x the hub's partitions (Scala)."""
+        limit = self.options.max_events_per_trigger
+        if limit is None:
+            partitions = len(self._bounds) or len(self._hub().partition_ids())
+            limit = DEFAULT_EVENTS_PER_TRIGGER_PER_PARTITION * max(1, partitions)
+        return ReadMaxRows(limit)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Record what is in the hub now: this run reads up to here and then ends."""
@@ -110,26 +120,34 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 full[pid] = b.earliest
         return full
 
+    def _earliest(self) -> SeqMap:
+        return {pid: b.earliest for pid, b in self._bounds.items()}
+
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The end of the next micro-batch, within ``limit`` and the availableNow target."""
         bounds = self._refresh_bounds()
-        begin = offset_seqs(start, self.options.eventhub_name)
+        checkpointed = offset_seqs(start, self.options.eventhub_name)
+        begin = dict(checkpointed)
         target = self._available_now_target
         if target is not None:
             # Only partitions that existed when the run started; never past the target.
             for pid in target:
                 begin.setdefault(pid, bounds[pid].earliest if pid in bounds else target[pid])
-            latest = {
-                pid: min(bounds[pid].latest, target.get(pid, seq))
-                for pid, seq in begin.items()
-                if pid in bounds
-            }
         else:
             begin = self._with_new_partitions(begin)
-            latest = {pid: bounds[pid].latest for pid in begin if pid in bounds}
+        begin = self._data_loss.clamp(begin, self._earliest())
+        self._planned = (checkpointed, begin)
+        latest = {pid: bounds[pid].latest for pid in begin if pid in bounds}
+        if target is not None:
+            latest = {pid: min(seq, target.get(pid, seq)) for pid, seq in latest.items()}
         # Never move backwards (a recreated hub or a lagging replica): keep the start.
         latest = {pid: max(seq, latest.get(pid, seq)) for pid, seq in begin.items()}
 
+        if not isinstance(limit, ReadAllAvailable):
+            for pid, seq in begin.items():
+                cap = self.options.max_events_per_partition(pid)
+                if cap is not None:
+                    latest[pid] = min(latest[pid], seq + cap)
         if isinstance(limit, ReadMaxRows):
             end = split_limit(begin, latest, limit.max_rows)
         elif isinstance(limit, ReadMinRows):
@@ -137,30 +155,48 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             end = latest if backlog >= limit.min_rows else dict(begin)
         else:
             end = latest
-        if end == offset_seqs(start, self.options.eventhub_name):
+        if end == checkpointed:
             return start
         return make_offset(self.options.eventhub_name, end)
 
     def reportLatestOffset(self) -> dict | None:
-        """The newest sequence numbers seen by the last ``latestOffset`` (Spark shows the lag)."""
+        """The newest sequence numbers seen by the last ``latestOffset`` (Spark shows the lag).
+
+        After data loss with ``failOnDataLoss=false`` it also carries the run's losses under
+        ``"$dataLoss"`` (see ``data_loss.py``): the one channel from a Python source to the
+        query's progress.
+        """
         if not self._bounds:
             return None
-        return make_offset(self.options.eventhub_name, {pid: b.latest for pid, b in self._bounds.items()})
+        report = make_offset(self.options.eventhub_name, {pid: b.latest for pid, b in self._bounds.items()})
+        losses = self._data_loss.report()
+        if losses:
+            report[DATA_LOSS_KEY] = losses
+        return report
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        """One task per partition range (more with ``minPartitions``)."""
+        """One task per partition range (more with ``minPartitions``).
+
+        Called right after ``latestOffset`` with its start, or — for a batch planned before a
+        restart — alone: then the retained ranges are read again and data loss decided here.
+        """
         begin = offset_seqs(start, self.options.eventhub_name)
         until = offset_seqs(end, self.options.eventhub_name)
-        missing = [pid for pid in until if pid not in begin]
-        if missing:
-            if not all(pid in self._bounds for pid in missing):
+        if self._planned is not None and self._planned[0] == begin:
+            begin = {**begin, **self._planned[1]}
+        else:
+            if not self._bounds or any(pid not in self._bounds for pid in until):
                 self._refresh_bounds()
-            for pid in missing:
-                bounds = self._bounds.get(pid)
-                begin[pid] = min(bounds.earliest if bounds else 0, until[pid])
+            for pid in until:
+                if pid not in begin:
+                    begin[pid] = min(self._bounds[pid].earliest if pid in self._bounds else 0, until[pid])
+            begin = self._data_loss.clamp(begin, self._earliest(), until)
+        exclusive = self.options.use_exclusive_receiver
         return [
             EventHubsPartition(pid, lo, hi)
-            for pid, lo, hi in plan_ranges(begin, until, self.options.min_partitions)
+            for pid, lo, hi in plan_ranges(
+                begin, until, self.options.min_partitions, max_pieces=1 if exclusive else None
+            )
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

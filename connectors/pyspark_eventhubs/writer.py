@@ -1,11 +1,12 @@
 """The sink: ``df.write`` / ``df.writeStream.format("eventhubs")``.
 
-Columns: ``body`` (string or binary, required), ``partitionKey`` (string) or ``partitionId``
+Columns: ``body`` (string or binary, required), ``partitionKey`` (string), ``partitionId``
 (alias ``partition``; string or integer), ``properties`` (map<string,string>). Other columns are
-ignored. Every task packs its rows into ``EventDataBatch`` objects — one open batch per route
-(partition id, partition key, or round-robin), each up to the hub's maximum message size — and
-sends a batch when it is full. Sends are retried with exponential backoff on transient errors and
-throttling (server busy).
+ignored. As in the Scala sink a row may set a key or an id, not both (a DataFrame read from a hub
+has both columns, and writes back as long as no row sets both). Every task packs its rows into
+``EventDataBatch`` objects — one open batch per route (partition id, partition key, or
+round-robin), each up to the hub's maximum message size — and sends a batch when it is full.
+Sends are retried with exponential backoff on transient errors and throttling (server busy).
 
 Delivery is **at-least-once**: a retried send whose first attempt did reach the broker, a task
 retried by Spark, or a streaming batch re-run after a restart sends its events again. Make
@@ -69,16 +70,12 @@ def sink_columns(schema: StructType) -> SinkColumns:
         raise EventHubsOptionError(
             f"Column 'partitionKey' must be a string, not {key.dataType.simpleString()}."
         )
-    pid = fields.get("partitionid") or fields.get("partition")
+    # As in the Scala sink: the first column, in schema order, named partitionId or partition.
+    pid = next((f for f in schema.fields if f.name.lower() in ("partitionid", "partition")), None)
     if pid is not None and not isinstance(pid.dataType, (StringType, IntegerType, LongType, ShortType)):
         raise EventHubsOptionError(
             f"Column '{pid.name}' must be a string or integer partition id, not "
             f"{pid.dataType.simpleString()}."
-        )
-    if key is not None and pid is not None:
-        raise EventHubsOptionError(
-            f"Columns 'partitionKey' and '{pid.name}' are both present; route each event either "
-            "by key or by partition id: drop one of them."
         )
     props = fields.get("properties")
     if props is not None and not (
@@ -230,11 +227,19 @@ def _write_rows(options: EventHubsOptions, columns: SinkColumns, rows: Iterator[
                     if any(k is None or v is None for k, v in props.items()):
                         raise ValueError("Column 'properties' holds a null key or value.")
                     event.properties = dict(props)
+            pid = row[columns.partition_id] if columns.partition_id is not None else None
+            key = row[columns.partition_key] if columns.partition_key is not None else None
+            if pid is not None and key is not None:
+                raise ValueError(
+                    f"A row sets both '{columns.partition_key}' ({key!r}) and "
+                    f"'{columns.partition_id}' ({pid!r}); an event goes either to a partition key "
+                    f"or to a partition id: set one of them to null in each row."
+                )
             route = ("any", "")
-            if columns.partition_id is not None and row[columns.partition_id] is not None:
-                route = ("id", str(row[columns.partition_id]))
-            elif columns.partition_key is not None and row[columns.partition_key] is not None:
-                route = ("key", str(row[columns.partition_key]))
+            if pid is not None:
+                route = ("id", str(pid))
+            elif key is not None:
+                route = ("key", str(key))
             sender.add(event, route)
         sender.flush()
         return EventHubsCommitMessage(events=sender.events, batches=sender.batches)

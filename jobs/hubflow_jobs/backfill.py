@@ -151,9 +151,9 @@ def interval_files(
 
 def _files_under(folder: str) -> dict[str, str]:
     """Data files under ``folder`` by relative path, skipping names Spark skips (``_*``, ``.*``)."""
-    import fsspec
+    from .azure_storage import url_to_fs
 
-    fs, root = fsspec.core.url_to_fs(folder)
+    fs, root = url_to_fs(folder)
     if not fs.isdir(root):
         return {}
     root = root.rstrip("/")
@@ -260,10 +260,10 @@ def _overwrite_partition(frame: Any, table: str, label: str) -> None:
     the partition instead: a rerun in which every record of a file turned bad (or good) must not
     leave the earlier run's rows behind.
     """
-    import fsspec
+    from .azure_storage import url_to_fs
 
     if frame.isEmpty():
-        fs, root = fsspec.core.url_to_fs(table)
+        fs, root = url_to_fs(table)
         if fs.isdir(root):
             for folder in fs.ls(root, detail=False):
                 # Spark %-escapes partition values in folder names (":" -> "%3A"); compare decoded.

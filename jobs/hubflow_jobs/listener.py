@@ -3,7 +3,9 @@
 Started, every progress (batch id, rows, rates, duration and per-source offsets including the
 latest offset, i.e. the lag), idle and terminated (with the exception) update
 :class:`~hubflow_jobs.status_folder.JobStatus`, which rewrites status.json atomically and counts the
-run's ``input_rows``; each progress is also appended to ``progress_history.jsonl``
+run's ``input_rows``. Events an Event Hubs source skipped because they expired unread
+(``failOnDataLoss=false``) go to status.json's ``data_loss`` (per source, for this run), which the
+status page shows. Each progress is also appended to ``progress_history.jsonl``
 (the status page's rate and lag charts). Callbacks run on Py4J threads; they never raise, because an
 exception in a listener must not take the job down.
 """
@@ -33,6 +35,47 @@ def _as_offset(value: Any) -> Any:
     return value
 
 
+def summarize_source(source: Any) -> dict[str, Any]:
+    """One ``sources[]`` entry; an Event Hubs source's data-loss report gets its own ``data_loss``.
+
+    The connector reports events that expired unread (``failOnDataLoss=false``) inside its latest
+    offset under ``DATA_LOSS_KEY`` (a Python source's only channel into the progress); it is moved
+    out so that ``latest_offset`` stays an offset.
+    """
+    latest = _as_offset(source.latestOffset)
+    data_loss = None
+    if isinstance(latest, dict):
+        try:
+            from pyspark_eventhubs.data_loss import DATA_LOSS_KEY
+        except ImportError:  # no connector installed, so no Event Hubs source in this job
+            pass
+        else:
+            data_loss = latest.pop(DATA_LOSS_KEY, None)
+    summary = {
+        "description": source.description,
+        "start_offset": _as_offset(source.startOffset),
+        "end_offset": _as_offset(source.endOffset),
+        "latest_offset": latest,
+        "num_input_rows": source.numInputRows,
+    }
+    if data_loss:
+        summary["data_loss"] = data_loss
+    return summary
+
+
+def data_loss_of(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """status.json's ``data_loss``: ``{source description: {partition: report}}`` of one progress.
+
+    The connector's report is cumulative for the query run, so the newest one replaces the last.
+    """
+    losses = {
+        str(source["description"]): source["data_loss"]
+        for source in summary["sources"]
+        if source.get("data_loss")
+    }
+    return losses or None
+
+
 def summarize_progress(progress: Any) -> dict[str, Any]:
     """The ``last_progress`` block of status.json from a ``StreamingQueryProgress``."""
     return {
@@ -42,16 +85,7 @@ def summarize_progress(progress: Any) -> dict[str, Any]:
         "input_rows_per_second": progress.inputRowsPerSecond,
         "processed_rows_per_second": progress.processedRowsPerSecond,
         "batch_duration_ms": progress.batchDuration,
-        "sources": [
-            {
-                "description": source.description,
-                "start_offset": _as_offset(source.startOffset),
-                "end_offset": _as_offset(source.endOffset),
-                "latest_offset": _as_offset(source.latestOffset),
-                "num_input_rows": source.numInputRows,
-            }
-            for source in progress.sources
-        ],
+        "sources": [summarize_source(source) for source in progress.sources],
         "sink": progress.sink.description if progress.sink is not None else None,
     }
 
@@ -75,7 +109,11 @@ class StatusListener(StreamingQueryListener):
         state = JobState.RUNNING if progress.numInputRows else JobState.IDLE
         summary = summarize_progress(progress)
         rows = progress.numInputRows or 0
-        self._safely(lambda: self.status.add_input_rows(rows, state=state, last_progress=summary))
+        fields: dict[str, Any] = {"state": state, "last_progress": summary}
+        data_loss = data_loss_of(summary)
+        if data_loss:
+            fields["data_loss"] = data_loss
+        self._safely(lambda: self.status.add_input_rows(rows, **fields))
         self._safely(lambda: self.status.folder.append_progress(json.dumps(summary, default=str)))
 
     def onQueryIdle(self, event: Any) -> None:

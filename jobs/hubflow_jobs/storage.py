@@ -26,10 +26,10 @@ Implementations:
   renewal, so content never repeats and the comparison is exact.
 * :class:`FsspecStore`, the **generic fallback** for any other fsspec URL. Plain fsspec has no
   conditional writes, so its create/replace/delete check and then act: correct for one writer,
-  *not* safe against concurrent starters. A warning says so once per protocol. Azure Blob (adlfs
-  ``abfs``/``abfss``/``az``) gets a real implementation with ``If-None-Match: *`` on create and
-  ``If-Match: <ETag>`` on replace and delete; it plugs in with :func:`register_store` and needs no
-  change anywhere else.
+  *not* safe against concurrent starters. A warning says so once per protocol.
+* :class:`~hubflow_jobs.blob_store.BlobStore` for Azure Blob / ADLS Gen2 (``abfs``/``abfss``/``az``):
+  ``If-None-Match: *`` on create and ``If-Match: <ETag>`` on replace and delete, enforced by the
+  service; the version is the ETag. Other stores plug in with :func:`register_store`.
 
 :func:`store_for` picks the store of a URL. No Spark and no Airflow import here.
 """
@@ -371,8 +371,23 @@ class FsspecStore(DocumentStore):
             return None
 
 
+def _blob_store(url: str) -> DocumentStore:
+    """:class:`~hubflow_jobs.blob_store.BlobStore` (imported on use: the Azure SDK is optional here)."""
+    from .blob_store import BlobStore
+
+    return BlobStore(url)
+
+
 StoreFactory = Callable[[str], DocumentStore]
-_STORES: dict[str, StoreFactory] = {"": LocalStore, "file": LocalStore, "local": LocalStore}
+_STORES: dict[str, StoreFactory] = {
+    "": LocalStore,
+    "file": LocalStore,
+    "local": LocalStore,
+    # Azure Blob / ADLS Gen2: If-None-Match / If-Match conditions enforced by the service.
+    "abfs": _blob_store,
+    "abfss": _blob_store,
+    "az": _blob_store,
+}
 _WARNED: set[str] = set()
 
 

@@ -6,20 +6,34 @@ every file listed there that still sits under ``landing_root`` to the same relat
 ``archive_root``. Files of a batch that is planned but not committed are never touched, nor is any path
 outside ``landing_root``.
 
-Each file moves in three steps: copy to a hidden temporary name beside its archive path, rename it to the
-archive path, delete the landing copy. A run killed at any moment can simply be run again:
+How a file moves depends on the storage, because only some storages can rename atomically:
 
-* killed during the copy or before the rename → the landing copy is intact, the copy is redone;
-* killed after the rename, before the delete → the file is in both places with the same size, so the
-  rerun deletes the landing copy;
+* **Azure Blob** (``abfss://``, ``abfs://``, ``az://`` for both roots): a server-side copy to the archive
+  path, conditional on the landing blob's ETag (the copy takes exactly the version that was listed)
+  and on the archive path being free, which records that ETag in the copy's metadata; then the landing
+  blob is deleted, conditional on the same ETag. No bytes pass through this process, and many copies
+  run in parallel. There is no rename on Blob, and none is needed: a copy appears at its target whole.
+* **Other filesystems** (local disk, fsspec): copy to a hidden temporary name beside the archive path,
+  rename it (atomic on a local disk and on ADLS with a hierarchical namespace), delete the landing copy.
+
+A run killed at any moment can simply be run again; nothing is lost and nothing lands twice:
+
+* killed before or during the copy → the landing file is intact (a Blob copy either exists whole at
+  its target or not at all; a partial local temporary copy is ignored), the copy is redone;
+* killed after the copy, before the delete → the file is in both places, and the rerun deletes the
+  landing copy once it has established that the two hold the **same content**: the archive copy
+  records the landing version's ETag, or both carry the same Content-MD5, or (files archived by
+  other means) both are read and hashed. Never by size alone: a different file of the same size
+  is a conflict, reported and left alone;
 * already archived → the file is no longer in the landing listing, nothing to do.
 
-So nothing is lost and nothing lands twice. ``purge_archive`` deletes archived files older than a
-retention period. Neither function imports Airflow; the Airflow operator passes its task logger as ``log``.
+``purge_archive`` deletes archived files older than a retention period. Neither function imports
+Airflow; the Airflow operator passes its task logger as ``log``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import shutil
@@ -30,9 +44,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import fsspec
 from fsspec import AbstractFileSystem
 
+from hubflow_jobs.azure_storage import BlobUrl, url_to_fs
+from hubflow_jobs.blob_objects import BlobInfo, BlobObjects
 from hubflow_plugins.checkpoint_logs import (
     CheckpointFormatError,
     committed_file_entries,
@@ -104,7 +119,7 @@ def _open_fs(
 ) -> tuple[AbstractFileSystem, str]:
     if fs is not None:
         return fs, fs._strip_protocol(url)
-    return fsspec.core.url_to_fs(url, **(storage_options or {}))
+    return url_to_fs(url, storage_options)
 
 
 def _is_local(fs: AbstractFileSystem) -> bool:
@@ -222,16 +237,16 @@ def archive_processed_files(
             f"{landing_root}. Check that landing_root is the folder this query reads."
         )
 
-    present = landing.listing()
+    mover = _mover(fs, landing_root, archive_root, landing, arch_fs, arch_root, dry_run)
+    present = mover.landing_files()
     todo = sorted(committed & present)
     result.already_archived = len(committed - present)
     log(
         f"{'Dry run: ' if dry_run else ''}{len(todo)} file(s) of committed batches (up to batch "
         f"{result.committed_batch_id}) still in {landing_root}; archiving to {archive_root} with "
-        f"{max_workers} worker(s)."
+        f"{max_workers} worker(s){mover.how}."
     )
-
-    mover = _Mover(landing.fs, landing.root, arch_fs, arch_root, dry_run)
+    mover.prepare(todo)
     done = 0
     with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="archive") as pool:
         futures = {pool.submit(mover.archive, relative): relative for relative in todo}
@@ -250,7 +265,7 @@ def archive_processed_files(
                 elif action == "conflict":
                     result.conflicts.append(relative)
                     log(
-                        f"Conflict: {relative} is in the archive with a different size; both copies "
+                        f"Conflict: {relative} is in the archive with different content; both copies "
                         "left as they are. Compare them and remove the wrong one by hand."
                     )
             done += 1
@@ -307,30 +322,48 @@ def _overlaps(a: str, b: str) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
-class _Mover:
-    """Moves one file, in steps that a rerun can always complete (see the module docstring)."""
+def _mover(
+    fs: AbstractFileSystem | None,
+    landing_url: str,
+    archive_url: str,
+    landing: LandingRoot,
+    arch_fs: AbstractFileSystem,
+    arch_root: str,
+    dry_run: bool,
+) -> _FileMover | _BlobMover:
+    """The Blob mover when both roots are Azure storage URLs (and no filesystem was forced)."""
+    land_blob, arch_blob = BlobUrl.parse(landing_url), BlobUrl.parse(archive_url)
+    if fs is None and land_blob is not None and arch_blob is not None:
+        return _BlobMover(land_blob, arch_blob, dry_run)
+    return _FileMover(landing, arch_fs, arch_root, dry_run)
+
+
+class _FileMover:
+    """Moves one file on a filesystem with renames: copy to a temporary name, rename, delete."""
+
+    how = ""
 
     def __init__(
-        self,
-        land_fs: AbstractFileSystem,
-        land_root: str,
-        arch_fs: AbstractFileSystem,
-        arch_root: str,
-        dry_run: bool,
+        self, landing: LandingRoot, arch_fs: AbstractFileSystem, arch_root: str, dry_run: bool
     ) -> None:
-        self.land_fs, self.land_root = land_fs, land_root
+        self.landing = landing
+        self.land_fs, self.land_root = landing.fs, landing.root
         self.arch_fs, self.arch_root = arch_fs, arch_root
         self.dry_run = dry_run
+
+    def landing_files(self) -> set[str]:
+        return self.landing.listing()
+
+    def prepare(self, todo: list[str]) -> None:
+        """Nothing to prepare: each file is looked at when it is moved."""
 
     def archive(self, relative: str) -> str:
         source = join(self.land_root, relative)
         target = join(self.arch_root, relative)
-        try:
-            size = self.land_fs.size(source)
-        except FileNotFoundError:
+        if not self.land_fs.exists(source):
             return "gone"  # removed since the listing (by another run or by hand)
         if self.arch_fs.exists(target):
-            if self.arch_fs.size(target) != size:
+            if not self._same_content(source, target):
                 return "conflict"
             if not self.dry_run:
                 self.land_fs.rm_file(source)
@@ -341,12 +374,17 @@ class _Mover:
         temporary = join(parent, f".{name}{TEMP_SUFFIX}")
         self.arch_fs.makedirs(parent, exist_ok=True)
         self._copy(source, temporary)
-        copied = self.arch_fs.size(temporary)
-        if copied != size:
-            raise OSError(f"copy of {relative} has {copied} bytes, the landing file {size}; nothing removed")
+        if not self._same_content(source, temporary):
+            raise OSError(f"the copy of {relative} differs from the landing file; nothing removed")
         self.arch_fs.mv(temporary, target)
         self.land_fs.rm_file(source)
         return "moved"
+
+    def _same_content(self, source: str, target: str) -> bool:
+        """Byte for byte (hashes of both), after the cheap size check."""
+        if self.land_fs.size(source) != self.arch_fs.size(target):
+            return False
+        return _digest(self.land_fs, source) == _digest(self.arch_fs, target)
 
     def _copy(self, source: str, temporary: str) -> None:
         if self.land_fs is self.arch_fs:
@@ -354,6 +392,70 @@ class _Mover:
             return
         with self.land_fs.open(source, "rb") as reader, self.arch_fs.open(temporary, "wb") as writer:
             shutil.copyfileobj(reader, writer, length=8 * 1024 * 1024)
+
+
+def _digest(fs: AbstractFileSystem, path: str) -> bytes:
+    digest = hashlib.sha256()
+    with fs.open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(8 * 1024 * 1024), b""):
+            digest.update(chunk)
+    return digest.digest()
+
+
+class _BlobMover:
+    """Moves one blob: conditional server-side copy, then conditional delete (see the module docstring).
+
+    Both roots are listed once (with ETags, Content-MD5 and metadata), so moving a file costs two
+    requests: the copy and the delete.
+    """
+
+    how = " (server-side copies)"
+
+    def __init__(self, landing: BlobUrl, archive: BlobUrl, dry_run: bool) -> None:
+        self.landing_root, self.archive_root = landing, archive
+        self.dry_run = dry_run
+        self.blobs = BlobObjects()
+        self.landing: dict[str, BlobInfo] = {}
+        self.archived: dict[str, BlobInfo] = {}
+
+    def _listing(self, root: BlobUrl) -> dict[str, BlobInfo]:
+        prefix = f"{root.path}/" if root.path else ""
+        return {info.url.path[len(prefix) :]: info for info in self.blobs.list(root)}
+
+    def landing_files(self) -> set[str]:
+        self.landing = self._listing(self.landing_root)
+        return set(self.landing)
+
+    def prepare(self, todo: list[str]) -> None:
+        """List the archive once, so a file copied by an earlier (killed) run is known without a request."""
+        self.archived = self._listing(self.archive_root) if todo else {}
+
+    def archive(self, relative: str) -> str:
+        source = self.landing.get(relative) or self.blobs.info(self.landing_root.child(relative))
+        if source is None:
+            return "gone"
+        target_url = self.archive_root.child(relative)
+        target = self.archived.get(relative)
+        for _attempt in range(3):
+            if target is not None:
+                if not self.blobs.same_content(source, target):
+                    return "conflict"
+                if self.dry_run:
+                    return "landing-copy-removed"
+                if self.blobs.delete(source.url, if_etag=source.etag):
+                    return "landing-copy-removed"
+            elif self.dry_run:
+                return "moved"
+            elif self.blobs.copy(source, target_url) is not None:
+                if self.blobs.delete(source.url, if_etag=source.etag):
+                    return "moved"
+            # A condition failed: the landing blob changed or went, or the target appeared since the
+            # listing. Look again and decide on fresh facts.
+            source = self.blobs.info(source.url)
+            if source is None:
+                return "gone"
+            target = self.blobs.info(target_url)
+        raise OSError(f"{relative} kept changing while it was archived; run the archive again later")
 
 
 def purge_archive(

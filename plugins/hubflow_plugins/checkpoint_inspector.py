@@ -15,20 +15,23 @@ an on-call person can act on:
 
 Cost does not grow with the number of batches: it lists ``offsets/``, ``commits/`` and each
 ``sources/<n>/`` once and opens only the newest files (at most two offsets files, one commit file,
-one log file per source, one metadata file per state operator).
+one log file per source, one metadata file per state operator). A file source's newest log file may
+be a ``.compact`` file listing every file the query ever took; only its end (the newest batch's
+entries) is read, and not at all when its version (ETag on Blob) is one already seen.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-import fsspec
 from fsspec import AbstractFileSystem
 
+from hubflow_jobs.azure_storage import url_to_fs
 from hubflow_plugins.checkpoint_logs import (
     CheckpointFormatError,
     OffsetsFile,
@@ -36,7 +39,7 @@ from hubflow_plugins.checkpoint_logs import (
     id_ranges,
     join,
     list_batch_ids,
-    list_file_log,
+    list_file_log_details,
     modification_time,
     read_commit,
     read_metadata,
@@ -148,7 +151,8 @@ def inspect_checkpoint(
             (default: ``stalled_after``). Set it above the longest batch you expect.
         now: the time to judge against (UTC; default: the current time). Tests pin it.
         fs: an already authenticated fsspec filesystem to use instead of resolving ``path``.
-        storage_options: passed to ``fsspec.core.url_to_fs`` (credentials, account name...).
+        storage_options: fsspec storage options (default: Azure URLs use the process's registered
+            storage access, see ``hubflow_jobs.azure_storage``).
 
     I/O errors other than "not found" (authentication, network) are raised, not turned into a
     verdict: they say nothing about the checkpoint.
@@ -156,7 +160,7 @@ def inspect_checkpoint(
     now = now or datetime.now(UTC)
     failed_after = failed_after if failed_after is not None else stalled_after
     if fs is None:
-        fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        fs, root = url_to_fs(path, storage_options)
     else:
         root = fs._strip_protocol(path)
     report = CheckpointReport(path=path, verdict=Verdict.MISSING, reason="", checked_at=now)
@@ -300,15 +304,16 @@ def _fill_file_logs(
     planned_offsets = {s.source: s.file_log_offset for s in newest.sources}
     for source_dir in sorted(_subdirs(fs, join(root, "sources"))):
         log_dir = join(root, "sources", source_dir)
-        files = list_file_log(fs, log_dir)
+        files = list_file_log_details(fs, log_dir)
         planned = planned_offsets.get(source_dir)
         if not files:
             if planned is not None:
                 _raise_behind(log_dir, planned, None)
             continue
         latest_offset = max(files)
-        latest_path = join(log_dir, files[latest_offset])
-        count = count_file_log_entries(fs, latest_path, latest_offset)
+        latest_name = posixpath.basename(files[latest_offset]["name"].rstrip("/"))
+        latest_path = join(log_dir, latest_name)
+        count = count_file_log_entries(fs, latest_path, latest_offset, files[latest_offset])
         if count is None:
             continue  # another source's private metadata (e.g. the rate source's start time)
         if planned is not None and planned > latest_offset:
@@ -317,7 +322,7 @@ def _fill_file_logs(
             FileSourceLogReport(
                 source=source_dir,
                 latest_log_offset=latest_offset,
-                latest_file=files[latest_offset],
+                latest_file=latest_name,
                 files_in_latest_entry=count,
                 committed_log_offset=committed_offsets.get(source_dir),
             )

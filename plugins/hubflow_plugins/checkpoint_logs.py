@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -107,8 +109,27 @@ def list_batch_ids(fs: AbstractFileSystem, directory: str) -> list[int]:
 
 def list_file_log(fs: AbstractFileSystem, directory: str) -> dict[int, str]:
     """Log offset → file name for a file source log directory (``sources/<n>/``), names only."""
+    return _log_files(_names(fs, directory))
+
+
+def list_file_log_details(fs: AbstractFileSystem, directory: str) -> dict[int, dict[str, Any]]:
+    """Log offset -> the listing's info (name, size, ETag or mtime) for a file source log directory.
+
+    One listing, no file opened: what :func:`count_file_log_entries` needs to skip unchanged files.
+    """
+    try:
+        entries = fs.ls(directory, detail=True)
+    except FileNotFoundError:
+        return {}
+    by_name = {posixpath.basename(e["name"].rstrip("/")): e for e in entries if e.get("type") != "directory"}
+    return {offset: by_name[name] for offset, name in _log_files(by_name).items()}
+
+
+def _log_files(names: Any) -> dict[int, str]:
     files: dict[int, str] = {}
-    for name in _names(fs, directory):
+    for name in names:
+        if not name or name.startswith("."):
+            continue
         stem = name[: -len(COMPACT_SUFFIX)] if name.endswith(COMPACT_SUFFIX) else name
         if stem.isdigit():
             # A compact file and a delta with the same id do not coexist; prefer the compact one.
@@ -236,34 +257,107 @@ def iter_file_log(fs: AbstractFileSystem, path: str) -> Iterator[FileEntry]:
                 ) from exc
 
 
-def count_file_log_entries(fs: AbstractFileSystem, path: str, batch_id: int) -> int | None:
-    """How many files one file source log file lists for ``batch_id``, opening it once.
+#: Bytes read per request when a file source log is read from its end.
+TAIL_CHUNK = 64 * 1024
+_COUNT_CACHE_SIZE = 512
+_count_cache: OrderedDict[tuple[Any, ...], int | None] = OrderedDict()
+_count_cache_lock = threading.Lock()
+
+
+def file_version(info: dict[str, Any]) -> str | None:
+    """What identifies one version of a file in an fsspec info dict: the ETag (Azure Blob), else the
+    size and modification time; None when the storage gives neither."""
+    etag = info.get("etag") or info.get("ETag")
+    if etag:
+        return f"etag:{etag}"
+    modified = next(
+        (info[k] for k in ("mtime", "last_modified", "LastModified") if info.get(k) is not None), None
+    )
+    return None if modified is None else f"mtime:{modified}:{info.get('size')}"
+
+
+def count_file_log_entries(
+    fs: AbstractFileSystem, path: str, batch_id: int, info: dict[str, Any] | None = None
+) -> int | None:
+    """How many files one file source log file lists for ``batch_id``, reading only what is needed.
+
+    A ``.compact`` file repeats every file the query ever took, in batch order, so the newest
+    batch's entries are its last lines: the file is read from its end, :data:`TAIL_CHUNK` bytes at a
+    time, until an older batch's entry shows up - a bounded read however long the query has run.
+    With ``info`` (from a listing) the answer is also kept per file version (its ETag on Blob), so
+    asking again about an unchanged file reads nothing.
 
     Returns ``None`` when the file is not a file source log: other sources also keep files under
     ``sources/<n>/`` (the rate source stores its start time there), so the folder name alone does not
-    say which source wrote it. A file that starts like a file source log but breaks later raises
-    :class:`CheckpointFormatError`.
+    say which source wrote it. A line that breaks in the part read raises :class:`CheckpointFormatError`.
     """
-    with fs.open(path, "rb") as handle:
-        if handle.readline().decode("utf-8", errors="replace").strip() != "v1":
-            return None
-        count = 0
-        for number, raw in enumerate(handle, start=2):
-            line = raw.decode("utf-8", errors="replace").strip()
+    version = file_version(info) if info else None
+    key = (getattr(fs, "protocol", None), path, batch_id, version)
+    if version is not None:
+        with _count_cache_lock:
+            if key in _count_cache:
+                _count_cache.move_to_end(key)
+                return _count_cache[key]
+    count = _count_from_tail(
+        fs, path, batch_id, int(info["size"]) if info and info.get("size") is not None else None
+    )
+    if version is not None:
+        with _count_cache_lock:
+            _count_cache[key] = count
+            while len(_count_cache) > _COUNT_CACHE_SIZE:
+                _count_cache.popitem(last=False)
+    return count
+
+
+def _count_from_tail(fs: AbstractFileSystem, path: str, batch_id: int, size: int | None) -> int | None:
+    size = int(fs.size(path)) if size is None else size
+    head = fs.cat_file(path, start=0, end=min(size, TAIL_CHUNK))
+    header, _, rest = head.partition(b"\n")
+    if header.decode("utf-8", errors="replace").strip() != "v1":
+        return None
+    second = rest.split(b"\n", 1)[0].strip()
+    if (
+        second
+        and (b"\n" in rest or size <= TAIL_CHUNK)
+        and _entry_batch(path, second, 2, lenient=True) is None
+    ):
+        return None  # the first entry is not a file source entry: another source's file
+    count = 0
+    end, carry = size, b""
+    while end > 0:
+        start = max(0, end - TAIL_CHUNK)
+        data = (head[start:end] if end <= len(head) else fs.cat_file(path, start=start, end=end)) + carry
+        lines = data.split(b"\n")
+        carry = lines.pop(0) if start > 0 else b""  # maybe cut: completed by the next read
+        if start == 0:
+            lines = lines[1:]  # the version line
+        for raw in reversed(lines):
+            line = raw.strip()
             if not line:
                 continue
-            try:
-                entry = json.loads(line)
-            except ValueError as exc:
-                if number == 2:
-                    return None
-                raise CheckpointFormatError(path, f"line {number} is not valid JSON ({exc})") from exc
-            if not (isinstance(entry, dict) and "path" in entry and "batchId" in entry):
-                if number == 2:
-                    return None
-                raise CheckpointFormatError(path, f"line {number} is not a file source entry")
-            count += entry["batchId"] == batch_id
-        return count
+            found = _entry_batch(path, line, None)
+            if found == batch_id:
+                count += 1
+            elif found is not None and found < batch_id:
+                return count  # the entries before the newest batch's: done
+        end = start
+    return count
+
+
+def _entry_batch(path: str, line: bytes, number: int | None, lenient: bool = False) -> int | None:
+    """The ``batchId`` of one file source log line; None (lenient) or an error when it is not one."""
+    where = f"line {number}" if number else "a line near the end"
+    try:
+        entry = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        if lenient:
+            return None
+        raise CheckpointFormatError(path, f"{where} is not valid JSON ({exc})") from exc
+    if not (isinstance(entry, dict) and "path" in entry and isinstance(entry.get("batchId"), int)):
+        if lenient:
+            return None
+        raise CheckpointFormatError(path, f"{where} is not a file source entry")
+    return entry["batchId"]
 
 
 def committed_file_entries(

@@ -12,9 +12,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-
-import fsspec
+from datetime import datetime, timedelta
 
 from hubflow_jobs.status_folder import (
     KILL_MARKER,
@@ -123,50 +121,3 @@ def _signal(pid: int | None, sig: signal.Signals) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
-
-
-def checkpoint_backups_root(checkpoint_location: str) -> str:
-    """``<checkpoint_root>/_backups/<name>``: where a job's replaced checkpoints are kept."""
-    root, name = checkpoint_location.rstrip("/").rsplit("/", 1)
-    return f"{root}/_backups/{name}"
-
-
-def backup_checkpoint(checkpoint_location: str, now: datetime | None = None) -> str | None:
-    """Move the checkpoint aside, whole, into its backups folder; return where it went.
-
-    Spark owns the checkpoint: we never edit it. Moving it aside (a rename on a local disk or ADLS
-    with a hierarchical namespace) leaves Spark to start a new one at the same location, and the
-    old one stays readable for an investigation or a way back (move it back while the job is
-    stopped). Returns None when there is no checkpoint to back up.
-    """
-    now = now or datetime.now(UTC)
-    fs, path = fsspec.core.url_to_fs(checkpoint_location)
-    if not fs.exists(path):
-        return None
-    backup_url = f"{checkpoint_backups_root(checkpoint_location)}/{now.strftime('%Y%m%dT%H%M%SZ')}"
-    _, backup = fsspec.core.url_to_fs(backup_url)
-    fs.makedirs(backup.rsplit("/", 1)[0], exist_ok=True)
-    fs.mv(path, backup, recursive=True)
-    return backup_url
-
-
-def purge_checkpoint_backups(
-    checkpoint_location: str, older_than: timedelta, now: datetime | None = None
-) -> list[str]:
-    """Delete this job's checkpoint backups older than ``older_than``; return what was deleted."""
-    now = now or datetime.now(UTC)
-    root_url = checkpoint_backups_root(checkpoint_location)
-    fs, root = fsspec.core.url_to_fs(root_url)
-    if not fs.exists(root):
-        return []
-    deleted = []
-    for entry in sorted(fs.ls(root, detail=False)):
-        stamp = entry.rstrip("/").rsplit("/", 1)[-1]
-        try:
-            taken = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-        except ValueError:
-            continue  # not one of ours
-        if now - taken > older_than:
-            fs.rm(entry, recursive=True)
-            deleted.append(f"{root_url}/{stamp}")
-    return deleted

@@ -257,10 +257,10 @@ class StreamingJobOperator(BaseOperator):
         }
 
     def _rewind(self, job: RegisteredJob, control: Any, live: Any, dry_run: bool, who: str) -> dict[str, Any]:
+        from hubflow_plugins.checkpoint_backups import backup_checkpoint
         from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
         from hubflow_plugins.eventhubs_hook import EventHubsHook
         from hubflow_plugins.health import committed_sequence_numbers
-        from hubflow_plugins.job_control import backup_checkpoint
         from hubflow_plugins.rewind import (
             RewindError,
             parse_enqueued_time,
@@ -319,7 +319,7 @@ class StreamingJobOperator(BaseOperator):
         if live.alive:
             done.append(control.stop(self.stop_wait, log=self.log.info, requested_by=who))
             self.log.info("%s", done[-1])
-        backup = backup_checkpoint(checkpoint)
+        backup = backup_checkpoint(checkpoint, log=self.log.info)
         if backup is None:
             raise AirflowFailException(
                 f"job {job.name}: no checkpoint at {checkpoint}; start the job instead"
@@ -499,7 +499,7 @@ class CheckpointBackupRetentionOperator(BaseOperator):
         self.older_than = older_than
 
     def execute(self, context: Any) -> list[str]:
-        from hubflow_plugins.job_control import checkpoint_backups_root, purge_checkpoint_backups
+        from hubflow_plugins.checkpoint_backups import checkpoint_backups_root, purge_checkpoint_backups
 
         job = _job(self.job_name)
         older_than = parse_duration(self.older_than or job.checkpoint_backup_retention)

@@ -1,7 +1,7 @@
 """Rewinding an Event Hubs job: a new checkpoint that starts at chosen positions. No Airflow import.
 
 A rewind never edits a checkpoint. The job is stopped, its checkpoint is moved whole into the
-backups folder (``job_control.backup_checkpoint``), and a new checkpoint is written at the same
+backups folder (``checkpoint_backups.backup_checkpoint``), and a new checkpoint is written at the same
 location holding a single committed batch whose end offsets are the chosen positions. Spark then
 resumes with the next batch from exactly there, and its batch ids keep counting up from the old
 checkpoint's. That matters: Spark's file sink skips every batch id it has already committed in
@@ -16,8 +16,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import fsspec
-
+from hubflow_jobs.azure_storage import url_to_fs
 from hubflow_plugins.checkpoint_logs import join, list_batch_ids, read_text
 
 
@@ -112,8 +111,8 @@ def seed_checkpoint(backup: str, checkpoint: str, hub: str, positions: dict[str,
     pinned SQL confs and every other source's offsets, the Event Hubs source's replaced by
     ``{hub: positions}``, and a commit for it.
     """
-    fs, old = fsspec.core.url_to_fs(backup)
-    _, new = fsspec.core.url_to_fs(checkpoint)
+    fs, old = url_to_fs(backup)
+    _, new = url_to_fs(checkpoint)
     if fs.exists(new):
         raise RewindError(f"{checkpoint} exists: back the checkpoint up before seeding a new one")
     if fs.exists(join(old, "state")):

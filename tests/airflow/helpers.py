@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -53,7 +54,7 @@ def airflow_env(airflow_home: Any, registry: Path) -> dict[str, str]:
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "PYTHONPATH": str(REPO_ROOT / "plugins"),
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "plugins"), str(REPO_ROOT / "jobs")]),
         }
     )
     return env

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from hubflow_plugins.checkpoint_backups import backup_checkpoint, purge_checkpoint_backups
 from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
-from hubflow_plugins.job_control import backup_checkpoint, purge_checkpoint_backups
 from hubflow_plugins.rewind import RewindError, parse_sequence_numbers, rewind_positions, seed_checkpoint
 from tests.airflow.helpers import airflow_env, run_airflow, write_registry
 from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config
@@ -102,6 +102,7 @@ def test_backup_moves_the_checkpoint_whole_and_purge_keeps_recent_backups(tmp_pa
     assert Path(old, "metadata").read_text() == '{"id":"q"}'
     assert backup_checkpoint(str(checkpoint)) is None, "nothing left to back up"
     (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / "0").write_text("v1\n{}\n{}")
     recent = backup_checkpoint(str(checkpoint), now=datetime(2026, 3, 1, tzinfo=UTC))
     deleted = purge_checkpoint_backups(
         str(checkpoint), timedelta(days=30), now=datetime(2026, 3, 2, tzinfo=UTC)

@@ -154,8 +154,6 @@ def no_events_sent(hub: Hub) -> Iterator[Hub]:
     ("select", "named"),
     [
         ("'v' AS value", "'body'"),
-        ("'b' AS body, 'k' AS partitionKey, '1' AS partitionId", "partitionKey"),
-        ("'b' AS body, '1' AS partition, 'k' AS partitionKey", "partitionKey"),
         ("1 AS body", "'body'"),
         ("'b' AS body, map('a', 1) AS properties", "'properties'"),
     ],
@@ -167,6 +165,37 @@ def test_bad_sink_columns_fail_before_any_task(
     with pytest.raises(Exception) as info:
         df.write.format("eventhubs").options(**no_events_sent.options()).mode("append").save()
     assert named in str(info.value)
+
+
+def test_the_read_schema_writes_back_and_only_rows_setting_key_and_id_are_refused(
+    eh_spark: Any,
+) -> None:
+    """As in the Scala sink: both columns may be there (the read schema has partition and
+    partitionKey); a row that sets both is refused, naming the columns and the fix."""
+    from eventhubs_emulator import Emulator, EmulatorConfig
+
+    with Emulator(EmulatorConfig.many_hubs({"src": 2, "dst": 2}), port=0) as emu:
+        src = Hub(emu, "src", emu.connection_string("src"))
+        dst = Hub(emu, "dst", emu.connection_string("dst"))
+        sent = src.send_per_partition({"0": 4, "1": 3})
+        read = eh_spark.read.format("eventhubs").options(**src.options()).load()
+        read.write.format("eventhubs").options(**dst.options()).mode("append").save()
+        copied = eh_spark.read.format("eventhubs").options(**dst.options()).load().collect()
+        assert sorted(bytes(r.body).decode() for r in copied) == sorted(sent)
+        assert all(bytes(r.body).decode().startswith(f"e-{r.partition}-") for r in copied)
+
+        src.send(["keyed"], key="user-1")
+        keyed = (
+            eh_spark.read.format("eventhubs")
+            .options(**src.options())
+            .load()
+            .where("partitionKey IS NOT NULL")
+        )
+        with pytest.raises(Exception) as info:
+            keyed.write.format("eventhubs").options(**dst.options()).mode("append").save()
+        message = str(info.value)
+        assert "sets both 'partitionKey' ('user-1') and 'partition'" in message
+        assert "set one of them to null" in message
 
 
 def test_min_partitions_splits_ranges_without_gaps_or_duplicates(eh_spark: Any, hub: Hub) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -64,6 +65,33 @@ def test_ranges_split_for_min_partitions() -> None:
     assert covered["1"][0][0] == 0 and covered["1"][-1][1] == 300
     assert len(ranges) >= 4
     assert plan_ranges({"0": 3}, {"0": 8}, None) == [("0", 3, 8)]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "minimum"),
+    [
+        ([10, 10, 10], 4),  # round(4 * 10 / 30) = 1 each would give 3 tasks
+        ([1, 1, 100], 5),
+        ([7, 3], 9),
+        ([2, 2, 2], 100),  # more tasks asked for than events: one event per task
+        ([1000, 1, 1, 1, 1], 6),
+    ],
+)
+def test_min_partitions_is_a_true_minimum(sizes: list[int], minimum: int) -> None:
+    start = {str(i): 100 for i in range(len(sizes))}
+    end = {str(i): 100 + size for i, size in enumerate(sizes)}
+    ranges = plan_ranges(start, end, minimum)
+    assert len(ranges) >= min(minimum, sum(sizes))
+    for pid in start:  # every partition's range is covered once, in order, without gaps
+        pieces = [(lo, hi) for p, lo, hi in ranges if p == pid]
+        assert pieces[0][0] == start[pid] and pieces[-1][1] == end[pid]
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+        assert all(lo < hi for lo, hi in pieces)
+
+
+def test_exclusive_receivers_never_split_a_partition() -> None:
+    ranges = plan_ranges({"0": 0, "1": 0}, {"0": 50, "1": 50}, 8, max_pieces=1)
+    assert ranges == [("0", 0, 50), ("1", 0, 50)]
 
 
 def test_partitions_sort_numerically() -> None:

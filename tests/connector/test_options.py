@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pyspark_eventhubs.errors import EventHubsOptionError
@@ -56,27 +58,59 @@ def test_name_option_fills_missing_entity_path() -> None:
 @pytest.mark.parametrize(
     ("key", "value", "named"),
     [
-        ("eventhubs.prefetchCount", "0", "eventhubs.prefetchcount"),
-        ("eventhubs.prefetchCount", "5000", "eventhubs.prefetchcount"),
-        ("maxEventsPerTrigger", "ten", "maxeventspertrigger"),
-        ("failOnDataLoss", "maybe", "failondataloss"),
-        ("eventhubs.useExclusiveReceiver", "yes", "eventhubs.useexclusivereceiver"),
+        ("eventhubs.prefetchCount", "0", "eventhubs.prefetchCount"),
+        ("EVENTHUBS.PREFETCHCOUNT", "5000", "eventhubs.prefetchCount"),
+        ("maxEventsPerTrigger", "ten", "maxEventsPerTrigger"),
+        ("failOnDataLoss", "maybe", "failOnDataLoss"),
+        ("eventhubs.useExclusiveReceiver", "yes", "eventhubs.useExclusiveReceiver"),
         ("eventhubs.receiverTimeout", "60", "eventhubs.receiverTimeout"),
         ("eventhubs.operationTimeout", "P1M", "eventhubs.operationTimeout"),
-        ("eventhubs.startingPosition", "{not json", "eventhubs.startingposition"),
-        ("eventhubs.startingPosition", '{"seqNo": -1}', "eventhubs.startingposition"),
-        ("eventhubs.startingPosition", '{"offset": "abc"}', "eventhubs.startingposition"),
-        ("eventhubs.endingPosition", '{"enqueuedTime": "yesterday"}', "eventhubs.endingposition"),
-        ("eventhubs.startingPositions", '{"x": {}}', "eventhubs.startingpositions"),
+        ("eventhubs.startingPosition", "{not json", "eventhubs.startingPosition"),
+        ("eventhubs.startingPosition", '{"seqNo": -1}', "eventhubs.startingPosition"),
+        ("eventhubs.startingPosition", '{"offset": "abc"}', "eventhubs.startingPosition"),
+        ("eventhubs.endingPosition", '{"enqueuedTime": "yesterday"}', "eventhubs.endingPosition"),
+        ("eventhubs.startingPositions", '{"x": {}}', "eventhubs.startingPositions"),
+        ("eventhubs.maxRatePerPartition", "0", "eventhubs.maxRatePerPartition"),
+        ("eventhubs.maxRatesPerPartition", '{"x": 5}', "eventhubs.maxRatesPerPartition"),
+        ("eventhubs.maxRatesPerPartition", "[1]", "eventhubs.maxRatesPerPartition"),
+        ("minPartitions", "-1", "minPartitions"),
         ("eventhubs.bogus", "1", "eventhubs.bogus"),
-        ("eventhubs.aadAuthCallback", "com.x.Cb", "eventhubs.aadauthcallback"),
+        ("eventhubs.aadAuthCallback", "com.x.Cb", "eventhubs.aadAuthCallback"),
     ],
 )
-def test_bad_option_is_named_in_the_error(key: str, value: str, named: str) -> None:
+def test_bad_option_is_named_as_documented_in_the_error(key: str, value: str, named: str) -> None:
+    """Spark hands a Python source lower-cased keys; errors still spell the option as the docs do."""
     with pytest.raises(EventHubsOptionError) as info:
-        parse_options({"eventhubs.connectionString": CONN, key: value})
-    assert named.lower() in str(info.value).lower()
+        parse_options({"eventhubs.connectionString": CONN, key.lower(): value})
+    assert f"'{named}'" in str(info.value)
     assert "S3cr3tKeyValue" not in str(info.value)
+
+
+def test_max_rate_per_partition_options_follow_the_scala_dstream_rules() -> None:
+    from pyspark_eventhubs import position_key
+
+    assert parse_options({"eventhubs.connectionString": CONN}).max_events_per_partition("0") is None
+    one = parse_options({"eventhubs.connectionString": CONN, "eventhubs.maxRatePerPartition": "70"})
+    assert [one.max_events_per_partition(p) for p in "01"] == [70, 70]
+    rates = json.dumps({position_key("hub1", 1): 5})
+    both = parse_options(
+        {
+            "eventhubs.connectionString": CONN,
+            "eventhubs.maxRatePerPartition": "70",
+            "eventhubs.maxRatesPerPartition": rates,
+        }
+    )
+    assert [both.max_events_per_partition(p) for p in "01"] == [70, 5]
+    # Only the map: the other partitions get the Scala default of 1000.
+    only_map = parse_options({"eventhubs.connectionString": CONN, "eventhubs.maxRatesPerPartition": rates})
+    assert [only_map.max_events_per_partition(p) for p in "01"] == [1000, 5]
+    with pytest.raises(EventHubsOptionError, match=r"'eventhubs\.maxRatesPerPartition'.*other"):
+        parse_options(
+            {
+                "eventhubs.connectionString": CONN,
+                "eventhubs.maxRatesPerPartition": json.dumps({position_key("other", 0): 5}),
+            }
+        )
 
 
 def test_unknown_option_lists_the_valid_ones() -> None:

@@ -60,19 +60,23 @@ def test_sink_columns() -> None:
     )
 
 
+def test_key_and_id_columns_together_are_accepted_and_the_first_id_column_wins() -> None:
+    cols = sink_columns(
+        _schema(
+            StructField("body", BinaryType()),
+            StructField("partition", StringType()),
+            StructField("partitionKey", StringType()),
+            StructField("partitionId", StringType()),
+        )
+    )
+    assert (cols.partition_key, cols.partition_id) == ("partitionKey", "partition")
+
+
 @pytest.mark.parametrize(
     ("fields", "named"),
     [
         ([StructField("value", StringType())], "'body'"),
         ([StructField("body", IntegerType())], "'body'"),
-        (
-            [
-                StructField("body", StringType()),
-                StructField("partitionKey", StringType()),
-                StructField("partitionId", StringType()),
-            ],
-            "'partitionKey'",
-        ),
         (
             [StructField("body", StringType()), StructField("properties", StringType())],
             "'properties'",

@@ -67,3 +67,37 @@ def test_record_batch_has_sparks_exact_arrow_schema_and_values() -> None:
 def test_empty_input_gives_an_empty_batch_with_the_schema() -> None:
     batch = messages_to_record_batch("0", [])
     assert batch.num_rows == 0 and batch.schema.equals(arrow_schema())
+
+
+def test_columns_built_from_buffers_equal_pyarrows_own_and_keep_pandas_out() -> None:
+    """The hand-built columns (arrow_columns.py) hold what pyarrow.array would build, and building
+    them does not import pandas (a fresh interpreter, as a new Spark Python worker is)."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+
+    from pyspark_eventhubs.arrow_columns import binary_column, int64_column, string_map_column
+
+    strings = ["a", None, "", "h\u00e9"]
+    assert binary_column(strings, pa.string()).equals(pa.array(strings, type=pa.string()))
+    blobs = [b"\x00\xff", None, b""]
+    assert binary_column(blobs, pa.binary()).equals(pa.array(blobs, type=pa.binary()))
+    times = [1_700_000_000_000_000, None]
+    ts = pa.timestamp("us", tz="UTC")
+    assert int64_column(times, ts).equals(pa.array(times, type=pa.int64()).cast(ts))
+    map_type = pa.map_(pa.field("key", pa.string(), nullable=False), pa.string())
+    rows = [[("k", "v"), ("n", None)], [], [("x", "")]]
+    assert string_map_column(rows, map_type).equals(pa.array(rows, type=map_type))
+
+    probe = (
+        "import sys; from pyspark_eventhubs.schema import messages_to_record_batch;"
+        "from azure.eventhub._pyamqp.message import Message;"
+        "m = Message(data=[b'x'], application_properties={b'k': b'v'},"
+        " message_annotations={b'x-opt-sequence-number': 1, b'x-opt-offset': b'1',"
+        " b'x-opt-enqueued-time': 1700000000000});"
+        "assert messages_to_record_batch('0', [m]).num_rows == 1;"
+        "print('pandas' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,88 @@ def test_fail_on_data_loss_false_skips_expired_events_and_continues(
     assert sum(p["numInputRows"] for p in progress) == 10
     bodies = set(read_bodies(eh_spark, out))
     assert bodies == {f"old-{i}" for i in range(20)} | {f"new-{i}" for i in range(10, 20)}
+
+
+def _last_offsets(checkpoint: Path) -> dict:
+    logs = [p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()]
+    return json.loads(max(logs, key=lambda p: int(p.name)).read_text().splitlines()[-1])
+
+
+def test_partition_whose_unread_events_all_expired_never_blocks_and_the_loss_is_reported(
+    eh_spark: Any, hub: Any, tmp_path: Path
+) -> None:
+    """The driver moves the start past events that expired unread (failOnDataLoss=false) instead
+    of planning a range no receiver can deliver (which used to wait out receiverTimeout and fail);
+    the loss reaches the query's progress and, through the job runtime's listener, status.json."""
+    from hubflow_jobs.listener import StatusListener, summarize_source
+    from hubflow_jobs.status_folder import JobStatus, StatusFolder
+
+    hub.send([f"old-{i}" for i in range(20)], partition="0")
+    options = hub.options(
+        **{
+            "eventhubs.startingPosition": EARLIEST,
+            "failOnDataLoss": "false",
+            "eventhubs.receiverTimeout": "PT4M",  # longer than run_available_now waits
+        }
+    )
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    run_available_now(eh_spark, options, ckpt, out)
+    hub.send([f"gone-{i}" for i in range(10)], partition="0")
+    hub.emulator.truncate("hub1", partition="0", before_sequence_number=30)  # partition 0 is empty now
+
+    folder = StatusFolder(str(tmp_path / "status"))
+    listener = StatusListener(JobStatus(folder, "bronze"))
+    eh_spark.streams.addListener(listener)
+    try:
+        progress = run_available_now(eh_spark, options, ckpt, out)
+        # Listener events arrive on Spark's listener bus after the query ended: wait for the one
+        # carrying the loss (the status.json a job writes, which the status page reads).
+        deadline = time.monotonic() + 60
+        while not (folder.status() or {}).get("data_loss") and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        eh_spark.streams.removeListener(listener)
+    assert sum(p["numInputRows"] for p in progress) == 0
+    assert _last_offsets(ckpt) == {"hub1": {"0": 30, "1": 0, "2": 0, "3": 0}}
+    loss = {"0": {"events": 10, "lastLostRange": [20, 30]}}
+    assert json.loads(progress[-1]["sources"][0]["latestOffset"])["$dataLoss"] == loss
+    summary = summarize_source(progress[-1].sources[0])
+    assert summary["data_loss"] == loss
+    assert summary["latest_offset"] == {"hub1": {"0": 30, "1": 0, "2": 0, "3": 0}}
+    status = folder.status() or {}
+    assert status.get("data_loss") == {summary["description"]: loss}
+    assert "$dataLoss" not in json.dumps(status)
+
+    hub.send(["after-the-gap"], partition="0")
+    progress = run_available_now(eh_spark, options, ckpt, out)
+    assert sum(p["numInputRows"] for p in progress) == 1
+    assert sorted(read_bodies(eh_spark, out)) == sorted([f"old-{i}" for i in range(20)] + ["after-the-gap"])
+
+
+def test_batch_limits_default_and_per_partition_rates_follow_the_scala_connector(
+    eh_spark: Any, tmp_path: Path
+) -> None:
+    """maxEventsPerTrigger defaults to 1000 x partitions; eventhubs.maxRatePerPartition caps every
+    partition per batch and eventhubs.maxRatesPerPartition single ones (the DStream rules)."""
+    from eventhubs_emulator import Emulator, EmulatorConfig
+    from pyspark_eventhubs import position_key
+
+    from .conftest import Hub
+
+    with Emulator(EmulatorConfig.single_hub("two", partition_count=2), port=0) as emu:
+        hub = Hub(emu, "two", emu.connection_string("two"))
+        sent = hub.send_per_partition({"0": 2030, "1": 20})
+        base = hub.options(**{"eventhubs.startingPosition": EARLIEST})
+
+        progress = run_available_now(eh_spark, base, tmp_path / "c1", tmp_path / "o1")
+        assert [p["numInputRows"] for p in progress if p["numInputRows"]] == [2000, 50]
+
+        rates = {
+            **base,
+            "eventhubs.maxRatePerPartition": "900",
+            "eventhubs.maxRatesPerPartition": json.dumps({position_key("two", 1): 8}),
+        }
+        progress = run_available_now(eh_spark, rates, tmp_path / "c2", tmp_path / "o2")
+        assert [p["numInputRows"] for p in progress if p["numInputRows"]] == [908, 908, 234]
+        bodies = read_bodies(eh_spark, tmp_path / "o2")
+        assert len(bodies) == 2050 and set(bodies) == sent

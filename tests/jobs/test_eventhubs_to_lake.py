@@ -199,7 +199,7 @@ def _run_with_kills(
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
-    assert "taking over stale lock of job eventhubs_to_lake" in log.read_text()
+    assert "taking over the lease of job eventhubs_to_lake" in log.read_text()
     secret = re.search(r"SharedAccessKey=([^;]+)", eventhub.connection_string).group(1)
     for run_log in tmp_path.glob("*.log"):
         assert secret not in run_log.read_text(errors="replace"), f"the SAS key leaked into {run_log.name}"

@@ -120,7 +120,7 @@ def test_run_killed_mid_way_then_rerun_loses_nothing_and_archives_once(
 ) -> None:
     file_stream.land_and_run(batches=2, files_per_batch=10)
     landed = contents(file_stream.landing)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "plugins"), str(REPO_ROOT)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO_ROOT / p) for p in ("plugins", "jobs", ""))}
     command = [sys.executable, "-m", "tests.plugins.archive_until_killed"]
     roots = [str(file_stream.checkpoint), str(file_stream.landing), str(file_stream.archive)]
 
@@ -175,6 +175,20 @@ def test_conflicting_archive_copy_is_left_alone(file_stream: FileStream) -> None
     assert result.landing_copies_removed == [str(same.relative_to(file_stream.archive))]
     assert not batch[1].exists()
     assert result.moved == names(batch[2:], file_stream.landing)
+
+
+def test_an_archive_copy_of_the_same_size_but_other_bytes_is_a_conflict(file_stream: FileStream) -> None:
+    """ "Already archived" is decided by content: a same-sized different file is never taken for it."""
+    [batch] = file_stream.land_and_run(batches=1, files_per_batch=1)
+    [name] = names(batch, file_stream.landing)
+    impostor = file_stream.archive / name
+    impostor.parent.mkdir(parents=True)
+    impostor.write_bytes(bytes(reversed(batch[0].read_bytes())))
+
+    result = archive(file_stream)
+
+    assert result.conflicts == [name] and result.landing_copies_removed == []
+    assert batch[0].exists()
 
 
 def test_overlapping_roots_are_refused(tmp_path: Path) -> None:
@@ -248,7 +262,8 @@ def test_archive_killed_from_outside_at_a_random_moment_then_rerun(file_stream: 
     """The plain library in a child process, SIGKILLed by the parent once it reports 100 files done."""
     file_stream.land_and_run(batches=1, files_per_batch=600)
     landed = contents(file_stream.landing)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "plugins"), "PYTHONUNBUFFERED": "1"}
+    pythonpath = os.pathsep.join(str(REPO_ROOT / p) for p in ("plugins", "jobs"))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
     roots = [str(file_stream.checkpoint), str(file_stream.landing), str(file_stream.archive)]
     child = subprocess.Popen(
         [sys.executable, "-m", "hubflow_plugins.archive", *roots, "--max-workers", "2"],

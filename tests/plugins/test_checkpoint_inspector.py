@@ -252,7 +252,7 @@ def test_command_line_prints_the_report_and_exits_non_zero_when_not_ok(
     checkpoint: Path, tmp_path: Path
 ) -> None:
     repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(repo / "plugins")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo / "plugins"), str(repo / "jobs")])}
     command = [sys.executable, "-m", "hubflow_plugins.checkpoint_inspector"]
 
     good = subprocess.run([*command, str(checkpoint)], env=env, capture_output=True, text=True, timeout=60)

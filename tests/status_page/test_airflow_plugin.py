@@ -27,7 +27,7 @@ def plugin_env(airflow_home: Any, registry: Path) -> dict[str, str]:
                 "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
             ),
             "HUBFLOW_REGISTRY": str(registry),
-            "PYTHONPATH": f"{REPO_ROOT / 'plugins'}:{REPO_ROOT}",
+            "PYTHONPATH": f"{REPO_ROOT / 'plugins'}:{REPO_ROOT / 'jobs'}:{REPO_ROOT}",
         }
     )
     env.pop("HUBFLOW_STATUS_PAGE_PUBLIC", None)

@@ -231,3 +231,24 @@ def test_a_held_job_shows_who_held_it_and_its_driver_log_is_linked_with_secrets_
     finally:
         folder.release_hold()
         log.unlink()
+
+
+def test_data_loss_in_status_json_is_listed_under_the_job(status_world: StatusWorld) -> None:
+    """status.json's ``data_loss`` (written by the jobs listener) is shown as one line per partition."""
+    from hubflow_jobs.status_folder import STATUS_FILE, JobStatus, StatusFolder
+    from hubflow_plugins.registry import load_registry
+
+    folder = StatusFolder(load_registry(status_world.registry).job("never_ran").paths.status_dir)
+    client = client_for(status_world)
+    assert client.get("/hubflow/api/jobs/never_ran").json()["data_loss"] is None
+    status = JobStatus(folder, "never_ran")
+    status.update(data_loss={"EventHubs[ns/hub1]": {"0": {"events": 10, "lastLostRange": [20, 30]}}})
+    try:
+        job = client.get("/hubflow/api/jobs/never_ran").json()
+        line = "EventHubs[ns/hub1] partition 0: 10 events expired before they were read"
+        assert len(job["data_loss"]) == 1 and job["data_loss"][0].startswith(line)
+        assert job["data_loss"][0].endswith("[20, 30))")
+        html = client.get("/hubflow/").text
+        assert f"<li>{line}" in html
+    finally:
+        folder.remove(STATUS_FILE)

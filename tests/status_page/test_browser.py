@@ -45,7 +45,7 @@ def _free_port() -> int:
 def page_url(status_world: StatusWorld) -> Iterator[str]:
     """The status page served by uvicorn in a child process on 127.0.0.1."""
     port = _free_port()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "plugins"), str(REPO_ROOT)]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(REPO_ROOT / p) for p in ("plugins", "jobs", "")))
     server = subprocess.Popen(
         [
             sys.executable,

@@ -82,6 +82,7 @@ def job_snapshot(
         "last_batch": None,
         "lag": None,
         "exception": None,
+        "data_loss": None,
         "hold": None,
         "driver_log": False,
         "checkpoint_location": None,
@@ -150,9 +151,34 @@ def _fill_status(
         heartbeat_age_seconds=live.heartbeat_age_seconds,
         exception=redact(status.get("exception")),
         lag=progress_lag(progress),
+        data_loss=data_loss_lines(status.get("data_loss")),
     )
     if progress:
         snapshot["last_batch"] = {key: progress.get(key) for key in _LAST_BATCH_KEYS}
+
+
+def data_loss_lines(data_loss: Any) -> list[str] | None:
+    """status.json's ``data_loss`` (written by ``hubflow_jobs.listener``) as sentences, or None.
+
+    One line per source and partition: how many events expired unread in this run and the last
+    lost range of sequence numbers.
+    """
+    if not isinstance(data_loss, dict) or not data_loss:
+        return None
+    lines = []
+    for source, partitions in data_loss.items():
+        if not isinstance(partitions, dict):
+            continue
+        for partition, loss in partitions.items():
+            loss = loss if isinstance(loss, dict) else {}
+            lost_range = loss.get("lastLostRange") or ["?", "?"]
+            lines.append(
+                redact(
+                    f"{source} partition {partition}: {loss.get('events', '?')} events expired before "
+                    f"they were read (last lost sequence numbers [{lost_range[0]}, {lost_range[-1]}))"
+                )
+            )
+    return lines or None
 
 
 def driver_log_tail(job: Any, max_bytes: int) -> str | None:
@@ -169,12 +195,12 @@ def job_history(
     name: str, paths: Any, samples: ProgressSamples, offsets_cache: OffsetsCache | None = None
 ) -> list[dict[str, Any]]:
     """The chart points of one job: the history file if any, else checkpoint plus samples."""
-    import fsspec
+    from hubflow_jobs.azure_storage import url_to_fs
 
-    status_fs, status_root = fsspec.core.url_to_fs(paths.status_dir)
+    status_fs, status_root = url_to_fs(paths.status_dir)
     from_file = read_history_file(status_fs, status_root)
     if from_file is not None:
         return merge_points(samples.points(name), from_file)
-    checkpoint_fs, checkpoint_root = fsspec.core.url_to_fs(paths.checkpoint_location)
+    checkpoint_fs, checkpoint_root = url_to_fs(paths.checkpoint_location)
     derived = history_from_checkpoint(checkpoint_fs, checkpoint_root, offsets_cache)
     return merge_points(derived, samples.points(name))

@@ -140,7 +140,7 @@ class OffsetsCache:
         """The parsed offsets file of ``batch_id``, read at most once per version of the file."""
         from hubflow_plugins.checkpoint_logs import read_offsets
 
-        key = (checkpoint_root, batch_id, info.get("size"), str(_mtime(info)))
+        key = (checkpoint_root, batch_id, info.get("size"), str(info.get("etag") or _mtime(info)))
         with self._lock:
             if key in self._files:
                 self._files.move_to_end(key)

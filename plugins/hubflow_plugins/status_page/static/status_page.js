@@ -118,7 +118,7 @@
     setCell(row, 8, job.lag === null ? "–" : String(job.lag));
   }
 
-  // The hold (who, when, why) and the driver-log link of a job's section.
+  // The hold (who, when, why), the data loss and the driver-log link of a job's section.
   function updateSection(job) {
     var section = document.getElementById("job-" + job.name);
     if (!section) { return; }
@@ -129,6 +129,19 @@
       if (job.hold && text) {
         text.textContent = "Held by " + (job.hold.by || "unknown") + " at " + (job.hold.at || "?") + ": " +
           (job.hold.reason || "no reason given") + ".";
+      }
+    }
+    var loss = section.querySelector(".data-loss");
+    if (loss) {
+      loss.hidden = !job.data_loss;
+      var list = loss.querySelector(".data-loss-lines");
+      if (list) {
+        list.textContent = "";
+        (job.data_loss || []).forEach(function (line) {
+          var item = document.createElement("li");
+          item.textContent = line;
+          list.appendChild(item);
+        });
       }
     }
     var log = section.querySelector(".driver-log");

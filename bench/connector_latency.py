@@ -1,0 +1,383 @@
+"""End-to-end latency of ``format("eventhubs")`` against Spark's own ``rate`` source, same sink, same run.
+
+A steady stream of ``--rate`` events/s (round-robin over ``--partitions`` partitions of one
+emulated hub, sent by one SDK producer process that runs for the whole benchmark) is read with
+``trigger(processingTime="0 seconds")`` into a parquet sink on ``local[2]``. The reference is
+Spark's built-in ``rate`` source at the same rows/s (same number of partitions) into the same
+kind of sink in the same Spark session: the engine's own floor for a micro-batch pipeline. Both
+sides write the same three columns (``timestamp``, ``value``, a ``--body``-byte ``body``).
+
+Latency of a row = the time its micro-batch was committed (the mtime of the sink's
+``_spark_metadata/<batch>`` file, written when the batch's files become visible) minus the row's
+``enqueuedTime`` (Event Hubs: stamped by the broker on arrival) or ``timestamp`` (rate source:
+the moment the row became due). Batches that started before ``--warmup`` seconds after the
+query's first committed batch with rows are left out (start-up is not what is measured). Per-batch
+durations come from Spark's own progress (``durationMs``).
+
+The two sides alternate (eventhubs first in odd repetitions, rate first in even ones) for
+``--reps`` repetitions; the summary gives the median over repetitions and the min-max, and the
+ratio eventhubs / rate.
+
+With ``--available-now N`` it then times N ``Trigger.AvailableNow`` runs of the connector in the
+same (warm) session: wall time outside any trigger (planning set-up, query start and stop) and
+the first batch.
+
+Usage: ``.venv/bin/python bench/connector_latency.py [--rate 1000] [--partitions 4] [--seconds 40]
+[--reps 3] [--available-now 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+HUB = "latency"
+
+
+def start_emulator(workdir: Path, partitions: int) -> tuple[subprocess.Popen, str]:
+    """The emulator CLI in its own process with one hub; returns it and the hub's connection string."""
+    config = workdir / "Config.json"
+    entity = {"Name": HUB, "PartitionCount": partitions, "ConsumerGroups": []}
+    config.write_text(
+        json.dumps(
+            {
+                "UserConfig": {
+                    "NamespaceConfig": [{"Type": "EventHub", "Name": "ns", "Entities": [entity]}],
+                    "LoggingConfig": {"Type": "Console"},
+                }
+            }
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eventhubs_emulator", "--config", str(config), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(f"{HUB}: "):
+            return proc, line.split(": ", 1)[1].strip()
+    raise RuntimeError("the emulator did not print the connection string")
+
+
+def produce_steadily(conn: str, rate: int, partitions: int, body_size: int, stop: Any) -> None:
+    """Send ``rate`` events/s round-robin over the partitions until ``stop`` is set (own process).
+
+    Every 20 ms the events due by then are sent, one ``send_batch`` per partition, so the stream is
+    steady rather than bursty.
+    """
+    from azure.eventhub import EventData, EventHubProducerClient
+
+    body = b"x" * body_size
+    parent = os.getppid()
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        producer.get_partition_ids()
+        started = time.monotonic()
+        sent = 0
+        tick = started
+        while not stop.is_set() and os.getppid() == parent:
+            tick += 0.02
+            due = int((time.monotonic() - started) * rate) - sent
+            if due > 0:
+                for p in range(partitions):
+                    share = due // partitions + (1 if p < due % partitions else 0)
+                    if share:
+                        batch = producer.create_batch(partition_id=str(p))
+                        for _ in range(share):
+                            try:
+                                batch.add(EventData(body))
+                            except ValueError:  # full: a producer behind schedule sends more
+                                producer.send_batch(batch)
+                                batch = producer.create_batch(partition_id=str(p))
+                                batch.add(EventData(body))
+                        producer.send_batch(batch)
+                sent += due
+            time.sleep(max(0.0, tick - time.monotonic()))
+
+
+def committed_latencies(out: Path, not_before_ms: float) -> list[float]:
+    """Seconds from each row's timestamp to its batch's commit, for batches committed after a time."""
+    import pyarrow.parquet as pq
+
+    latencies: list[float] = []
+    log_dir = out / "_spark_metadata"
+    for entry in log_dir.iterdir():
+        if not entry.name.isdigit():
+            continue
+        committed = entry.stat().st_mtime
+        files = [json.loads(line)["path"] for line in entry.read_text().splitlines()[1:] if line.strip()]
+        for path in files:
+            table = pq.read_table(unquote(urlparse(path).path), columns=["timestamp"])
+            for ts in table.column("timestamp").to_pylist():
+                if ts is not None and ts.timestamp() * 1000 >= not_before_ms:
+                    latencies.append(committed - ts.timestamp())
+    return latencies
+
+
+def run_side(spark: Any, side: str, conn: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """One measured query of one side; returns latency percentiles and per-batch duration medians."""
+    body = f"cast(repeat('x', {args.body}) AS binary)"
+    if side == "eventhubs":
+        df = (
+            spark.readStream.format("eventhubs")
+            .option("eventhubs.connectionString", conn)
+            .load()
+            .selectExpr("enqueuedTime AS timestamp", "sequenceNumber AS value", "body")
+        )
+    else:
+        df = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", args.rate)
+            .option("numPartitions", args.partitions)
+            .load()
+            .selectExpr("timestamp", "value", f"{body} AS body")
+        )
+    out, ckpt = workdir / f"{side}-out", workdir / f"{side}-ckpt"
+    load_before = os.getloadavg()[0]
+    query = (
+        df.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    try:
+        # Query start-up (Python workers, first receivers) is not what is measured: the window
+        # opens --warmup seconds after the first batch with rows committed.
+        first_deadline = time.monotonic() + 300
+        while (
+            not any(p["numInputRows"] for p in query.recentProgress)
+            and query.isActive
+            and time.monotonic() < first_deadline
+        ):
+            time.sleep(0.2)
+        measured_from = time.time() * 1000 + args.warmup * 1000
+        time.sleep(args.warmup + args.seconds)
+        # On a loaded machine a batch can outlast the window: keep the query running until at
+        # least 3 batches that started inside the window were committed (or 2 minutes more).
+        extra_deadline = time.monotonic() + 120
+        while (
+            sum(
+                1
+                for p in query.recentProgress
+                if p["numInputRows"] > 0 and _epoch_ms(p["timestamp"]) >= measured_from
+            )
+            < 3
+            and query.isActive
+            and time.monotonic() < extra_deadline
+        ):
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    load_after = os.getloadavg()[0]
+    if query.exception() is not None:
+        raise RuntimeError(f"{side} query failed: {query.exception()}")
+    batches = [
+        p
+        for p in query.recentProgress
+        if p["numInputRows"] > 0 and _epoch_ms(p["timestamp"]) >= measured_from
+    ]
+    latencies = sorted(committed_latencies(out, measured_from))
+    if not latencies or not batches:
+        raise RuntimeError(f"{side}: nothing was committed in the measured window")
+
+    def median_duration(key: str) -> float:
+        return statistics.median(p["durationMs"].get(key, 0) for p in batches)
+
+    return {
+        "rows": len(latencies),
+        "batches": len(batches),
+        "p50": _percentile(latencies, 0.50),
+        "p99": _percentile(latencies, 0.99),
+        "latestOffset": median_duration("latestOffset"),
+        "addBatch": median_duration("addBatch"),
+        "triggerExecution": median_duration("triggerExecution"),
+        "load": (load_before + load_after) / 2,
+    }
+
+
+def available_now_overhead(spark: Any, conn: str, workdir: Path, runs: int) -> list[dict[str, float]]:
+    """Fixed cost of ``Trigger.AvailableNow`` runs: wall time outside any trigger, first batch.
+
+    Each run starts a new query (new checkpoint) from the end of the stream with
+    ``maxEventsPerTrigger=1000``, so it reads what arrives until its planning and ends; the
+    producer keeps running meanwhile.
+    """
+    outcomes = []
+    for run in range(runs):
+        df = (
+            spark.readStream.format("eventhubs")
+            .option("eventhubs.connectionString", conn)
+            .option("maxEventsPerTrigger", "1000")
+            .load()
+            .selectExpr("enqueuedTime AS timestamp", "sequenceNumber AS value", "body")
+        )
+        started = time.monotonic()
+        query = (
+            df.writeStream.format("parquet")
+            .option("path", str(workdir / f"an{run}-out"))
+            .option("checkpointLocation", str(workdir / f"an{run}-ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        wall = time.monotonic() - started
+        if query.exception() is not None:
+            raise RuntimeError(f"availableNow run failed: {query.exception()}")
+        triggers = [p["durationMs"].get("triggerExecution", 0) / 1000 for p in query.recentProgress]
+        outcomes.append(
+            {"wall": wall, "outside": wall - sum(triggers), "first": triggers[0] if triggers else 0.0}
+        )
+        print(
+            f"availableNow run {run + 1}: {wall:.1f} s wall, {wall - sum(triggers):.1f} s outside "
+            f"triggers, first batch {outcomes[-1]['first']:.1f} s, {len(triggers)} batches",
+            flush=True,
+        )
+    return outcomes
+
+
+def _epoch_ms(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+METRICS = [
+    ("p50", "latency p50 (s)", "{:.2f}"),
+    ("p99", "latency p99 (s)", "{:.2f}"),
+    ("latestOffset", "latestOffset median (ms)", "{:.0f}"),
+    ("addBatch", "addBatch median (ms)", "{:.0f}"),
+    ("triggerExecution", "triggerExecution median (ms)", "{:.0f}"),
+]
+
+
+def summarize(results: dict[str, list[dict[str, Any]]]) -> str:
+    """A Markdown table: median over repetitions (min-max) per side, and the ratio of the medians."""
+    lines = [
+        "| per repetition: median (min-max) | eventhubs | rate source | eventhubs / rate |",
+        "|---|---|---|---|",
+    ]
+    for key, label, fmt in METRICS:
+        cells = []
+        medians = {}
+        for side in ("eventhubs", "rate"):
+            values = [r[key] for r in results[side]]
+            medians[side] = statistics.median(values)
+            cells.append(f"{fmt.format(medians[side])} ({fmt.format(min(values))}-{fmt.format(max(values))})")
+        ratio = medians["eventhubs"] / medians["rate"] if medians["rate"] else float("inf")
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio:.2f} |")
+    for side in ("eventhubs", "rate"):
+        rows = sum(r["rows"] for r in results[side])
+        batches = sum(r["batches"] for r in results[side])
+        lines.append(f"\n{side}: {rows} rows in {batches} measured batches over {len(results[side])} runs")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rate", type=int, default=1000, help="events (rows) per second")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=40, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=15, help="seconds left out at each query start")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--body", type=int, default=100, help="body bytes per event/row")
+    parser.add_argument(
+        "--available-now", type=int, default=0, help="also time this many Trigger.AvailableNow runs"
+    )
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup below on kill
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        emulator, conn = start_emulator(workdir, args.partitions)
+        spawn = mp.get_context("spawn")
+        stop = spawn.Event()
+        producer = spawn.Process(
+            target=produce_steadily, args=(conn, args.rate, args.partitions, args.body, stop)
+        )
+        results: dict[str, list[dict[str, Any]]] = {"eventhubs": [], "rate": []}
+        try:
+            producer.start()
+            from pyspark.sql import SparkSession
+
+            from pyspark_eventhubs import DefaultSource
+
+            spark = (
+                SparkSession.builder.master("local[2]")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.sql.shuffle.partitions", "2")
+                .config("spark.sql.streaming.numRecentProgressUpdates", "10000")
+                # A loaded machine starts Python workers slowly; give them time to connect back.
+                .config("spark.python.authenticate.socketTimeout", "120s")
+                .getOrCreate()
+            )
+            spark.sparkContext.setLogLevel("ERROR")
+            spark.dataSource.register(DefaultSource)
+            for rep in range(args.reps):
+                order = ("eventhubs", "rate") if rep % 2 == 0 else ("rate", "eventhubs")
+                for side in order:
+                    for attempt in range(3):
+                        try:
+                            result = run_side(spark, side, conn, args, workdir / f"rep{rep}-{attempt}")
+                            break
+                        except RuntimeError as exc:
+                            # Spark waits a fixed 10 s for a new Python process (the streaming
+                            # source's runner) to connect back; on an overloaded machine that
+                            # start can take longer. Such a run measured nothing: run it again.
+                            if "connect back" not in str(exc) or attempt == 2:
+                                raise
+                            print(f"rep {rep + 1} {side}: {exc}; run again", flush=True)
+                    results[side].append(result)
+                    print(
+                        f"rep {rep + 1} {side:>9}: p50 {result['p50']:.2f} s, "
+                        f"p99 {result['p99']:.2f} s, latestOffset {result['latestOffset']:.0f} ms, "
+                        f"addBatch {result['addBatch']:.0f} ms, "
+                        f"triggerExecution {result['triggerExecution']:.0f} ms, "
+                        f"{result['batches']} batches, load {result['load']:.1f}",
+                        flush=True,
+                    )
+            available_now = available_now_overhead(spark, conn, workdir, args.available_now)
+            spark.stop()
+        finally:
+            stop.set()
+            producer.join(30)
+            emulator.terminate()
+            emulator.wait(10)
+
+    print(
+        f"\n{args.rate} events/s, {args.partitions} partitions, {args.body} B bodies, local[2], "
+        f"trigger 0 s, parquet sink, {args.reps} reps x {args.seconds:g} s measured "
+        f"(+{args.warmup:g} s warm-up)\n"
+    )
+    if args.reps:
+        print(summarize(results))
+    if available_now:
+        for key, label in (("outside", "outside any trigger"), ("first", "first batch")):
+            values = [o[key] for o in available_now]
+            print(
+                f"availableNow {label}: median {statistics.median(values):.1f} s "
+                f"({min(values):.1f}-{max(values):.1f}) over {len(values)} runs"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The storage account of a job as an Airflow connection.
+
+A job's checkpoint, status folder, landing and lake live in Azure storage; the registry names the
+Airflow connection that reaches it (``storage_conn_id``). The connection is read the way the
+Microsoft Azure provider reads its ``wasb``/``adls`` connections, so an existing one works as is:
+
+* ``extra.connection_string`` — a storage connection string; it wins over everything else;
+* else ``login`` (or the host's first label, or ``extra.account_name``) is the account and
+  ``password`` its key — unless ``extra.tenant_id`` is set: then ``login``/``password`` are a service
+  principal's client id and secret;
+* ``extra.sas_token`` — a SAS instead of a key;
+* ``extra.managed_identity_client_id`` — a user-assigned managed identity (no secret);
+* ``extra.blob_endpoint`` — the Blob service URL when it is not ``https://<account>.blob.core.windows.net``
+  (Azurite; ``extra.account_host`` names a custom host the same way).
+
+With no secret at all the account is reached with DefaultAzureCredential (managed identity).
+Every secret is registered with Airflow's log masker before it is used, and the driver receives it
+only through its environment (``hubflow_jobs.azure_storage.STORAGE_ACCESS_ENV``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from hubflow_jobs.azure_storage import AzureStorageAccess, StorageAccessError
+
+
+class AzureStorageHook(BaseHook):
+    """Turns an Airflow connection into the storage access every hubflow client uses."""
+
+    conn_name_attr = "storage_conn_id"
+    default_conn_name = "hubflow_storage_default"
+    conn_type = "wasb"
+    hook_name = "Azure storage (hubflow)"
+
+    def __init__(self, storage_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.storage_conn_id = storage_conn_id
+
+    def get_conn(self) -> Any:
+        return self.get_connection(self.storage_conn_id)
+
+    def access(self) -> AzureStorageAccess:
+        """The connection as an :class:`AzureStorageAccess`, its secrets masked in every log."""
+        conn = self.get_conn()
+        try:
+            access = access_from_connection(
+                conn_type=conn.conn_type or self.conn_type,
+                host=conn.host,
+                login=conn.login,
+                password=conn.password,
+                extra=conn.extra_dejson or {},
+            )
+        except (StorageAccessError, ValueError) as exc:
+            raise ValueError(f"Airflow connection {self.storage_conn_id!r}: {_without_input(exc)}") from None
+        _mask(access.secrets())
+        return access
+
+
+def access_from_connection(
+    *, conn_type: str, host: str | None, login: str | None, password: str | None, extra: dict[str, Any]
+) -> AzureStorageAccess:
+    """The storage access a connection's fields describe (see the module docstring)."""
+
+    def field(name: str) -> Any:
+        for key in (name, f"extra__{conn_type}__{name}"):
+            value = extra.get(key)
+            if value not in (None, ""):
+                return value
+        return None
+
+    connection_string = field("connection_string")
+    pasted = password or ""
+    if not connection_string and ("AccountKey=" in pasted or "SharedAccessSignature=" in pasted):
+        connection_string = pasted  # a whole connection string pasted into the password
+    if connection_string:
+        _mask([connection_string])
+        return AzureStorageAccess(connection_string=connection_string)
+    account = field("account_name") or _account_from_host(host) or (login if not field("tenant_id") else None)
+    if not account:
+        raise StorageAccessError(
+            "names no storage account: set login (or extra.account_name) to the account name"
+        )
+    values: dict[str, Any] = {"account_name": account}
+    tenant_id = field("tenant_id")
+    if tenant_id:
+        values.update(tenant_id=tenant_id, client_id=login or field("client_id"), client_secret=password)
+    elif field("sas_token"):
+        values["sas_token"] = field("sas_token")
+    elif password:
+        values["account_key"] = password
+    elif field("managed_identity_client_id"):
+        values["client_id"] = field("managed_identity_client_id")
+    endpoint = field("blob_endpoint") or (
+        f"https://{field('account_host')}" if field("account_host") else None
+    )
+    if endpoint:
+        values["blob_endpoint"] = endpoint
+    return AzureStorageAccess(**{k: v for k, v in values.items() if v is not None})
+
+
+def _account_from_host(host: str | None) -> str | None:
+    if not host or "." not in host:
+        return None
+    return host.split("://", 1)[-1].split(".", 1)[0] or None
+
+
+def _without_input(error: Exception) -> str:
+    """The problem without the offending value (pydantic quotes its input, which may be a secret)."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        return "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errors())
+    return str(error)
+
+
+def _mask(secrets: list[str]) -> None:
+    try:
+        from airflow.sdk.log import mask_secret
+    except ImportError:  # pragma: no cover - older task SDK layout
+        from airflow.sdk.execution_time.secrets_masker import mask_secret
+    for secret in secrets:
+        if secret:
+            mask_secret(secret)
