@@ -2,8 +2,10 @@
 # The docker-compose stack (docker-compose.yml): Docker, images, start and stop, on this machine or a
 # user's. See docs/deployment.md.
 #
-#   scripts/stack.sh up                 Docker ready, images made, stack started and healthy; prints
+#   scripts/stack.sh up [--no-build]    Docker ready, images made, stack started and healthy; prints
 #                                       the UI address and login                     (make stack-up)
+#                                       --no-build: the images of an earlier `images` are used as
+#                                       they are (the stack proof builds them in the background)
 #   scripts/stack.sh down [--volumes]   stops the stack and what this script started: containers,
 #                                       networks, the dockerd it started and that dockerd's iptables
 #                                       rules and bridges; --volumes deletes the volumes too
@@ -431,10 +433,26 @@ hubflow stack is up (project $COMPOSE_PROJECT_NAME):
 EOF
 }
 
+# The images an earlier `images` made (its choices in images.env), without building anything.
+use_made_images() {
+  ensure_docker
+  remove_leftovers
+  [ -f "$state/images.env" ] || die "no images made yet: run scripts/stack.sh images (or up without --no-build)"
+  load_images_env
+  local image
+  for image in "$HUBFLOW_IMAGE" "$HUBFLOW_POSTGRES_IMAGE" "$HUBFLOW_REDIS_IMAGE"; do
+    have_image "$image" || die "image $image is missing: run scripts/stack.sh images (or up without --no-build)"
+  done
+}
+
 cmd_up() {
   local started=$SECONDS
-  make_images
-  load_images_env
+  if [ "${1:-}" = "--no-build" ]; then
+    use_made_images
+  else
+    make_images
+    load_images_env
+  fi
   say "starting the stack (compose files $COMPOSE_FILE)"
   (cd "$root" && compose up -d --no-build) || die "docker-compose up failed"
   wait_until_healthy

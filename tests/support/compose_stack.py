@@ -56,14 +56,16 @@ def start_image_build() -> None:
     _build_started = time.monotonic()
 
 
-def wait_for_image_build(timeout: float = 3600) -> None:
-    """Join the background build; raise with its log's tail when it failed."""
+def wait_for_image_build(timeout: float = 3600) -> bool:
+    """Join the background build; True when it made the images (so ``up --no-build`` need not build
+    them again), False when none ran; raise with its log's tail when it failed."""
     if _build is None:
-        return
+        return False
     code = _build.wait(timeout=timeout)
     if code != 0:
         tail = IMAGE_BUILD_LOG.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"scripts/stack.sh images failed (exit {code}):\n{tail}")
+    return True
 
 
 def stop_image_build_and_docker() -> None:
