@@ -100,13 +100,13 @@ class AirflowApi:
 
 
 def wait_for(check: Callable[[], T | None], timeout: float, what: str, every: float = 3.0) -> T:
-    """Poll ``check`` until it returns something other than None/False; fail naming ``what``."""
+    """Poll ``check`` until it returns something true (not None, False or empty); fail naming ``what``."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while True:
         try:
             value = check()
-            if value not in (None, False):
+            if value:
                 return value
         except Exception as exc:  # a transient API or docker error: try again until the deadline
             last_error = exc
