@@ -98,6 +98,7 @@ def blob_access(azurite: Azurite) -> Iterator:
     forget_accesses()
 
 
+@pytest.hookimpl(trylast=True)  # after `-m` deselection: a deselected proof builds nothing
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The docker-compose stack proof runs last, and its images start building now, in the background,
     so the minutes of building overlap the rest of the suite (tests/support/compose_stack.py)."""
