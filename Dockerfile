@@ -1,53 +1,103 @@
-# hubflow's image: Airflow 3.3.2 + Java 17 (for Spark) + this project at the versions of requirements.lock.
-# One image runs every Airflow service of docker-compose.yml and the Spark standalone master and
-# worker, so the driver (in the Celery worker) and the executors have the same Python packages.
+# hubflow's image: Debian's Python 3.11 and OpenJDK 17 JRE, the virtualenv of requirements.lock, and
+# this project. One image runs every Airflow service of docker-compose.yml, the Spark standalone
+# master and workers, and the Event Hubs emulator, so the Spark driver (spark-submit inside a Celery
+# worker) and the executors have the same Python, packages and jars.
 #
-#   docker compose build            # or: docker build -t hubflow-airflow:local .
-FROM apache/airflow:3.3.2-python3.11
+#   docker build -t hubflow:local .      # or: make stack-up (scripts/stack.sh), see docs/deployment.md
+#
+# Build inputs that never belong in git or in the image:
+#   .build/ca-certificates.crt  a CA bundle to trust while downloading (a TLS-inspecting proxy's);
+#                               scripts/stack.sh copies the host's bundle there. Used by the RUN
+#                               steps only, never installed into the image's trust store.
+#   HUBFLOW_WHEELHOUSE          (build arg) a find-links URL of wheels of the lock; scripts/stack.sh
+#                               serves the ones uv's cache on the host already holds. Only spares
+#                               downloads: requirements.lock decides every version.
+FROM debian:bookworm-slim
 
-USER root
-# Java 17 for Spark's JVM (Debian's openjdk-17-jre-headless; on a base without it, Java 21, which
-# Spark 4 supports too); procps because Spark's launch scripts call ps. JAVA_HOME gets a fixed name
-# whatever the CPU architecture.
-RUN apt-get update \
-    && (apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
-        || apt-get install -y --no-install-recommends openjdk-21-jre-headless procps) \
-    && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/hubflow-java \
-    && apt-get autoremove -yqq --purge \
-    && apt-get clean \
-    && rm -rf /var/lib/apt/lists/*
-ENV JAVA_HOME=/usr/lib/jvm/hubflow-java
+ENV DEBIAN_FRONTEND=noninteractive \
+    LANG=C.UTF-8 \
+    PYTHONUNBUFFERED=1
 
-USER airflow
-WORKDIR /opt/hubflow/src
-# The image's Python environment is the virtualenv at $VIRTUAL_ENV (/home/airflow/.local); uv uses it.
-COPY --chown=airflow:root requirements.lock ./
-# `uv pip sync` installs exactly the lock (pyspark-client is left out of it on purpose: it would
-# overwrite pyspark's Python files with another version's). The lock has no Celery provider, which
-# the base image ships for CeleryExecutor: reinstall the base image's version of it, held to the
-# lock's versions for everything the lock pins.
+# python3-venv: Debian's Python 3.11 with venv/ensurepip. openjdk-17-jre-headless: Spark's JVM.
+# procps: Spark's scripts call ps. curl: health checks. tini: PID 1 that reaps the orphans of
+# detached spark-submit drivers. JAVA_HOME gets one name whatever the CPU architecture.
 RUN set -eux; \
-    celery_provider="$(pip show apache-airflow-providers-celery | sed -n 's/^Version: //p')"; \
-    pip install --no-cache-dir "uv==0.13.9"; \
-    uv pip sync --no-cache requirements.lock; \
-    uv pip install --no-cache --constraint requirements.lock \
-        "apache-airflow-providers-celery[redis]==${celery_provider}"; \
-    python -c "import pyspark, airflow; print('pyspark', pyspark.__version__, 'airflow', airflow.__version__)"
+    apt-get update; \
+    apt-get install -y --no-install-recommends \
+        python3 python3-venv openjdk-17-jre-headless procps curl tini ca-certificates; \
+    ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/hubflow-java; \
+    apt-get clean; \
+    rm -rf /var/lib/apt/lists/*; \
+    useradd --uid 50000 --gid 0 --home-dir /opt/airflow --create-home --shell /bin/bash hubflow
+ENV JAVA_HOME=/usr/lib/jvm/hubflow-java \
+    VIRTUAL_ENV=/opt/hubflow/venv \
+    PATH=/opt/hubflow/venv/bin:$PATH
 
-# The project's own packages (not editable): the Event Hubs data source, the emulator, and the jobs
-# runtime hubflow_jobs, whose job-supervisor contract (hubflow_jobs.status_folder) the plugins import.
-COPY --chown=airflow:root connectors ./connectors
-COPY --chown=airflow:root emulator ./emulator
-COPY --chown=airflow:root jobs ./jobs
-RUN uv pip install --no-cache --no-deps ./connectors ./emulator ./jobs
+# The locked virtualenv. `uv pip sync` installs exactly the lock: the Celery provider is in it, and
+# pyspark-client is left out of it on purpose (it would overwrite pyspark's Python files with
+# another version's). Bytecode is compiled here because the services run as a user who cannot write
+# into the virtualenv.
+ARG HUBFLOW_WHEELHOUSE=
+COPY .build/ /tmp/hubflow-build/
+COPY requirements.lock /opt/hubflow/requirements.lock
+RUN set -eux; \
+    if [ -s /tmp/hubflow-build/ca-certificates.crt ]; then \
+        export SSL_CERT_FILE=/tmp/hubflow-build/ca-certificates.crt PIP_CERT=/tmp/hubflow-build/ca-certificates.crt; \
+    fi; \
+    find_links="${HUBFLOW_WHEELHOUSE:+--find-links $HUBFLOW_WHEELHOUSE}"; \
+    python3 -m venv "$VIRTUAL_ENV"; \
+    uv_pin="$(grep '^uv==' /opt/hubflow/requirements.lock)"; \
+    pip install --no-cache-dir --disable-pip-version-check $find_links "$uv_pin"; \
+    uv pip sync --no-cache --compile-bytecode $find_links /opt/hubflow/requirements.lock; \
+    python -c "import airflow, pyspark; print('airflow', airflow.__version__, 'pyspark', pyspark.__version__)"
 
-# DAGs, plugins and jobs; docker-compose.yml mounts the working copies over these in development.
-COPY --chown=airflow:root dags /opt/airflow/dags
-COPY --chown=airflow:root plugins /opt/airflow/plugins
-COPY --chown=airflow:root jobs /opt/airflow/jobs
-ENV HUBFLOW_REGISTRY=/opt/airflow/dags/registry.yaml \
+# The locked JVM jars of the jobs (delta-spark, hadoop-azure; jvm-deps.lock) into the virtualenv's
+# pyspark/jars, checksums verified, by the same script as `make venv`: every Spark the image starts
+# (drivers, master, workers, executors) has them, and no job fetches a jar at run time.
+ARG HUBFLOW_MAVEN_REPO=
+COPY jvm-deps.lock /opt/hubflow/jvm-deps.lock
+COPY scripts/jvm_deps.py /opt/hubflow/scripts/jvm_deps.py
+RUN set -eux; \
+    if [ -s /tmp/hubflow-build/ca-certificates.crt ]; then export SSL_CERT_FILE=/tmp/hubflow-build/ca-certificates.crt; fi; \
+    if [ -n "$HUBFLOW_MAVEN_REPO" ]; then export HUBFLOW_MAVEN_REPO; else unset HUBFLOW_MAVEN_REPO; fi; \
+    HUBFLOW_JAR_CACHE=/tmp/hubflow-jars python /opt/hubflow/scripts/jvm_deps.py install; \
+    rm -rf /tmp/hubflow-jars; \
+    python /opt/hubflow/scripts/jvm_deps.py check
+
+# The project's own packages, not editable and without dependencies (the lock has them all): the
+# Event Hubs data source, the emulator, and the jobs runtime hubflow-jobs, whose job-supervisor
+# contract (hubflow_jobs.status_folder) the plugins import.
+COPY connectors /opt/hubflow/src/connectors
+COPY emulator /opt/hubflow/src/emulator
+COPY jobs /opt/hubflow/src/jobs
+RUN set -eux; \
+    if [ -s /tmp/hubflow-build/ca-certificates.crt ]; then export SSL_CERT_FILE=/tmp/hubflow-build/ca-certificates.crt; fi; \
+    find_links="${HUBFLOW_WHEELHOUSE:+--find-links $HUBFLOW_WHEELHOUSE}"; \
+    uv pip install --no-cache --compile-bytecode --no-deps $find_links \
+        /opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/jobs; \
+    rm -rf /tmp/hubflow-build
+
+# DAGs, plugins, job entry scripts and configs (spark-submit runs jobs/*.py from $HUBFLOW_JOBS_DIR),
+# and the deployment's settings.
+COPY --chown=50000:0 dags /opt/airflow/dags
+COPY --chown=50000:0 plugins /opt/airflow/plugins
+COPY --chown=50000:0 jobs /opt/airflow/jobs
+COPY deploy/airflow/airflow.cfg /opt/airflow/config/airflow.cfg
+COPY deploy/spark/spark-defaults.conf /opt/hubflow/spark-conf/spark-defaults.conf
+COPY deploy/eventhubs/Config.json /opt/hubflow/eventhubs/Config.json
+COPY deploy/healthcheck.py deploy/prepare_data.py /opt/hubflow/
+# Folders the services write, owned by the image's user: a new named volume mounted on one of them
+# starts with this owner.
+RUN install -d -o 50000 -g 0 /opt/hubflow/data /var/lib/eventhubs /opt/airflow/logs
+
+ENV AIRFLOW_HOME=/opt/airflow \
+    AIRFLOW_CONFIG=/opt/airflow/config/airflow.cfg \
+    HUBFLOW_REGISTRY=/opt/airflow/dags/registry.yaml \
     HUBFLOW_JOBS_DIR=/opt/airflow/jobs \
-    PYSPARK_PYTHON=/home/airflow/.local/bin/python \
-    PYSPARK_DRIVER_PYTHON=/home/airflow/.local/bin/python \
+    PYSPARK_PYTHON=/opt/hubflow/venv/bin/python \
+    PYSPARK_DRIVER_PYTHON=/opt/hubflow/venv/bin/python \
     SPARK_CONF_DIR=/opt/hubflow/spark-conf
+USER 50000:0
 WORKDIR /opt/airflow
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["bash"]

@@ -41,10 +41,10 @@ PREFETCH = 500
 PROPERTIES = {"source": "bench", "kind": "reading", "schema": "v1"}
 
 
-def start_emulator(workdir: Path) -> tuple[subprocess.Popen, dict[str, str]]:
+def start_emulator(workdir: Path, partitions: int = PARTITIONS) -> tuple[subprocess.Popen, dict[str, str]]:
     """The emulator CLI with hubs ``bench`` and ``sink``; returns it and their connection strings."""
     entities = [
-        {"Name": name, "PartitionCount": PARTITIONS, "ConsumerGroups": []} for name in ("bench", "sink")
+        {"Name": name, "PartitionCount": partitions, "ConsumerGroups": []} for name in ("bench", "sink")
     ]
     config = workdir / "Config.json"
     config.write_text(

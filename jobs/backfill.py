@@ -23,6 +23,7 @@ from hubflow_jobs.backfill import (
     parse_window,
 )
 from hubflow_jobs.config import ConfigError, load_config
+from hubflow_jobs.executors import NoExecutorsError
 from hubflow_jobs.file_landing import FilesToLakeConfig
 from hubflow_jobs.runner import configure_logging, one_line
 from hubflow_jobs.session import build_session
@@ -49,7 +50,11 @@ def main(argv: list[str]) -> int:
     except (ConfigError, WindowError) as exc:
         log.error("%s", exc)
         return EXIT_CONFIG_ERROR
-    spark = build_session(config)
+    try:
+        spark = build_session(config)
+    except NoExecutorsError as exc:
+        log.error("job %s backfill [%s, %s) failed: %s", config.name, start, end, exc)
+        return EXIT_FAILED
     try:
         if isinstance(config, FilesToLakeConfig):
             result = backfill_files(spark, config, start, end)

@@ -101,7 +101,12 @@ fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$uv_version"
 # sync installs exactly the lock: pyspark-client is left out of the lock on purpose, because it
 # writes the same pyspark/ files as pyspark and would leave Python files and jars of two versions.
-"$venv/bin/uv" pip sync --quiet --python "$venv/bin/python" "$root/requirements.lock"
+# --compile-bytecode: the .pyc files are written once here. Spark starts a new Python process for
+# every streaming Python source (and planner) and waits a fixed 10 s (not configurable) for it to
+# import pyspark and connect back; without bytecode caches (PYTHONDONTWRITEBYTECODE, a read-only
+# or fresh venv) every such start compiles pyspark's sources again, which on a loaded machine
+# alone outlasts that wait ("Python worker failed to connect back").
+"$venv/bin/uv" pip sync --quiet --compile-bytecode --python "$venv/bin/python" "$root/requirements.lock"
 # The project's own packages, editable, without touching their locked dependencies. "compat" mode
 # puts the folders on sys.path (a .pth file), so Spark's discovery of pyspark_* modules finds the
 # connector and registers format("eventhubs") by itself, and the Airflow side imports the jobs'

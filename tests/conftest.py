@@ -97,3 +97,24 @@ def blob_access(azurite: Azurite) -> Iterator:
     use_access(access)
     yield access
     forget_accesses()
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` deselection: a deselected proof builds nothing
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The docker-compose stack proof runs last, and its images start building now, in the background,
+    so the minutes of building overlap the rest of the suite (tests/support/compose_stack.py)."""
+    stack = [item for item in items if item.get_closest_marker("stack")]
+    if not stack:
+        return
+    items[:] = [item for item in items if not item.get_closest_marker("stack")] + stack
+    from tests.support.compose_stack import start_image_build
+
+    start_image_build()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A background image build still running when the session ends (the proof never started)
+    is stopped, and so is the dockerd it may have started."""
+    from tests.support.compose_stack import stop_image_build_and_docker
+
+    stop_image_build_and_docker()

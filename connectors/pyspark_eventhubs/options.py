@@ -46,6 +46,7 @@ KNOWN_OPTIONS: dict[str, str] = {
     "eventhubs.operationTimeout": "ISO-8601 duration for management calls, default PT300S",
     "eventhubs.prefetchCount": "receiver prefetch (link credit), 1..4000, default 500",
     "eventhubs.useExclusiveReceiver": "epoch (exclusive) receivers, default false",
+    "eventhubs.useFastReceiver": "bulk reads straight into Arrow (false: the SDK receive loop), default true",
     "eventhubs.useAadAuth": "true to use Azure AD (azure-identity) instead of a SAS key",
     "eventhubs.fullyQualifiedNamespace": "AAD: namespace host, e.g. myns.servicebus.windows.net",
     "eventhubs.tenantId": "AAD service principal: tenant id",
@@ -112,6 +113,7 @@ class EventHubsOptions:
     operation_timeout: float = DEFAULT_OPERATION_TIMEOUT.total_seconds()
     prefetch_count: int = DEFAULT_PREFETCH
     use_exclusive_receiver: bool = False
+    use_fast_receiver: bool = True
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
     use_aad_auth: bool = False
@@ -342,6 +344,7 @@ def parse_options(raw: Mapping[str, str]) -> EventHubsOptions:
         operation_timeout=operation_timeout,
         prefetch_count=_positive_int(options, "eventhubs.prefetchcount", 1, 4000) or DEFAULT_PREFETCH,
         use_exclusive_receiver=_bool(options, "eventhubs.useexclusivereceiver", False),
+        use_fast_receiver=_bool(options, "eventhubs.usefastreceiver", True),
         fail_on_data_loss=_bool(options, "failondataloss", True),
         min_partitions=_positive_int(options, "minpartitions"),
         use_aad_auth=use_aad,

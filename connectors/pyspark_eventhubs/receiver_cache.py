@@ -33,9 +33,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from . import fast_read
 from .amqp_binary import tag_binary_properties
 from .client import consumer_client, redact
 from .errors import EventHubsDataLossError, EventHubsReadError
+from .fast_receiver import FastPartitionReceiver
 from .options import EventHubsOptions
 from .receiver_slots import ReceiverSlot, is_wanted, no_slot_message
 from .schema import messages_to_record_batch
@@ -197,11 +199,12 @@ class ReceiverCache:
                 options.consumer_group,
                 partition_id,
                 str(options.use_exclusive_receiver),
+                str(options.use_fast_receiver),
             ]
         )
         return hashlib.sha256(identity.encode()).hexdigest()
 
-    def borrow(self, options: EventHubsOptions, partition_id: str, start: int) -> PartitionReceiver:
+    def borrow(self, options: EventHubsOptions, partition_id: str, start: int) -> Any:
         """A receiver whose next event is ``start``: the cached one if it fits, else a new one."""
         with self._lock:
             cached = self._idle.pop(self.key(options, partition_id), None)
@@ -209,10 +212,12 @@ class ReceiverCache:
             if cached.next_seq == start or self._fast_forward(cached, start):
                 return cached
             cached.close()  # before opening another: its slot may be the one we need
+        if options.use_fast_receiver:
+            return FastPartitionReceiver(options, partition_id, start, options.prefetch_count)
         return PartitionReceiver(options, partition_id, start, options.prefetch_count)
 
     @staticmethod
-    def _fast_forward(receiver: PartitionReceiver, start: int) -> bool:
+    def _fast_forward(receiver: Any, start: int) -> bool:
         """Move a receiver that is a little behind ``start`` forward by dropping the events before.
 
         Spark hands a partition's next range to whichever Python worker is free, so the receiver
@@ -227,6 +232,8 @@ class ReceiverCache:
             return False
         deadline = time.monotonic() + FAST_FORWARD_SECONDS
         try:
+            if isinstance(receiver, FastPartitionReceiver):
+                return _fast_forward_fast(receiver, start, deadline)
             while receiver.next_seq is not None and receiver.next_seq < start:
                 wait = deadline - time.monotonic()
                 messages = receiver.receive(start - receiver.next_seq, wait) if wait > 0 else []
@@ -305,11 +312,26 @@ def read_range(
     """
     if end <= start:
         return
+    if options.use_fast_receiver:
+        yield from fast_read.read_range(
+            options,
+            partition_id,
+            start,
+            end,
+            borrow=lambda seq: RECEIVERS.borrow(options, partition_id, seq),
+            give_back=lambda receiver: RECEIVERS.give_back(options, receiver),
+            on_data_loss=lambda lost_from, lost_to: _on_data_loss(options, partition_id, lost_from, lost_to),
+            expired_to_the_end=lambda expected, end: _expired_to_the_end(
+                options, partition_id, expected, end
+            ),
+            after_error=ReadRetries(options, partition_id).after,
+            probe_seconds=PROBE_SECONDS,
+        )
+        return
     receiver = RECEIVERS.borrow(options, partition_id, start)
     expected = start
     healthy = False
-    failures = 0
-    refused_since: float | None = None
+    retries = ReadRetries(options, partition_id)
     try:
         while expected < end:
             want = min(end - expected, ARROW_BATCH_EVENTS)
@@ -324,28 +346,7 @@ def read_range(
             except (EventHubsReadError, EventHubsDataLossError):
                 raise
             except Exception as exc:
-                text = redact(f"{type(exc).__name__}: {exc}", options)
-                refused = "resource-limit-exceeded" in text
-                refused_since = (refused_since or time.monotonic()) if refused else None
-                if refused and time.monotonic() - refused_since < options.receiver_timeout:
-                    # Receivers of other machines hold the service's quota: theirs close when idle.
-                    time.sleep(1.0)
-                elif refused:
-                    raise EventHubsReadError(no_slot_message(options, partition_id, None)) from None
-                elif failures:
-                    raise EventHubsReadError(
-                        f"Event hub {options.description} partition {partition_id}: receiving "
-                        f"from sequence number {expected} failed: {text}"
-                    ) from None
-                else:
-                    failures += 1
-                    log.warning(
-                        "Event hub %s partition %s: receiver failed (%s); reconnecting at %d",
-                        options.description,
-                        partition_id,
-                        type(exc).__name__,
-                        expected,
-                    )
+                retries.after(exc, expected)
                 receiver.close()
                 receiver = PartitionReceiver(options, partition_id, expected, options.prefetch_count)
                 continue
@@ -396,6 +397,64 @@ def read_range(
             RECEIVERS.give_back(options, receiver)
         else:
             receiver.close()
+
+
+def _fast_forward_fast(receiver: FastPartitionReceiver, start: int, deadline: float) -> bool:
+    """:meth:`ReceiverCache._fast_forward` for the fast receiver: drop decoded rows before ``start``."""
+    while receiver.next_seq is not None and receiver.next_seq < start:
+        wait = deadline - time.monotonic()
+        batch = receiver.receive(start - receiver.next_seq, wait, fill=True) if wait > 0 else None
+        if batch is None:
+            return False
+        seqs = batch.column("sequenceNumber")
+        expected = list(range(receiver.next_seq, receiver.next_seq + batch.num_rows))
+        if seqs.null_count or seqs.to_pylist() != expected:
+            return False
+        receiver.next_seq += batch.num_rows
+    return True
+
+
+class ReadRetries:
+    """What one range read does after a receiver error (both receive paths).
+
+    A link the service refused for its receiver quota (``resource-limit-exceeded``: receivers
+    of other machines hold it, and close when idle) is retried every second for up to
+    ``eventhubs.receiverTimeout``; any other error is retried once, on a new receiver.
+    """
+
+    def __init__(self, options: EventHubsOptions, partition_id: str) -> None:
+        self.options = options
+        self.partition_id = partition_id
+        self.failures = 0
+        self.refused_since: float | None = None
+
+    def after(self, exc: Exception, expected: int) -> None:
+        """Return to reconnect at ``expected``; raise :class:`EventHubsReadError` to give up."""
+        options, partition_id = self.options, self.partition_id
+        text = redact(f"{type(exc).__name__}: {exc}", options)
+        refused = "resource-limit-exceeded" in text
+        self.refused_since = (self.refused_since or time.monotonic()) if refused else None
+        if (
+            self.refused_since is not None
+            and time.monotonic() - self.refused_since < options.receiver_timeout
+        ):
+            time.sleep(1.0)
+        elif refused:
+            raise EventHubsReadError(no_slot_message(options, partition_id, None)) from None
+        elif self.failures:
+            raise EventHubsReadError(
+                f"Event hub {options.description} partition {partition_id}: receiving "
+                f"from sequence number {expected} failed: {text}"
+            ) from None
+        else:
+            self.failures += 1
+            log.warning(
+                "Event hub %s partition %s: receiver failed (%s); reconnecting at %d",
+                options.description,
+                partition_id,
+                type(exc).__name__,
+                expected,
+            )
 
 
 def _receive_exactly(receiver: PartitionReceiver, want: int, timeout: float) -> list[Any]:

@@ -24,7 +24,7 @@ from pyspark.sql.types import (
 )
 
 from .amqp_binary import AmqpBinary
-from .arrow_columns import binary_column, int64_column, string_map_column
+from .arrow_columns import binary_column, int64_column, repeated_string, string_map_column
 
 EVENTHUBS_SCHEMA = StructType(
     [
@@ -101,9 +101,20 @@ def _text(value: Any) -> str | None:
             return _json(_signed(value))
     if isinstance(value, (bool, int, float)):
         return _json(value)
+    if isinstance(value, (list, tuple, dict)):
+        return _json(_jsonable(value))
+    return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    """Lists and maps as JSON can hold them: AMQP strings (``bytes`` from the SDK) as text."""
+    if isinstance(value, bytes):
+        return _text(value)
     if isinstance(value, (list, tuple)):
-        return _json([_text(v) if isinstance(v, bytes) else v for v in value])
-    return _json(value) if isinstance(value, dict) else str(value)
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {_key(k) if isinstance(k, bytes) else k: _jsonable(v) for k, v in value.items()}
+    return value
 
 
 def _key(key: Any) -> str:
@@ -119,10 +130,12 @@ def _body_bytes(message: Any) -> bytes:
     value = getattr(message, "value", None)
     if value is None:
         sequence = getattr(message, "sequence", None)
-        return json.dumps(sequence, default=str).encode() if sequence is not None else b""
+        return json.dumps(_jsonable(sequence), default=str).encode() if sequence is not None else b""
     if isinstance(value, bytes):
         return value
-    return value.encode("utf-8") if isinstance(value, str) else json.dumps(value).encode()
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(_jsonable(value), default=str).encode()
 
 
 def _properties(app_props: Mapping | None) -> list[tuple[str, str | None]]:
@@ -131,18 +144,45 @@ def _properties(app_props: Mapping | None) -> list[tuple[str, str | None]]:
     return [(_key(k), _text(v)) for k, v in app_props.items()]
 
 
-def _system_properties(message: Any, annotations: Mapping) -> list[tuple[str, str | None]]:
+def property_entries(props: Any) -> list[tuple[str, str | None]]:
+    """systemProperties entries from an AMQP properties section (pyamqp ``Properties``): set fields only."""
     result: list[tuple[str, str | None]] = []
-    props = getattr(message, "properties", None)
     if props is not None:
         for key, attr in _MESSAGE_PROPERTY_KEYS:
             value = getattr(props, attr, None)
             if value:
                 result.append((key.decode(), _text(value)))
+    return result
+
+
+def _system_properties(message: Any, annotations: Mapping) -> list[tuple[str, str | None]]:
+    result = property_entries(getattr(message, "properties", None))
     for key, value in annotations.items():
         if key not in _OWN_COLUMN_ANNOTATIONS:
             result.append((_key(key), _text(value)))
     return result
+
+
+def message_row(message: Any) -> tuple:
+    """One received AMQP message (pyamqp ``Message``) as the read schema's values, minus ``partition``.
+
+    The one place that says how an event's AMQP parts become column values; the fast read path
+    (``delivery_decoder``) falls back to it for messages it does not decode itself.
+    """
+    ann = message.message_annotations or {}
+    offset = ann.get(_OFFSET)
+    seq = ann.get(_SEQUENCE_NUMBER)
+    enqueued = ann.get(_ENQUEUED_TIME)
+    return (
+        _body_bytes(message),
+        offset.decode() if isinstance(offset, bytes) else _text(offset),
+        None if seq is None else int(seq),
+        None if enqueued is None else int(enqueued) * 1000,
+        _text(ann.get(_PUBLISHER)),
+        _text(ann.get(_PARTITION_KEY)),
+        _properties(message.application_properties),
+        _system_properties(message, ann),
+    )
 
 
 def messages_to_record_batch(partition_id: str, messages: Sequence[Any]) -> pa.RecordBatch:
@@ -152,25 +192,15 @@ def messages_to_record_batch(partition_id: str, messages: Sequence[Any]) -> pa.R
     fields read are the same ones ``EventData`` exposes. Columns are built from buffers
     (``arrow_columns.py``), which keeps pandas out of the worker.
     """
-    bodies, offsets, seqs, times, publishers, keys, props, sysprops = ([] for _ in range(8))
-    for message in messages:
-        ann = message.message_annotations or {}
-        bodies.append(_body_bytes(message))
-        offset = ann.get(_OFFSET)
-        offsets.append(offset.decode() if isinstance(offset, bytes) else _text(offset))
-        seq = ann.get(_SEQUENCE_NUMBER)
-        seqs.append(None if seq is None else int(seq))
-        enqueued = ann.get(_ENQUEUED_TIME)
-        times.append(None if enqueued is None else int(enqueued) * 1000)
-        publishers.append(_text(ann.get(_PUBLISHER)))
-        keys.append(_text(ann.get(_PARTITION_KEY)))
-        props.append(_properties(message.application_properties))
-        sysprops.append(_system_properties(message, ann))
+    rows = [message_row(message) for message in messages]
+    bodies, offsets, seqs, times, publishers, keys, props, sysprops = (
+        list(zip(*rows, strict=True)) or [()] * 8
+    )
     schema = arrow_schema()
     count = len(messages)
     columns = [
         binary_column(bodies, schema.field("body").type),
-        binary_column([partition_id] * count, schema.field("partition").type),
+        repeated_string(partition_id, count),
         binary_column(offsets, schema.field("offset").type),
         int64_column(seqs),
         int64_column(times, schema.field("enqueuedTime").type),  # microseconds, as the type says

@@ -90,6 +90,8 @@ class RuntimeConfig(StrictModel):
     lease_duration: str = "60 seconds"
     lease_refresh_interval: str = "10 seconds"
     lease_fence_after: str = "40 seconds"
+    #: On a cluster, how long a starting job may wait for its first executor before it fails.
+    executor_wait: str = "5 minutes"
 
     #: Keys of earlier versions: what to write instead.
     RENAMED: ClassVar[dict[str, str]] = {
@@ -115,6 +117,7 @@ class RuntimeConfig(StrictModel):
         "lease_duration",
         "lease_refresh_interval",
         "lease_fence_after",
+        "executor_wait",
     )
     @classmethod
     def _duration(cls, value: str) -> str:

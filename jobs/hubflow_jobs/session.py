@@ -1,10 +1,11 @@
-"""The Spark session of a job, built from its config."""
+"""The Spark session of a job, built from its config, with its first executor (on a cluster)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .config import JobConfig
+from .executors import wait_for_executors
 
 #: Delta Lake's SQL extension and catalog. Its jars are not fetched at run time: scripts/bootstrap.sh
 #: (and the image build) install the locked ones (jvm-deps.lock) into pyspark's own jars folder.
@@ -30,10 +31,18 @@ def build_session(config: JobConfig) -> Any:
     :meth:`~hubflow_jobs.config.JobConfig.extra_spark_conf`, then ``spark_conf``.
 
     The master and deploy mode come from spark-submit (or a local default when run by plain python).
+    On a cluster it returns once the application has an executor, and raises
+    :class:`~hubflow_jobs.executors.NoExecutorsError` when none came within ``runtime.executor_wait``.
     """
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(config.name)
     for key, value in {**DEFAULT_CONF, **config.extra_spark_conf(), **config.spark_conf}.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    try:
+        wait_for_executors(spark, config.name, config.runtime.seconds("executor_wait"))
+    except BaseException:
+        spark.stop()  # give the cluster its slot back at once
+        raise
+    return spark

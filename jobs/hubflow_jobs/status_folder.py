@@ -340,10 +340,33 @@ class StatusFolder:
             return Liveness(False, f"job {job} is {status.get('state')}{detail}", **common)
         if host == this_host() and isinstance(pid, int) and not pid_alive(pid):
             return Liveness(False, f"job {job} says {state} but its driver pid {pid} is gone{held}", **common)
+        expired = self._lease_expired(pid, host, now)
+        if expired is not None:
+            return Liveness(False, f"job {job} says {state} but {expired}{held}", **common)
         if age is None or age > heartbeat_timeout:
             shown = "no heartbeat" if age is None else f"last heartbeat {age:.0f} s ago"
             return Liveness(False, f"job {job} says {state} but is silent ({shown}){held}", **common)
         return Liveness(True, f"job {job} is {state}, heartbeat {age:.0f} s ago{held}", **common)
+
+    def _lease_expired(self, pid: Any, host: Any, now: datetime) -> str | None:
+        """Why the driver that wrote status.json is dead by its own lease, or None.
+
+        A driver renews its lease every ``lease_refresh_interval`` and stops itself when it cannot
+        (``lease_fence_after`` < ``lease_duration``), so its lease not renewed for longer than
+        ``lease_duration`` means it no longer runs, wherever it ran (a killed worker container
+        cannot say so): the supervisor need not wait out the longer heartbeat timeout. Only the
+        lease of the driver that wrote the status counts (same pid and host): a new driver that is
+        still waiting out an old holder's lease is judged by its heartbeat. Wall clocks of two
+        hosts are compared here; that only decides when a start is tried, the starter's own
+        :meth:`Lease.acquire` still waits the lease out before it takes over.
+        """
+        lease = self.read_json(LEASE_FILE)
+        if not lease or (lease.get("pid"), lease.get("host")) != (pid, host):
+            return None
+        age, duration = age_seconds(lease.get("renewed_at"), now), lease.get("lease_duration_seconds")
+        if age is None or not isinstance(duration, int | float) or age <= duration:
+            return None
+        return f"its lease was last renewed {age:.0f} s ago (lease_duration {duration:.0f} s)"
 
     # Restarts -----------------------------------------------------------------------------------
 

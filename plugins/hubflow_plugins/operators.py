@@ -235,7 +235,9 @@ class StreamingJobOperator(BaseOperator):
                 if dry_run:
                     done.append(f"would start job {job.name} from checkpoint {job.paths.checkpoint_location}")
                 else:
-                    done.append(self._start(job, control))
+                    # Only the supervisor's own restarts count towards its restart-loop limit: an
+                    # on-call start is the deliberate action that limit's message asks for.
+                    done.append(self._start(job, control, count_restart=self.action == "ensure_running"))
         for line in done:
             self.log.info("%s", line)
         return {"job": job.name, "action": self.action, "dry_run": dry_run, "done": done}
@@ -352,6 +354,11 @@ class StreamingJobOperator(BaseOperator):
         log_path, ship_to = _driver_log(job, control.folder)
         hook = build_submit_hook(job, secrets=_secrets(job))
         process = hook.launch_detached(str(job.application_path()), log_path, ship_to=ship_to)
+        # Until the driver writes its own status (a minute or more on a loaded worker), say that it
+        # is starting, from this host with spark-submit's pid: a supervisor run in between sees a
+        # live start (pid alive here, fresh heartbeat elsewhere) instead of the old "stopped", and
+        # starts no second driver.
+        _starting_status(control.folder, job.name, process.pid)
         where = control.folder.path("driver.log")
         self.log.info("started spark-submit pid %s for job %s; driver log %s", process.pid, job.name, where)
         if ship_to:
@@ -372,6 +379,13 @@ class StreamingJobOperator(BaseOperator):
         raise AirflowException(
             f"job {job.name} did not report running within {self.start_timeout}; see {where}"
         )
+
+
+def _starting_status(folder: Any, job: str, pid: int) -> None:
+    """status.json of a driver just launched: starting, on this host, as spark-submit's ``pid``."""
+    from hubflow_jobs.status_folder import JobState, JobStatus
+
+    JobStatus(folder, job).update(state=JobState.STARTING, pid=pid)
 
 
 def requested_by(context: Any) -> str:

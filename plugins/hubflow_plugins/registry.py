@@ -24,6 +24,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_REGISTRY = REPO_ROOT / "dags" / "registry.yaml"
 #: Where job entry scripts and their configs live unless HUBFLOW_JOBS_DIR names another folder.
 DEFAULT_JOBS_DIR = REPO_ROOT / "jobs"
+#: Names a YAML file of per-job changes applied over the registry (see :func:`apply_overrides`).
+OVERRIDES_ENV = "HUBFLOW_REGISTRY_OVERRIDES"
+#: Cores a job's Spark application takes at most unless its entry sets ``cores_max``.
+DEFAULT_CORES_MAX = 2
 
 _UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 #: The ``sink.format`` of a job config that names none: the jobs' default
@@ -109,8 +113,20 @@ class RegisteredJob(_Strict):
     delta_checkpoint_after_commits: int = Field(default=100, ge=1)
     spark_conn_id: str = "spark_default"
     eventhubs_conn_id: str | None = None
+    cores_max: int = Field(
+        default=DEFAULT_CORES_MAX,
+        ge=1,
+        description="spark.cores.max of the job's application: the most cores it takes from a cluster",
+    )
     spark_conf: dict[str, str] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
+
+    @field_validator("spark_conf")
+    @classmethod
+    def _cores_max_has_its_own_key(cls, value: dict[str, str]) -> dict[str, str]:
+        if "spark.cores.max" in value:
+            raise ValueError("spark.cores.max is set by the key cores_max of the job's entry; move it there")
+        return value
 
     @field_validator(
         "supervise_every",
@@ -124,6 +140,11 @@ class RegisteredJob(_Strict):
         if value is not None:
             parse_duration(value)
         return value
+
+    @property
+    def submit_conf(self) -> dict[str, str]:
+        """The ``--conf`` pairs spark-submit gets for this job: app name, core cap, ``spark_conf``."""
+        return {"spark.app.name": self.name, "spark.cores.max": str(self.cores_max), **self.spark_conf}
 
     @property
     def stalled_after_delta(self) -> timedelta:
@@ -163,23 +184,28 @@ def registry_path() -> Path:
     return Path(os.environ.get("HUBFLOW_REGISTRY", DEFAULT_REGISTRY))
 
 
-def load_registry(path: Path | None = None) -> Registry:
-    """Read and validate the registry; errors name the file and the key."""
+def load_registry(path: Path | None = None, overrides: Path | None = None) -> Registry:
+    """Read and validate the registry; errors name the file and the key.
+
+    ``overrides`` (default: the file named by ``HUBFLOW_REGISTRY_OVERRIDES``, if set) changes keys of
+    registered jobs without editing the registry, see :func:`apply_overrides`.
+    """
     path = path or registry_path()
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise RegistryError(f"cannot read the job registry {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise RegistryError(f"the job registry {path} is not valid YAML: {exc}") from None
+    data = _read_yaml(path, "the job registry")
     defaults = data.pop("defaults", {}) if isinstance(data, dict) else {}
     if isinstance(data, dict) and isinstance(data.get("jobs"), list):
         data["jobs"] = [{**defaults, **entry} if isinstance(entry, dict) else entry for entry in data["jobs"]]
+    if overrides is None and os.environ.get(OVERRIDES_ENV):
+        overrides = Path(os.environ[OVERRIDES_ENV])
+    source = str(path)
+    if overrides is not None:
+        data = apply_overrides(data, overrides)
+        source += f" with the overrides of {overrides}"
     try:
         registry = Registry.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(_describe(error, data) for error in exc.errors())
-        raise RegistryError(f"job registry {path}: {problems}") from None
+        raise RegistryError(f"job registry {source}: {problems}") from None
     names = [job.name for job in registry.jobs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -190,6 +216,43 @@ def load_registry(path: Path | None = None) -> Registry:
                 f"job registry {path}: jobs[{job.name}].schedule is required for scheduled jobs"
             )
     return registry
+
+
+def _read_yaml(path: Path, what: str) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise RegistryError(f"cannot read {what} {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"{what} {path} is not valid YAML: {exc}") from None
+
+
+def apply_overrides(data: Any, overrides: Path) -> Any:
+    """The registry ``data`` with the per-job keys of the file ``overrides`` replaced.
+
+    The file reads ``jobs: {<name>: {<key>: <value>, ...}}``, e.g. shorter intervals for a test
+    stack (``supervise_every: 1 minute``, ``schedule: 1 minute``) or another ``config``; the result
+    is validated like the registry itself. A name that is not registered is an error.
+    """
+    changes = _read_yaml(overrides, "the registry overrides")
+    jobs = changes.get("jobs") if isinstance(changes, dict) else None
+    if not isinstance(jobs, dict) or set(changes) != {"jobs"}:
+        raise RegistryError(
+            f"registry overrides {overrides}: expected `jobs:` mapping job names to the keys to change, "
+            "e.g. jobs: {landing_orders: {schedule: 1 minute}}"
+        )
+    entries = data.get("jobs") if isinstance(data, dict) else None
+    by_name = {e.get("name"): e for e in entries or [] if isinstance(e, dict)}
+    for name, keys in jobs.items():
+        if name not in by_name:
+            known = ", ".join(str(n) for n in by_name) or "(none)"
+            raise RegistryError(
+                f"registry overrides {overrides}: no job named {name!r}; registered jobs: {known}"
+            )
+        if not isinstance(keys, dict):
+            raise RegistryError(f"registry overrides {overrides}: jobs.{name} must map keys to values")
+        by_name[name].update(keys)
+    return data
 
 
 def _describe(error: dict[str, Any], data: Any) -> str:

@@ -110,7 +110,7 @@ def build_submit_hook(
         ) from None
     kwargs: dict[str, Any] = {
         "conn_id": job.spark_conn_id,
-        "conf": {"spark.app.name": job.name, **job.spark_conf},
+        "conf": job.submit_conf,
         "name": job.name,
         "application_args": ["--config", str(job.config_path()), *(extra_args or [])],
         "env_vars": job_environment(secrets),

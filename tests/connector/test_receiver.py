@@ -22,6 +22,17 @@ from .conftest import Hub
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(autouse=True, params=["fast", "sdk"])
+def receive_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every rule here holds on both receive paths: the fast receiver (the default) and the SDK's."""
+    setting = "true" if request.param == "fast" else "false"
+    options = Hub.options
+    monkeypatch.setattr(
+        Hub, "options", lambda self, **extra: options(self, **{"eventhubs.useFastReceiver": setting, **extra})
+    )
+    return request.param
+
+
 def _read(options: EventHubsOptions, partition: str, start: int, end: int) -> list[tuple[int, bytes]]:
     rows: list[tuple[int, bytes]] = []
     for batch in read_range(options, partition, start, end):

@@ -1,6 +1,7 @@
 """docker-compose.yml, checked without a Docker engine: schema, references, ordering, ports.
 
-The compose-spec JSON schema comes from Debian's ``docker-compose`` package (1.29), whose
+Fast checks of the file itself; tests/deploy/test_stack.py runs the stack for real. The
+compose-spec JSON schema comes from Debian's ``docker-compose`` package (1.29), whose
 ``docker-compose config`` also validates the file without talking to an engine; both tests skip,
 naming the package, when it is not installed.
 """
@@ -30,21 +31,26 @@ from tests.deploy.compose_file import (
     named_volumes,
 )
 
+CELERY_WORKERS = {"airflow-worker-1", "airflow-worker-2"}
 AIRFLOW_SERVICES = {
     "airflow-init",
     "airflow-apiserver",
     "airflow-scheduler",
     "airflow-dag-processor",
-    "airflow-worker",
     "airflow-triggerer",
-}
-#: What a user's .env must at least hold (see deploy/env.example).
-USER_ENV = {"ACCEPT_EULA": "Y"}
+} | CELERY_WORKERS
+SPARK_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2"}
+#: Services of the compose profile "microsoft" (Microsoft's emulator and Azurite).
+MICROSOFT_SERVICES = {"azurite", "eventhubs-microsoft", "eventhubs-microsoft-ready"}
+#: Services that run the project image built from ./Dockerfile.
+HUBFLOW_IMAGE_SERVICES = AIRFLOW_SERVICES | SPARK_SERVICES | {"eventhubs", "eventhubs-microsoft-ready"}
+#: Nothing: the default stack needs no .env (see deploy/env.example).
+USER_ENV: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    """The compose file with variables substituted from their defaults (and ACCEPT_EULA=Y)."""
+    """The compose file with variables substituted from their defaults."""
     return interpolate(load_compose(), USER_ENV)
 
 
@@ -67,71 +73,107 @@ def test_compose_file_matches_the_compose_spec_schema() -> None:
         validator.validate(broken)  # the schema does check what matters here
 
 
-def test_docker_compose_config_accepts_the_file_and_requires_the_eula() -> None:
+def test_docker_compose_config_accepts_the_file_without_a_dot_env() -> None:
     binary = shutil.which("docker-compose")
     if binary is None:
         pytest.skip("Debian's docker-compose is not installed: apt-get install -y docker-compose")
-    env = {k: v for k, v in os.environ.items() if k != "ACCEPT_EULA"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCEPT_EULA", "HUBFLOW_", "COMPOSE_"))}
     run = [binary, "--project-directory", str(REPO_ROOT), "-f", str(COMPOSE_FILE), "config"]
-    accepted = subprocess.run(run, env={**env, **USER_ENV}, capture_output=True, text=True, timeout=60)
+    accepted = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60)
     assert accepted.returncode == 0, accepted.stderr
     resolved = yaml.safe_load(accepted.stdout)
-    assert set(resolved["services"]) >= AIRFLOW_SERVICES | {"spark-master", "spark-worker"}
-    refused = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60)
-    assert refused.returncode != 0 and "ACCEPT_EULA=Y" in refused.stderr
+    assert set(resolved["services"]) >= AIRFLOW_SERVICES | SPARK_SERVICES | {"eventhubs"}
+    # Nobody accepts Microsoft's licence by default: its emulator then refuses to start by itself.
+    assert resolved["services"]["eventhubs-microsoft"]["environment"]["ACCEPT_EULA"] == "N"
 
 
-def test_missing_eula_is_named_in_the_error() -> None:
-    with pytest.raises(MissingVariable, match="ACCEPT_EULA"):
-        interpolate(load_compose(), {})
+def test_no_variable_is_required(services: dict[str, dict[str, Any]]) -> None:
+    assert "${" not in json.dumps(services)  # every ${VAR} has a default
+    with pytest.raises(MissingVariable):
+        interpolate({"x": "${NEEDED:?set NEEDED}"}, {})  # the check above would see a required one
 
 
 def test_the_expected_services_exist(services: dict[str, dict[str, Any]]) -> None:
-    expected = AIRFLOW_SERVICES | {
-        "postgres",
-        "redis",
-        "spark-master",
-        "spark-worker",
-        "azurite",
-        "eventhubs-emulator",
-        "eventhubs-ready",
-    }
-    assert expected <= set(services)
+    expected = AIRFLOW_SERVICES | SPARK_SERVICES | MICROSOFT_SERVICES | {"postgres", "redis", "eventhubs"}
+    assert expected == set(services)
+    for name in MICROSOFT_SERVICES:
+        assert services[name]["profiles"] == ["microsoft"], f"{name} must stay behind the profile"
+    for name in set(services) - MICROSOFT_SERVICES:
+        assert "profiles" not in services[name], f"{name} must start by default"
+
+
+def test_postgres_and_redis_images_are_variables_defaulting_to_the_official_ones(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    assert (services["postgres"]["image"], services["redis"]["image"]) == ("postgres:16", "redis:7")
+    local = interpolate(
+        load_compose(),
+        {
+            "HUBFLOW_POSTGRES_IMAGE": "hubflow-postgres:15-bookworm",
+            "HUBFLOW_REDIS_IMAGE": "hubflow-redis:7.0-bookworm",
+        },
+    )["services"]
+    assert local["postgres"]["image"] == "hubflow-postgres:15-bookworm"
+    assert local["redis"]["image"] == "hubflow-redis:7.0-bookworm"
 
 
 def test_build_contexts_dockerfiles_and_copied_paths_exist(services: dict[str, dict[str, Any]]) -> None:
     built = {name: s["build"] for name, s in services.items() if "build" in s}
-    assert AIRFLOW_SERVICES | {"spark-master", "spark-worker"} <= set(built)
+    assert set(built) == HUBFLOW_IMAGE_SERVICES
     for name, build in built.items():
         context = REPO_ROOT / build["context"]
         assert context.is_dir(), f"{name}: build context {context} does not exist"
         dockerfile = context / build.get("dockerfile", "Dockerfile")
         assert dockerfile.is_file(), f"{name}: {dockerfile} does not exist"
-        assert services[name]["image"] == "hubflow-airflow:local", f"{name} must run the one hubflow image"
-    ignored = {
-        line.strip()
-        for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    }
-    for line in (REPO_ROOT / "Dockerfile").read_text().splitlines():
-        if line.startswith("COPY"):
-            sources = [part for part in line.split()[1:-1] if not part.startswith("--")]
-            for source in sources:
-                assert (REPO_ROOT / source).exists(), f"Dockerfile copies {source}, which does not exist"
-                assert source.rstrip("/") not in ignored, f".dockerignore excludes {source}, which is copied"
+        assert services[name]["image"] == "hubflow:local", f"{name} must run the one hubflow image"
+    for dockerfile in (
+        REPO_ROOT / "Dockerfile",
+        REPO_ROOT / "deploy/postgres/Dockerfile",
+        REPO_ROOT / "deploy/redis/Dockerfile",
+    ):
+        context = dockerfile.parent
+        ignore_file = context / ".dockerignore"
+        ignored = {
+            line.strip()
+            for line in (ignore_file.read_text().splitlines() if ignore_file.exists() else [])
+            if line.strip() and not line.startswith("#")
+        }
+        for line in dockerfile.read_text().splitlines():
+            if line.startswith("COPY"):
+                sources = [part for part in line.split()[1:-1] if not part.startswith("--")]
+                for source in sources:
+                    assert (context / source).exists(), f"{dockerfile} copies {source}, which does not exist"
+                    assert source.rstrip("/") not in ignored, (
+                        f".dockerignore excludes {source}, which is copied"
+                    )
 
 
-def test_dockerfile_builds_airflow_java_and_the_locked_project() -> None:
+def test_dockerfile_builds_from_debian_with_java_and_the_locked_project() -> None:
     text = (REPO_ROOT / "Dockerfile").read_text()
     base_images = [line for line in text.splitlines() if line.startswith("FROM")]
-    assert base_images == ["FROM apache/airflow:3.3.2-python3.11"]
-    assert "openjdk-17-jre-headless" in text and "JAVA_HOME" in text
-    assert "uv pip sync --no-cache requirements.lock" in text
-    assert "--no-deps ./connectors ./emulator ./jobs" in text
+    assert base_images == ["FROM debian:bookworm-slim"]
+    assert "python3-venv" in text and "openjdk-17-jre-headless" in text and "JAVA_HOME" in text
+    assert "uv pip sync --no-cache --compile-bytecode $find_links /opt/hubflow/requirements.lock" in text
+    assert "apache-airflow-providers-celery" not in text  # the lock has it; nothing reinstalls it
+    assert "/opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/jobs" in text
+    assert "hubflow-jobs.pth" not in text  # jobs/ is installed as the package hubflow-jobs
     lock = (REPO_ROOT / "requirements.lock").read_text().splitlines()
     pins = dict(line.split("==", 1) for line in lock if "==" in line and not line.startswith(" "))
     assert pins["apache-airflow"] == "3.3.2"
+    assert "apache-airflow-providers-celery" in pins
     assert "pyspark-client" not in pins  # it would overwrite pyspark's Python files
+
+
+def test_build_inputs_of_this_machine_stay_out_of_git_but_in_the_build_context() -> None:
+    """The host's CA bundle reaches the build through .build/, which git ignores and Docker sends."""
+    rules = (REPO_ROOT / ".build/.gitignore").read_text().splitlines()
+    assert "*" in rules and "!README.md" in rules
+    ignored = (REPO_ROOT / ".dockerignore").read_text().splitlines()
+    assert not any(line.strip().rstrip("/") in (".build", ".build/*") for line in ignored)
+    assert ".hubflow" in ignored  # the wheelhouse is served during the build, never sent in the context
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    assert "COPY .build/ /tmp/hubflow-build/" in dockerfile
+    assert "update-ca-certificates" not in dockerfile  # used while downloading, never trusted at run time
 
 
 def test_bind_mounts_exist(services: dict[str, dict[str, Any]]) -> None:
@@ -140,7 +182,7 @@ def test_bind_mounts_exist(services: dict[str, dict[str, Any]]) -> None:
             path = (REPO_ROOT / source).resolve()
             assert path.exists(), f"{name} mounts {source}, which does not exist"
             assert path.is_relative_to(REPO_ROOT), f"{name} mounts {source} from outside the repository"
-    emulator = services["eventhubs-emulator"]
+    emulator = services["eventhubs-microsoft"]
     mounts = dict(
         (str(v).split(":")[1], str(v).split(":")[0]) for v in emulator["volumes"] if isinstance(v, str)
     )
@@ -168,7 +210,12 @@ def test_shared_data_volumes_reach_every_container_that_uses_them(
         config["sink"]["output_path"],
         config["sink"]["quarantine_path"],
     ]
-    for name in ("airflow-worker", "spark-worker", "airflow-apiserver", "airflow-triggerer"):
+    for name in CELERY_WORKERS | {
+        "spark-worker-1",
+        "spark-worker-2",
+        "airflow-apiserver",
+        "airflow-triggerer",
+    }:
         targets = mount_targets(services[name])
         for path in paths:
             assert any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets), (
@@ -189,16 +236,21 @@ def test_every_dependency_waits_for_health_or_completion(services: dict[str, dic
             elif condition == "service_completed_successfully":
                 assert services[target].get("restart", "no") == "no", f"{target} must be one-shot"
             else:
-                assert (name, target) == ("eventhubs-ready", "eventhubs-emulator"), (
+                assert (name, target) == ("eventhubs-microsoft-ready", "eventhubs-microsoft"), (
                     f"{name} -> {target}: {condition} does not wait for readiness"
                 )
-    for name in AIRFLOW_SERVICES - {"airflow-init"} | {"postgres", "redis", "spark-master", "spark-worker"}:
+    one_shots = {"airflow-init", "eventhubs-microsoft-ready"}
+    for name in (
+        set(services) - one_shots - {"eventhubs-microsoft"}
+    ):  # Microsoft's image has no tool to check with
         assert "healthcheck" in services[name], f"{name} has no healthcheck"
-    assert services["airflow-worker"]["depends_on"]["eventhubs-ready"]["condition"] == (
-        "service_completed_successfully"
-    )
+        assert services[name].get("restart") == "always", f"{name} is not restarted when it dies"
+    # Every Airflow service (the Celery workers too) waits for the migration only, so they all start
+    # at once instead of one after another (a task reaches the API server, the Spark master and the
+    # hub when it runs, not when its worker starts).
+    migrated = {"airflow-init": {"condition": "service_completed_successfully"}}
     for name in AIRFLOW_SERVICES - {"airflow-init"}:
-        assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+        assert services[name]["depends_on"] == migrated, name
 
 
 def test_host_ports_do_not_clash(services: dict[str, dict[str, Any]]) -> None:
@@ -207,10 +259,21 @@ def test_host_ports_do_not_clash(services: dict[str, dict[str, Any]]) -> None:
         for port in host_ports(service):
             assert port not in published, f"host port {port} is published by {published[port]} and {name}"
             published[port] = name
-    assert published[8080] == "airflow-apiserver" and published[5672] == "eventhubs-emulator"
+    assert published[8080] == "airflow-apiserver" and published[5672] == "eventhubs"
+    assert published[5673] == "eventhubs-microsoft"
     assert 5432 not in published, "PostgreSQL stays inside the compose network (5432 is often taken)"
     moved = interpolate(load_compose(), {**USER_ENV, "HUBFLOW_AIRFLOW_PORT": "18080"})
     assert host_ports(moved["services"]["airflow-apiserver"]) == [18080]
+
+
+def test_published_ports_listen_on_loopback_only(services: dict[str, dict[str, Any]]) -> None:
+    """Development keys and the admin login stay off the network: every published port binds
+    127.0.0.1 unless the user sets HUBFLOW_BIND_ADDRESS."""
+    for name, service in services.items():
+        for entry in service.get("ports", []):
+            assert str(entry).startswith("127.0.0.1:"), f"{name} publishes {entry} beyond loopback"
+    opened = interpolate(load_compose(), {**USER_ENV, "HUBFLOW_BIND_ADDRESS": "0.0.0.0"})
+    assert opened["services"]["airflow-apiserver"]["ports"] == ["0.0.0.0:8080:8080"]
 
 
 def test_airflow_runs_celery_with_the_spark_and_eventhubs_connections(
@@ -220,12 +283,12 @@ def test_airflow_runs_celery_with_the_spark_and_eventhubs_connections(
         env = services[name]["environment"]
         assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor", name
         assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
-    env = services["airflow-worker"]["environment"]
+    env = services["airflow-worker-1"]["environment"]
     spark = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
     assert (spark["conn_type"], spark["host"], spark["port"]) == ("spark", "spark://spark-master", 7077)
     eventhubs = json.loads(env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"])
     assert eventhubs["password"] == (
-        "Endpoint=sb://eventhubs-emulator;SharedAccessKeyName=RootManageSharedAccessKey;"
+        "Endpoint=sb://eventhubs;SharedAccessKeyName=RootManageSharedAccessKey;"
         "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
     )
     hubs = [e["Name"] for e in _config_json()["UserConfig"]["NamespaceConfig"][0]["Entities"]]
@@ -235,7 +298,7 @@ def test_airflow_runs_celery_with_the_spark_and_eventhubs_connections(
 def test_eventhubs_connection_works_with_the_hook_and_the_sdk(services: dict[str, dict[str, Any]]) -> None:
     """The hook turns the compose connection into a string the azure-eventhub SDK accepts."""
     env = dict(os.environ)
-    env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = services["airflow-worker"]["environment"][
+    env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = services["airflow-worker-1"]["environment"][
         "AIRFLOW_CONN_EVENTHUBS_DEFAULT"
     ]
     env["PYTHONPATH"] = str(REPO_ROOT / "plugins")
@@ -250,25 +313,51 @@ def test_eventhubs_connection_works_with_the_hook_and_the_sdk(services: dict[str
         [str(Path(os.sys.executable)), "-c", script], env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split()[-2:] == ["telemetry", "eventhubs-emulator"]
+    assert result.stdout.split()[-2:] == ["telemetry", "eventhubs"]
 
 
-def test_spark_master_and_worker_run_from_the_same_image(services: dict[str, dict[str, Any]]) -> None:
-    master, worker = services["spark-master"], services["spark-worker"]
+def test_spark_master_and_workers_run_from_the_same_image(services: dict[str, dict[str, Any]]) -> None:
+    master = services["spark-master"]
     assert master["command"][:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
-    assert worker["command"][:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]
-    assert "spark://spark-master:7077" in worker["command"]
-    assert worker["depends_on"]["spark-master"]["condition"] == "service_healthy"
+    for name in ("spark-worker-1", "spark-worker-2"):
+        worker = services[name]
+        assert worker["command"][:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]
+        assert "spark://spark-master:7077" in worker["command"]
+        assert worker["depends_on"]["spark-master"]["condition"] == "service_healthy"
     defaults = _spark_defaults()
     assert defaults["spark.master"] == "spark://spark-master:7077"
-    assert defaults["spark.driver.host"] == services["airflow-worker"]["hostname"]
+    # A default cap for applications that set none; registered jobs set their own (cores_max).
+    assert "spark.deploy.defaultCores" in master["environment"]["SPARK_MASTER_OPTS"]
 
 
-def test_microsoft_emulator_uses_azurite_and_the_eula(services: dict[str, dict[str, Any]]) -> None:
-    emulator = services["eventhubs-emulator"]
+def test_every_celery_worker_can_host_drivers(services: dict[str, dict[str, Any]]) -> None:
+    """No fixed driver host: each worker's drivers advertise that worker's own address."""
+    assert "spark.driver.host" not in _spark_defaults()
+    for name in CELERY_WORKERS:
+        worker = services[name]
+        assert worker["hostname"] == name
+        script = worker["command"][-1]
+        assert 'export SPARK_LOCAL_IP="$(hostname -i' in script and "exec airflow celery worker" in script
+        assert worker["healthcheck"]["test"][-1] == "celery"
+
+
+def test_eventhubs_is_hubflows_emulator_with_a_persistent_volume(services: dict[str, dict[str, Any]]) -> None:
+    emulator = services["eventhubs"]
+    command = emulator["command"]
+    assert command[:3] == ["python", "-m", "eventhubs_emulator"]
+    assert command[command.index("--config") + 1] == "/opt/hubflow/eventhubs/Config.json"
+    data_dir = command[command.index("--data-dir") + 1]
+    assert f"eventhubs-data:{data_dir}" in emulator["volumes"]
+    assert "/health" in " ".join(emulator["healthcheck"]["test"])
+
+
+def test_microsoft_emulator_uses_azurite_and_asks_for_the_eula(services: dict[str, dict[str, Any]]) -> None:
+    emulator = services["eventhubs-microsoft"]
     assert emulator["image"] == "mcr.microsoft.com/azure-messaging/eventhubs-emulator:latest"
     env = emulator["environment"]
-    assert (env["BLOB_SERVER"], env["METADATA_SERVER"], env["ACCEPT_EULA"]) == ("azurite", "azurite", "Y")
+    assert (env["BLOB_SERVER"], env["METADATA_SERVER"], env["ACCEPT_EULA"]) == ("azurite", "azurite", "N")
+    accepted = interpolate(load_compose(), {"ACCEPT_EULA": "Y"})["services"]["eventhubs-microsoft"]
+    assert accepted["environment"]["ACCEPT_EULA"] == "Y"
     assert emulator["depends_on"]["azurite"]["condition"] == "service_healthy"
 
 

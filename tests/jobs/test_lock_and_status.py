@@ -377,6 +377,23 @@ def test_markers_the_hold_and_liveness(tmp_path: Path) -> None:
     assert folder.release_hold() == hold and folder.hold() is None
 
 
+def test_a_driver_whose_lease_expired_is_dead_before_its_heartbeat_times_out(tmp_path: Path) -> None:
+    """A driver on a host that vanished (docker kill of its worker) is judged by its lease: dead once
+    the lease is older than lease_duration, not only after the supervisor's heartbeat timeout."""
+    folder = StatusFolder(str(tmp_path / "job_a"))
+    JobStatus(folder, "job_a").update(state=JobState.RUNNING, host="gone-host", pid=4242)
+    lease = {"pid": 4242, "host": "gone-host", "lease_duration_seconds": 60.0}
+    now = datetime.now(UTC)
+    folder.write_json(LEASE_FILE, {**lease, "renewed_at": (now - timedelta(seconds=30)).isoformat()})
+    assert folder.liveness(120, now).alive, "a lease renewed within its duration: still running"
+    folder.write_json(LEASE_FILE, {**lease, "renewed_at": (now - timedelta(seconds=61)).isoformat()})
+    live = folder.liveness(120, now)
+    assert not live.alive and "lease was last renewed 61 s ago (lease_duration 60 s)" in live.reason
+    # A new driver waiting out that old lease is judged by its own heartbeat, not the old lease.
+    JobStatus(folder, "job_a").update(state=JobState.STARTING, host="new-host", pid=7)
+    assert folder.liveness(120, now + timedelta(seconds=1)).alive
+
+
 def test_restarts_are_counted_within_a_window(tmp_path: Path) -> None:
     folder = StatusFolder(str(tmp_path / "job_a"))
     now = datetime.now(UTC)
