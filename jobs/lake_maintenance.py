@@ -14,6 +14,7 @@ import sys
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_OK
 from hubflow_jobs.applications import CONFIG_MODELS
 from hubflow_jobs.config import ConfigError, load_config
+from hubflow_jobs.executors import NoExecutorsError
 from hubflow_jobs.lake_maintenance import maintain_table
 from hubflow_jobs.runner import configure_logging, one_line
 from hubflow_jobs.session import build_session
@@ -39,7 +40,11 @@ def main(argv: list[str]) -> int:
     if not tables:
         log.info("job %s writes no Delta table: nothing to maintain", config.name)
         return EXIT_OK
-    spark = build_session(config)
+    try:
+        spark = build_session(config)
+    except NoExecutorsError as exc:
+        log.error("job %s maintenance failed: %s", config.name, exc)
+        return EXIT_FAILED
     try:
         for table in tables:
             maintain_table(
