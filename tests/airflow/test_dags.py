@@ -1,4 +1,4 @@
-"""The generated DAGs load, parse fast, and run end to end with real Spark and a real metadata DB."""
+"""The generated DAGs load without the data path's heavy imports and run end to end (real Spark, real DB)."""
 
 from __future__ import annotations
 
@@ -15,17 +15,18 @@ pytestmark = pytest.mark.integration
 DAGBAG_PROBE = """
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
+HEAVY = ("pyspark", "delta", "azure.eventhub", "pyspark_eventhubs", "hubflow_jobs.session")
 bag = DagBag(dag_folder=sys.argv[1])
 print(json.dumps({
     "errors": {k: str(v) for k, v in bag.import_errors.items()},
     "dags": sorted(bag.dag_ids),
-    "durations": {s.file: s.duration.total_seconds() for s in bag.dagbag_stats},
     "tasks": {d: sorted(t.task_id for t in bag.dags[d].tasks) for d in bag.dag_ids},
+    "heavy": sorted(m for m in HEAVY if m in sys.modules),
 }))
 """
 
 
-def test_dagbag_loads_every_generated_dag_fast(airflow_home, tmp_path: Path) -> None:
+def test_dagbag_loads_every_generated_dag_without_the_data_path(airflow_home, tmp_path: Path) -> None:
     registry = write_registry(
         tmp_path,
         [
@@ -63,8 +64,9 @@ def test_dagbag_loads_every_generated_dag_fast(airflow_home, tmp_path: Path) -> 
         "delta_maintenance_clicks",
         "delta_maintenance_orders",
     ]
-    for file, seconds in bag["durations"].items():
-        assert seconds < 0.5, f"{file} took {seconds:.2f}s to parse"
+    # Parsing stays cheap because no DAG file imports Spark, Delta or the Event Hubs SDK at parse
+    # time (they load in the task that needs them); asserted as imports, not as a parse-time clock.
+    assert bag["heavy"] == [], f"DAG parsing imported {bag['heavy']}"
 
 
 def test_available_now_dag_runs_the_job_checks_health_and_archives(
