@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -95,6 +96,19 @@ class StatusListener(StreamingQueryListener):
 
     def __init__(self, status: JobStatus) -> None:
         self.status = status
+        self._written = threading.Condition()
+        self._last_batch_id = -1
+
+    def wait_for_batch(self, batch_id: int, timeout: float) -> bool:
+        """Wait until the progress of micro-batch ``batch_id`` (or a later one) has been written.
+
+        Spark delivers progress events on its listener bus, after the query has moved on: the
+        last batch's event may still be queued when the query ends. The runner waits for it before
+        it writes the final state, so status.json's ``last_progress`` and input-row count include
+        that batch and no late event follows the final state. False after ``timeout`` seconds.
+        """
+        with self._written:
+            return self._written.wait_for(lambda: self._last_batch_id >= batch_id, timeout)
 
     def onQueryStarted(self, event: Any) -> None:
         self._safely(
@@ -115,6 +129,9 @@ class StatusListener(StreamingQueryListener):
             fields["data_loss"] = data_loss
         self._safely(lambda: self.status.add_input_rows(rows, **fields))
         self._safely(lambda: self.status.folder.append_progress(json.dumps(summary, default=str)))
+        with self._written:
+            self._last_batch_id = max(self._last_batch_id, int(progress.batchId))
+            self._written.notify_all()
 
     def onQueryIdle(self, event: Any) -> None:
         self._safely(lambda: self.status.update(state=JobState.IDLE))

@@ -34,6 +34,10 @@ from .watchdog import HardExit, StopQueries, Watchdog
 
 log = logging.getLogger("hubflow_jobs")
 
+#: How long a finishing job waits for its last batch's progress event (Spark's listener bus is
+#: asynchronous) before it writes the final state anyway.
+PROGRESS_DELIVERY_TIMEOUT = 30.0
+
 ConfigT = TypeVar("ConfigT", bound=JobConfig)
 #: Starts the job's streaming query; gets the session, the validated config and the live status.
 StartQuery = Callable[[Any, ConfigT, JobStatus], Any]
@@ -155,7 +159,7 @@ def run_job(
             return EXIT_FAILED, f"job {config.name} failed to start its query: {one_line(exc)}"
         log.info("job %s started query %s (checkpoint %s)", config.name, query.id, config.checkpoint_location)
         _supervise(query, config, status, stop, watchdog)
-        return _finish(query, config, status, stop, watchdog)
+        return _finish(query, config, status, stop, watchdog, listener)
     finally:
         spark.streams.removeListener(listener)
         if own_watchdog:
@@ -221,7 +225,12 @@ def _last_batch_id(query: Any) -> int:
 
 
 def _finish(
-    query: Any, config: JobConfig, status: JobStatus, stop: StopRequest, watchdog: Watchdog
+    query: Any,
+    config: JobConfig,
+    status: JobStatus,
+    stop: StopRequest,
+    watchdog: Watchdog,
+    listener: StatusListener,
 ) -> tuple[int, str]:
     """Write the final state and return (exit code, reason)."""
     if watchdog.fenced is not None:
@@ -237,6 +246,15 @@ def _finish(
         reason = f"job {config.name} stopped gracefully: {stop.reason}"
     else:
         reason = f"job {config.name} finished: no more input (trigger availableNow)"
+    last_batch = _last_batch_id(query)
+    if not listener.wait_for_batch(last_batch, PROGRESS_DELIVERY_TIMEOUT):
+        log.warning(
+            "job %s: the progress of batch %s did not reach the status within %.0f s; "
+            "status.json's last_progress may show an earlier batch",
+            config.name,
+            last_batch,
+            PROGRESS_DELIVERY_TIMEOUT,
+        )
     status.update(state=JobState.STOPPED, stop_reason=stop.reason)
     return EXIT_OK, reason
 
