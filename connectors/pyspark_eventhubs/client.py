@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .amqp_names import SEQUENCE_NUMBER
 from .options import EventHubsOptions
 from .positions import EventPosition
 
@@ -221,6 +222,6 @@ class HubMetadata:
             if not messages:
                 return None
             ann = messages[0].message_annotations or {}
-            return int(ann[b"x-opt-sequence-number"])
+            return int(ann[SEQUENCE_NUMBER])
         finally:
             receiver.close()

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from . import fast_read
 from .amqp_binary import tag_binary_properties
+from .amqp_names import SEQUENCE_NUMBER
 from .client import consumer_client, redact
 from .errors import EventHubsDataLossError, EventHubsReadError
 from .fast_receiver import FastPartitionReceiver
@@ -44,7 +45,6 @@ from .schema import messages_to_record_batch
 
 log = logging.getLogger(__name__)
 
-SEQUENCE_NUMBER = b"x-opt-sequence-number"
 # Events per Arrow record batch handed to Spark.
 ARROW_BATCH_EVENTS = 5000
 # Receivers idle this long are closed by the cache's timer. Below the service's 60 s inactivity

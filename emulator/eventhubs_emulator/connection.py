@@ -24,7 +24,7 @@ from . import management
 from .auth import Grant, grant_covers
 from .codec import AmqpDecodeError, Described, Symbol, UByte, UInt, ULong, UShort, decode
 from .links import Link, LinkRefused, Session
-from .messages import build_message, parse_request, unpack_delivery
+from .messages import STATUS_CODE, STATUS_DESCRIPTION, build_message, parse_request, unpack_delivery
 from .positions import address_of, start_position
 
 if TYPE_CHECKING:
@@ -648,13 +648,13 @@ class Connection:
             if grant is not None:
                 now = time.time()
                 self.grants = [g for g in self.grants if g.expires_at > now] + [grant]
-            reply_props = {"status-code": status, "status-description": description}
+            reply_props = {STATUS_CODE: status, STATUS_DESCRIPTION: description}
             reply = build_message(None, reply_props, message_id)
         else:
             status, description, value = management.read(self.broker, props, self._authorized)
             reply_props = {
-                "status-code": status,
-                "status-description": description,
+                STATUS_CODE: status,
+                STATUS_DESCRIPTION: description,
                 "statusDescription": description,
             }
             reply = build_message(value, reply_props, message_id)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from . import frames as F
 from .codec import Described, Symbol, Timestamp, UInt, encode
+from .messages import LAST_ENQUEUED_OFFSET, LAST_ENQUEUED_SEQUENCE_NUMBER, LAST_ENQUEUED_TIME_UTC
 from .store import Hub, PartitionLog, now_ms
 
 if TYPE_CHECKING:
@@ -177,9 +178,9 @@ class Link:
 def _runtime_metrics(log_: PartitionLog) -> bytes:
     last = log_.last_event()
     values = {
-        Symbol("last_enqueued_sequence_number"): log_.next_seq - 1,
-        Symbol("last_enqueued_offset"): str(log_.last_enqueued_offset()),
-        Symbol("last_enqueued_time_utc"): Timestamp(last[2] if last else log_.last_enqueued_ms),
+        Symbol(LAST_ENQUEUED_SEQUENCE_NUMBER): log_.next_seq - 1,
+        Symbol(LAST_ENQUEUED_OFFSET): str(log_.last_enqueued_offset()),
+        Symbol(LAST_ENQUEUED_TIME_UTC): Timestamp(last[2] if last else log_.last_enqueued_ms),
         Symbol("runtime_info_retrieval_time_utc"): Timestamp(now_ms()),
     }
     return encode(Described(0x71, values))
