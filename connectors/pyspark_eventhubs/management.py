@@ -27,8 +27,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import amqp_names as names
-from .client import EventHubsClientError, consumer_client, redact
+from .client import EventHubsClientError, consumer_client
 from .options import EventHubsOptions
+from .redaction import redact
 
 log = logging.getLogger(__name__)
 

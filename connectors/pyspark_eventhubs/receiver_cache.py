@@ -36,11 +36,14 @@ import pyarrow as pa
 from . import fast_read
 from .amqp_binary import tag_binary_properties
 from .amqp_names import SEQUENCE_NUMBER
-from .client import consumer_client, redact
+from .client import consumer_client
 from .errors import EventHubsDataLossError, EventHubsReadError
 from .fast_receiver import FastPartitionReceiver
+from .management import ManagementSession
 from .options import EventHubsOptions
+from .positions import partition_bounds
 from .receiver_slots import ReceiverSlot, is_wanted, no_slot_message
+from .redaction import redact
 from .schema import messages_to_record_batch
 
 log = logging.getLogger(__name__)
@@ -471,17 +474,15 @@ def _receive_exactly(receiver: PartitionReceiver, want: int, timeout: float) -> 
 
 def _expired_to_the_end(options: EventHubsOptions, partition_id: str, expected: int, end: int) -> bool:
     """Whether the partition's events from ``expected`` on all expired (asked of the broker)."""
-    from .client import HubMetadata
-
-    metadata = HubMetadata(options)
+    session = ManagementSession(options)
     try:
-        bounds = metadata.bounds([partition_id])[partition_id]
+        props = session.run(include_hub=False, partition_ids=[partition_id])["partitions"][partition_id]
     except Exception as exc:  # the read goes on waiting; the probe was only a shortcut
         log.debug("probing partition %s failed: %s", partition_id, redact(str(exc), options))
         return False
     finally:
-        metadata.close()
-    return bounds.earliest >= end
+        session.close()
+    return partition_bounds(props).earliest >= end
 
 
 def _on_data_loss(options: EventHubsOptions, partition_id: str, lost_from: int, lost_to: int) -> None:

@@ -31,9 +31,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from .client import producer_client, redact
+from .client import producer_client
 from .errors import EventHubsOptionError
 from .options import EventHubsOptions
+from .redaction import redact
 
 log = logging.getLogger(__name__)
 
