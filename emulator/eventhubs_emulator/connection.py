@@ -23,12 +23,12 @@ from . import frames as F
 from . import management
 from .auth import Grant, grant_covers
 from .codec import AmqpDecodeError, Described, Symbol, UByte, UInt, ULong, UShort, decode
-from .links import Link, LinkRefused, Session
+from .links import Link, Session
 from .messages import STATUS_CODE, STATUS_DESCRIPTION, build_message, parse_request, unpack_delivery
 from .positions import address_of, start_position
+from .roles import LinkRefused, ServerRole
 
 if TYPE_CHECKING:
-    from .server import EmulatorServer
     from .store import Broker
     from .websocket import WebSocketStream
 
@@ -71,7 +71,7 @@ class Connection:
 
     def __init__(
         self,
-        server: EmulatorServer,
+        server: ServerRole,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter | WebSocketStream,
     ) -> None:
