@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .links import Link
     from .store import Broker
 
 
@@ -31,7 +30,7 @@ class ServerRole(Protocol):
     broker: Broker
     faults: Any
     connections: set[Any]
-    receivers: dict[tuple[str, str, str], set[Link]]
+    receivers: dict[tuple[str, str, str], set[Any]]  # the consumer links.Link objects per key
 
     def warn_once(self, key: tuple[str, ...], message: str, *args: Any) -> None: ...
 
@@ -47,7 +46,7 @@ class ConnectionRole(Protocol):
 
     def is_congested(self) -> bool: ...
 
-    def block(self, link: Link) -> None: ...
+    def block(self, link: Any) -> None: ...
 
 
 class EmulatorRole(Protocol):
