@@ -317,11 +317,7 @@ class Emulator:
 
     def connection_string(self, hub: str) -> str:
         """The connection string an SDK client uses for ``hub`` (emulator mode, plain AMQP)."""
-        self.config.hub(hub)  # KeyError for an unknown hub
-        return (
-            f"Endpoint=sb://{self._client_host()}:{self.port};SharedAccessKeyName={self.config.key_name};"
-            f"SharedAccessKey={self.config.key};EntityPath={hub};UseDevelopmentEmulator=true"
-        )
+        return self.config.connection_string(self._client_host(), self.port, hub)
 
     def add_partitions(self, hub: str, new_count: int) -> list[str]:
         """Grow ``hub`` to ``new_count`` partitions; return the partition ids."""
