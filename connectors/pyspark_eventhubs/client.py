@@ -71,3 +71,34 @@ def producer_client(options: EventHubsOptions) -> Any:
 def _has_key(options: EventHubsOptions) -> bool:
     conn = (options.connection_string or "").lower()
     return "sharedaccesskey=" in conn or "sharedaccesssignature=" in conn
+
+
+def partition_consumer(
+    client: Any,
+    options: EventHubsOptions,
+    partition_id: str,
+    position: Any,
+    prefetch: int,
+    inclusive: bool = True,
+    exclusive: bool | None = None,
+) -> Any:
+    """The SDK's consumer for one partition of ``client``, not yet attached (runs on executors).
+
+    Both receivers (``receiver_cache.PartitionReceiver``, ``fast_receiver.FastPartitionReceiver``)
+    read the consumer's link themselves, so its event callback is never called. ``exclusive``
+    (default: ``eventhubs.useExclusiveReceiver``) makes it an epoch receiver with owner level 0.
+    """
+    owner = 0 if (options.use_exclusive_receiver if exclusive is None else exclusive) else None
+    return client._create_consumer(
+        options.consumer_group,
+        partition_id,
+        position,
+        _never_called,
+        prefetch=prefetch,
+        owner_level=owner,
+        event_position_inclusive=inclusive,
+    )
+
+
+def _never_called(*_: Any) -> None:  # the consumer's callback; the receivers read its link instead
+    return None

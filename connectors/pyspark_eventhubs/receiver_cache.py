@@ -36,7 +36,7 @@ import pyarrow as pa
 from . import fast_read
 from .amqp_binary import tag_binary_properties
 from .amqp_names import SEQUENCE_NUMBER
-from .client import consumer_client
+from .client import consumer_client, partition_consumer
 from .errors import EventHubsDataLossError, EventHubsReadError
 from .fast_receiver import FastPartitionReceiver
 from .management import ManagementSession
@@ -93,15 +93,8 @@ class PartitionReceiver:
         self.slot = ReceiverSlot.acquire(options, partition_id, options.receiver_timeout)
         try:
             self._client = consumer_client(options)
-            owner = 0 if (options.use_exclusive_receiver if exclusive is None else exclusive) else None
-            self._consumer = self._client._create_consumer(
-                options.consumer_group,
-                partition_id,
-                position,
-                self._never_called,
-                prefetch=prefetch,
-                owner_level=owner,
-                event_position_inclusive=inclusive,
+            self._consumer = partition_consumer(
+                self._client, options, partition_id, position, prefetch, inclusive, exclusive
             )
         except BaseException:
             self.slot.release()
@@ -130,10 +123,6 @@ class PartitionReceiver:
             handler._message_received = tagged  # the link is created later, with this callback
 
         consumer._create_handler = create_tagging_handler
-
-    @staticmethod
-    def _never_called(*_: Any) -> None:  # the consumer's callback; we read its buffer instead
-        return None
 
     def receive(self, max_count: int, max_wait: float) -> list[Any]:
         """Up to ``max_count`` raw AMQP messages; waits at most ``max_wait`` s for the first.
