@@ -36,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from connector_throughput import PROPERTIES, produce
-from harness import connector_spark, spread, start_emulator
+from harness import connector_spark, run_until_done, spread, start_emulator
 
 PARTITIONS = 4
 SIDES = ("fast", "sdk", "json")
@@ -99,18 +99,13 @@ def run(spark: Any, side: str, conn: str, json_dir: Path, events: int, workdir: 
             .load()
         )
     out, checkpoint = workdir / f"{tag}-out", workdir / f"{tag}-ckpt"
-    started = time.perf_counter()
-    query = (
+    elapsed, _ = run_until_done(
         df.writeStream.format("parquet")
         .option("path", str(out))
         .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
+        .trigger(availableNow=True),
+        side,
     )
-    query.awaitTermination()
-    elapsed = time.perf_counter() - started
-    if query.exception() is not None:
-        raise RuntimeError(f"{side}: {query.exception()}")
     landed = spark.read.parquet(str(out))
     rows = landed.count()
     distinct = landed.select("partition", "sequenceNumber").distinct().count()

@@ -5,6 +5,7 @@
 - :func:`connector_spark`: a local Spark session with the connector registered and the UI off;
 - :func:`run_in_processes`: one worker process per argument tuple, each putting its result on a
   queue (the aggregate rate of several readers or writers);
+- :func:`run_until_done`: start an ``availableNow`` streaming query, wait, time it, fail on its error;
 - :func:`spread`: ``median (min-max)``, how every benchmark prints repeated measurements.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import statistics
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -61,3 +63,18 @@ def run_in_processes(
 def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
     """``median (min-max)`` of repeated measurements, each number formatted with ``fmt``."""
     return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def run_until_done(writer: Any, what: str) -> tuple[float, Any]:
+    """Start ``writer`` (a configured ``DataStreamWriter``, trigger ``availableNow``) and wait for it.
+
+    Returns the seconds from start to termination and the query; raises RuntimeError naming
+    ``what`` when the query failed.
+    """
+    started = time.perf_counter()
+    query = writer.start()
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    if query.exception() is not None:
+        raise RuntimeError(f"{what}: {query.exception()}")
+    return elapsed, query

@@ -352,10 +352,7 @@ def read_range(
             first = _seq(messages[0])
             if first != expected:
                 if first < expected:
-                    raise EventHubsReadError(
-                        f"Event hub {options.description} partition {partition_id}: received "
-                        f"sequence number {first} but expected {expected}."
-                    )
+                    raise fast_read.went_back(options, partition_id, first, expected)
                 _on_data_loss(options, partition_id, expected, min(first, end))
                 if first >= end:
                     # Everything left of this range expired; keep the receiver's events for later.
