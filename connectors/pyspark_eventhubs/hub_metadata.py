@@ -17,7 +17,6 @@ from .amqp_names import SEQUENCE_NUMBER
 from .management import ManagementSession
 from .options import EventHubsOptions
 from .positions import EventPosition, PartitionBounds, partition_bounds
-from .receiver_cache import PartitionReceiver
 
 #: How often the driver re-lists the hub's partitions (a hub only ever gains partitions, rarely).
 PARTITION_LIST_SECONDS = 30.0
@@ -104,6 +103,9 @@ class HubMetadata:
 
     def _first_sequence_at(self, partition_id: str, selector: Any, inclusive: bool) -> int | None:
         """Sequence number of the first event at a position, or None when there is none yet."""
+        # Imported here: the driver needs the executor's receiver only for this lookup.
+        from .receiver_cache import PartitionReceiver
+
         receiver = PartitionReceiver(
             self.options,
             partition_id,
