@@ -138,8 +138,6 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=200, help="event body size in bytes")
     parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions")
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     rates: dict[str, list[float]] = {side: [] for side in SIDES}
     ratios: dict[str, list[float]] = {"fast/sdk": [], "json/fast": []}
     loads: list[float] = []

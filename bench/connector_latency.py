@@ -276,8 +276,6 @@ def main() -> None:
         "--available-now", type=int, default=0, help="also time this many Trigger.AvailableNow runs"
     )
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup below on kill
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,7 +27,6 @@ import json
 import multiprocessing as mp
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -198,8 +197,6 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=200, help="event body size in bytes")
     parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions per case")
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     results: dict[str, dict[str, list[float]]] = {}
     loads: list[float] = []
 

@@ -12,7 +12,9 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,6 +35,8 @@ def connector_spark(master: str, conf: dict[str, str] | None = None) -> Any:
 
     from pyspark_eventhubs import DefaultSource
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers run this interpreter
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
         SparkSession.builder.master(master)
         .config("spark.ui.enabled", "false")
