@@ -11,15 +11,16 @@ from datetime import timedelta
 from typing import Any
 
 from hubflow_jobs.status_folder import WORKING_STATES, JobState, parse_state
+from hubflow_plugins.checkpoint_inspector import Verdict
 
 #: Verdicts that end a health check well.
-HEALTHY = ("healthy",)
+HEALTHY: tuple[Verdict, ...] = (Verdict.HEALTHY,)
 #: A streaming job is also fine while a batch runs.
-HEALTHY_STREAMING = ("healthy", "batch-in-flight")
+HEALTHY_STREAMING: tuple[Verdict, ...] = (Verdict.HEALTHY, Verdict.BATCH_IN_FLIGHT)
 #: Verdicts that end a health check badly at once: waiting will not mend them.
-FAILING = ("failed-batch", "stalled", "corrupt", "missing")
+FAILING: tuple[Verdict, ...] = (Verdict.FAILED_BATCH, Verdict.STALLED, Verdict.CORRUPT, Verdict.MISSING)
 #: Verdicts that only mean "no new input" while the job itself is alive, or after a run without input.
-IDLE_VERDICTS = ("stalled", "missing")
+IDLE_VERDICTS: tuple[Verdict, ...] = (Verdict.STALLED, Verdict.MISSING)
 
 
 @dataclass
@@ -125,6 +126,10 @@ def planned_sequence_numbers(report: dict[str, Any], hub: str) -> dict[str, int]
 
 
 def _end_sequence_numbers(report: dict[str, Any], hub: str, key: str) -> dict[str, int]:
+    # The connector owns its offset JSON; imported here (it imports pyspark) so that DAG parsing,
+    # which imports this module's verdict lists, never loads Spark.
+    from pyspark_eventhubs.offsets import offset_seqs
+
     for source in report.get("sources") or []:
         raw = source.get(key) if isinstance(source, dict) else None
         if raw is None:
@@ -134,5 +139,5 @@ def _end_sequence_numbers(report: dict[str, Any], hub: str, key: str) -> dict[st
         except ValueError:
             continue
         if isinstance(offsets, dict) and isinstance(offsets.get(hub), dict):
-            return {str(p): int(n) for p, n in offsets[hub].items()}
+            return offset_seqs(offsets, hub)
     return {}

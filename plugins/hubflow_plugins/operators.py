@@ -261,91 +261,38 @@ class StreamingJobOperator(BaseOperator):
         }
 
     def _rewind(self, job: RegisteredJob, control: Any, live: Any, dry_run: bool, who: str) -> dict[str, Any]:
-        from hubflow_plugins.checkpoint_backups import backup_checkpoint
-        from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
+        """The on-call rewind: the hook asks the hub, ``rewind.rewind_job`` does the rest."""
         from hubflow_plugins.eventhubs_hook import EventHubsHook
-        from hubflow_plugins.health import committed_sequence_numbers, planned_sequence_numbers
-        from hubflow_plugins.rewind import (
-            RewindError,
-            check_delta_rewind,
-            parse_enqueued_time,
-            parse_sequence_numbers,
-            resolve_enqueued_time,
-            rewind_positions,
-            seed_checkpoint,
-        )
+        from hubflow_plugins.rewind import RewindError, rewind_job
 
         if not job.eventhubs_conn_id:
             raise AirflowFailException(
                 f"job {job.name} has no eventhubs_conn_id: only Event Hubs jobs rewind"
             )
-        checkpoint = job.paths.checkpoint_location
         hook = EventHubsHook(job.eventhubs_conn_id)
         hub, latest = hook.latest_sequence_numbers()
-        report = inspect_checkpoint(checkpoint, stalled_after=job.stalled_after_delta).to_dict()
-        committed = committed_sequence_numbers(report, hub)
-        self.log.info("found: hub %s, next sequence number per partition %s", hub, latest)
-        self.log.info(
-            "found: checkpoint %s is %s; committed %s", checkpoint, report["verdict"], committed or "none"
-        )
         try:
-            when = parse_enqueued_time(self.rewind_to_enqueued_time)
-            at_time = resolve_enqueued_time(hook.connection_string(), when)[1] if when else None
-            if at_time is not None:
-                self.log.info("found: first sequence numbers enqueued at or after %s: %s", when, at_time)
-            positions = rewind_positions(
-                sorted(latest, key=int),
-                sequence_numbers=parse_sequence_numbers(self.rewind_to_sequence_numbers),
-                at_enqueued_time=at_time,
-                committed=committed,
+            return rewind_job(
+                job,
+                control,
+                live,
+                hub=hub,
+                latest=latest,
+                connection_string=hook.connection_string(),
+                to_enqueued_time=self.rewind_to_enqueued_time,
+                to_sequence_numbers=self.rewind_to_sequence_numbers,
+                dry_run=dry_run,
+                who=who,
+                stop_wait=self.stop_wait,
+                start=lambda: self._start(job, control, count_restart=False),
+                log=self.log.info,
             )
-            check_delta_rewind(positions, planned_sequence_numbers(report, hub), job.paths.delta_tables)
         except RewindError as exc:
-            raise AirflowFailException(f"job {job.name}: cannot rewind: {exc}") from None
-        plan = [
-            f"stop job {job.name}" if live.alive else f"leave job {job.name} stopped ({live.reason})",
-            f"move checkpoint {checkpoint} whole into its backups folder (never edited)",
-            f"write a new checkpoint that resumes at sequence numbers {positions}",
-            f"start job {job.name}",
-        ]
-        if dry_run:
-            for line in plan:
-                self.log.info("dry run, would: %s", line)
-            return {
-                "job": job.name,
-                "action": "rewind",
-                "dry_run": True,
-                "done": [f"would {p}" for p in plan],
-            }
-        done = []
-        if live.hold is not None:
-            control.folder.release_hold()
-            done.append(f"released the hold {live.hold.describe()}: a rewind ends by starting the job")
-            self.log.info("%s", done[-1])
-        if live.alive:
-            done.append(control.stop(self.stop_wait, log=self.log.info, requested_by=who))
-            self.log.info("%s", done[-1])
-        backup = backup_checkpoint(checkpoint, log=self.log.info)
-        if backup is None:
-            raise AirflowFailException(
-                f"job {job.name}: no checkpoint at {checkpoint}; start the job instead"
-            )
-        done.append(f"checkpoint moved to {backup}")
-        self.log.info("%s", done[-1])
-        try:
-            batch = seed_checkpoint(backup, checkpoint, hub, positions)
-        except RewindError as exc:
-            raise AirflowFailException(
-                f"job {job.name}: cannot rewind: {exc} The old checkpoint is intact in {backup}."
-            ) from None
-        done.append(f"new checkpoint {checkpoint} resumes after batch {batch} at {positions}")
-        self.log.info("%s", done[-1])
-        done.append(self._start(job, control, count_restart=False))
-        self.log.info("%s", done[-1])
-        return {"job": job.name, "action": "rewind", "dry_run": False, "backup": backup, "done": done}
+            raise AirflowFailException(str(exc)) from None
 
     def _start(self, job: RegisteredJob, control: Any, count_restart: bool = True) -> str:
         from hubflow_jobs import EXIT_HELD, EXIT_LOCKED
+        from hubflow_jobs.status_folder import JobState
         from hubflow_plugins.spark_submit import build_submit_hook
 
         control.folder.clear_requests()
@@ -366,7 +313,7 @@ class StreamingJobOperator(BaseOperator):
         deadline = time.monotonic() + self.start_timeout.total_seconds()
         while time.monotonic() < deadline:
             live = control.liveness()
-            if live.alive and live.state in ("running", "idle"):
+            if live.alive and live.state in (JobState.RUNNING, JobState.IDLE):
                 return f"started job {job.name}: {live.reason}"
             code = process.poll()
             if code is not None:

@@ -25,11 +25,16 @@ events) is allowed.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from hubflow_jobs.azure_storage import url_to_fs
 from hubflow_plugins.checkpoint_logs import join, list_batch_ids, read_text
+
+if TYPE_CHECKING:
+    from hubflow_plugins.job_control import JobControl, Liveness
+    from hubflow_plugins.registry import RegisteredJob
 
 
 class RewindError(ValueError):
@@ -145,6 +150,10 @@ def seed_checkpoint(backup: str, checkpoint: str, hub: str, positions: dict[str,
     pinned SQL confs and every other source's offsets, the Event Hubs source's replaced by
     ``{hub: positions}``, and a commit for it.
     """
+    # The connector owns its offset JSON; imported here (it imports pyspark) so that DAG parsing,
+    # which imports the operators, never loads Spark.
+    from pyspark_eventhubs.offsets import make_offset
+
     fs, old = url_to_fs(backup)
     _, new = url_to_fs(checkpoint)
     if fs.exists(new):
@@ -170,7 +179,7 @@ def seed_checkpoint(backup: str, checkpoint: str, hub: str, positions: dict[str,
         except ValueError:
             continue
         if isinstance(source, dict) and hub in source:
-            lines[index] = json.dumps({hub: {p: positions[p] for p in sorted(positions, key=int)}})
+            lines[index] = json.dumps(make_offset(hub, positions))
             replaced += 1
     if replaced != 1:
         raise RewindError(
@@ -185,3 +194,88 @@ def seed_checkpoint(backup: str, checkpoint: str, hub: str, positions: dict[str,
     with fs.open(join(new, "commits", str(batch)), "w") as handle:
         handle.write('v1\n{"nextBatchWatermarkMs":0}')
     return batch
+
+
+def rewind_job(
+    job: RegisteredJob,
+    control: JobControl,
+    live: Liveness,
+    *,
+    hub: str,
+    latest: dict[str, int],
+    connection_string: str,
+    to_enqueued_time: str | None,
+    to_sequence_numbers: str | dict[str, Any] | None,
+    dry_run: bool,
+    who: str,
+    stop_wait: timedelta,
+    start: Callable[[], str],
+    log: Callable[..., Any],
+) -> dict[str, Any]:
+    """Rewind ``job`` (an Event Hubs job) to the requested positions; the on-call rewind, whole.
+
+    Plans first (positions from ``to_enqueued_time`` or ``to_sequence_numbers``, the rest resume
+    where the checkpoint committed; a Delta sink refuses going back), then, unless ``dry_run``:
+    releases a hold, stops the job, moves the checkpoint whole into its backups folder, seeds the
+    new checkpoint at the positions and calls ``start`` (which launches the driver and returns what
+    it did). ``latest`` is the hub's next sequence number per partition (the Event Hubs hook asks
+    the hub). Airflow-free: the operator passes its logger and its driver launcher. Raises
+    :class:`RewindError` with a message for on-call; the old checkpoint is never edited.
+    """
+    from hubflow_plugins.checkpoint_backups import backup_checkpoint
+    from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
+    from hubflow_plugins.health import committed_sequence_numbers, planned_sequence_numbers
+
+    checkpoint = job.paths.checkpoint_location
+    report = inspect_checkpoint(checkpoint, stalled_after=job.stalled_after_delta).to_dict()
+    committed = committed_sequence_numbers(report, hub)
+    log("found: hub %s, next sequence number per partition %s", hub, latest)
+    log("found: checkpoint %s is %s; committed %s", checkpoint, report["verdict"], committed or "none")
+    try:
+        when = parse_enqueued_time(to_enqueued_time)
+        at_time = resolve_enqueued_time(connection_string, when)[1] if when else None
+        if at_time is not None:
+            log("found: first sequence numbers enqueued at or after %s: %s", when, at_time)
+        positions = rewind_positions(
+            sorted(latest, key=int),
+            sequence_numbers=parse_sequence_numbers(to_sequence_numbers),
+            at_enqueued_time=at_time,
+            committed=committed,
+        )
+        check_delta_rewind(positions, planned_sequence_numbers(report, hub), job.paths.delta_tables)
+    except RewindError as exc:
+        raise RewindError(f"job {job.name}: cannot rewind: {exc}") from None
+    plan = [
+        f"stop job {job.name}" if live.alive else f"leave job {job.name} stopped ({live.reason})",
+        f"move checkpoint {checkpoint} whole into its backups folder (never edited)",
+        f"write a new checkpoint that resumes at sequence numbers {positions}",
+        f"start job {job.name}",
+    ]
+    if dry_run:
+        for line in plan:
+            log("dry run, would: %s", line)
+        return {"job": job.name, "action": "rewind", "dry_run": True, "done": [f"would {p}" for p in plan]}
+    done = []
+    if live.hold is not None:
+        control.folder.release_hold()
+        done.append(f"released the hold {live.hold.describe()}: a rewind ends by starting the job")
+        log("%s", done[-1])
+    if live.alive:
+        done.append(control.stop(stop_wait, log=log, requested_by=who))
+        log("%s", done[-1])
+    backup = backup_checkpoint(checkpoint, log=log)
+    if backup is None:
+        raise RewindError(f"job {job.name}: no checkpoint at {checkpoint}; start the job instead")
+    done.append(f"checkpoint moved to {backup}")
+    log("%s", done[-1])
+    try:
+        batch = seed_checkpoint(backup, checkpoint, hub, positions)
+    except RewindError as exc:
+        raise RewindError(
+            f"job {job.name}: cannot rewind: {exc} The old checkpoint is intact in {backup}."
+        ) from None
+    done.append(f"new checkpoint {checkpoint} resumes after batch {batch} at {positions}")
+    log("%s", done[-1])
+    done.append(start())
+    log("%s", done[-1])
+    return {"job": job.name, "action": "rewind", "dry_run": False, "backup": backup, "done": done}

@@ -56,8 +56,9 @@ class CheckpointHealthSensor(BaseSensorOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.job_name = job_name
-        self.accept = tuple(accept)
-        self.fail_on = tuple(fail_on)
+        # Plain strings (a Verdict is a StrEnum): the lists travel to the triggerer serialized.
+        self.accept = tuple(str(verdict) for verdict in accept)
+        self.fail_on = tuple(str(verdict) for verdict in fail_on)
         self.stalled_after = stalled_after
         self.max_lag_events = max_lag_events
         self.consumer_group = consumer_group
