@@ -21,6 +21,7 @@ from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, DeltaDataIntervalTimetable, Param
 
+from hubflow_jobs.durations import parse_duration
 from hubflow_plugins.health import HEALTHY, HEALTHY_STREAMING
 from hubflow_plugins.operators import (
     ArchiveOperator,
@@ -29,7 +30,7 @@ from hubflow_plugins.operators import (
     SparkJobOperator,
     StreamingJobOperator,
 )
-from hubflow_plugins.registry import RegisteredJob, Registry, parse_duration
+from hubflow_plugins.registry import RegisteredJob, Registry
 from hubflow_plugins.sensors import CheckpointHealthSensor
 
 START_DATE = datetime(2026, 1, 1)

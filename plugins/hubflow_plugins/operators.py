@@ -16,7 +16,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from hubflow_plugins.registry import RegisteredJob, load_registry, parse_duration
+from hubflow_jobs.durations import parse_duration
+from hubflow_plugins.registry import RegisteredJob, load_registry
 
 STREAMING_ACTIONS = ("ensure_running", "start", "stop", "restart", "rewind")
 
