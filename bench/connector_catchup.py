@@ -27,7 +27,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -36,7 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from connector_throughput import PROPERTIES, produce, start_emulator
+from connector_throughput import PROPERTIES, produce
+from harness import connector_spark, run_until_done, spread, start_emulator
 
 PARTITIONS = 4
 SIDES = ("fast", "sdk", "json")
@@ -99,18 +99,13 @@ def run(spark: Any, side: str, conn: str, json_dir: Path, events: int, workdir: 
             .load()
         )
     out, checkpoint = workdir / f"{tag}-out", workdir / f"{tag}-ckpt"
-    started = time.perf_counter()
-    query = (
+    elapsed, _ = run_until_done(
         df.writeStream.format("parquet")
         .option("path", str(out))
         .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
+        .trigger(availableNow=True),
+        side,
     )
-    query.awaitTermination()
-    elapsed = time.perf_counter() - started
-    if query.exception() is not None:
-        raise RuntimeError(f"{side}: {query.exception()}")
     landed = spark.read.parquet(str(out))
     rows = landed.count()
     distinct = landed.select("partition", "sequenceNumber").distinct().count()
@@ -137,25 +132,20 @@ def run_once(spark: Any, side: str, conn: str, json_dir: Path, events: int, work
     raise AssertionError("unreachable")
 
 
-def _spread(values: list[float], fmt: str = "{:,.0f}") -> str:
-    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events in all (4 partitions)")
     parser.add_argument("--size", type=int, default=200, help="event body size in bytes")
     parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions")
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     rates: dict[str, list[float]] = {side: [] for side in SIDES}
     ratios: dict[str, list[float]] = {"fast/sdk": [], "json/fast": []}
     loads: list[float] = []
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        emulator, conns = start_emulator(workdir, PARTITIONS)
+        emulator = start_emulator(workdir, {"bench": PARTITIONS, "sink": PARTITIONS})
+        conns = emulator.connection_strings
         try:
             started = time.perf_counter()
             fill_hub(conns["bench"], args.events, args.size)
@@ -167,23 +157,16 @@ def main() -> None:
                 flush=True,
             )
 
-            from pyspark.sql import SparkSession
-
-            from pyspark_eventhubs import DefaultSource
-
-            spark = (
-                SparkSession.builder.master("local[2]")
-                .config("spark.ui.enabled", "false")
-                .config("spark.python.worker.reuse", "true")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.sql.shuffle.partitions", "2")
-                # A loaded machine starts Python workers slowly: time for the handshake once they
-                # connected (Spark's wait for the connection itself is a fixed 10 s: see run_once).
-                .config("spark.python.authenticate.socketTimeout", "120s")
-                .getOrCreate()
+            spark = connector_spark(
+                "local[2]",
+                {
+                    "spark.python.worker.reuse": "true",
+                    "spark.sql.shuffle.partitions": "2",
+                    # A loaded machine starts Python workers slowly: time for the handshake once they
+                    # connected (Spark's wait for the connection itself is a fixed 10 s: see run_once).
+                    "spark.python.authenticate.socketTimeout": "120s",
+                },
             )
-            spark.sparkContext.setLogLevel("ERROR")
-            spark.dataSource.register(DefaultSource)
             for side in SIDES:  # warm-up, not timed
                 run_once(spark, side, conns["sink"], workdir / "json-warm", 4000, workdir, f"warm-{side}")
             for rep in range(args.reps):
@@ -205,8 +188,7 @@ def main() -> None:
                 )
             spark.stop()
         finally:
-            emulator.terminate()
-            emulator.wait(10)
+            emulator.stop()
 
     print(
         f"\n{args.events:,} events, {args.size} B + {len(PROPERTIES)} properties, {PARTITIONS} partitions, "
@@ -217,9 +199,9 @@ def main() -> None:
     print("|---|---|")
     names = {"fast": "eventhubs, fast path", "sdk": "eventhubs, SDK path", "json": "JSON file source"}
     for side in SIDES:
-        print(f"| {names[side]} | {_spread(rates[side])} |")
-    print(f"| fast / SDK path | **{_spread(ratios['fast/sdk'], '{:.2f}')}** |")
-    print(f"| JSON / fast path | **{_spread(ratios['json/fast'], '{:.2f}')}** |")
+        print(f"| {names[side]} | {spread(rates[side])} |")
+    print(f"| fast / SDK path | **{spread(ratios['fast/sdk'], '{:.2f}')}** |")
+    print(f"| JSON / fast path | **{spread(ratios['json/fast'], '{:.2f}')}** |")
 
 
 if __name__ == "__main__":

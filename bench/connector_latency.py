@@ -34,7 +34,6 @@ import multiprocessing as mp
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,33 +41,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from harness import connector_spark, start_emulator
+
 HUB = "latency"
-
-
-def start_emulator(workdir: Path, partitions: int) -> tuple[subprocess.Popen, str]:
-    """The emulator CLI in its own process with one hub; returns it and the hub's connection string."""
-    config = workdir / "Config.json"
-    entity = {"Name": HUB, "PartitionCount": partitions, "ConsumerGroups": []}
-    config.write_text(
-        json.dumps(
-            {
-                "UserConfig": {
-                    "NamespaceConfig": [{"Type": "EventHub", "Name": "ns", "Entities": [entity]}],
-                    "LoggingConfig": {"Type": "Console"},
-                }
-            }
-        )
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eventhubs_emulator", "--config", str(config), "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith(f"{HUB}: "):
-            return proc, line.split(": ", 1)[1].strip()
-    raise RuntimeError("the emulator did not print the connection string")
 
 
 def produce_steadily(conn: str, rate: int, partitions: int, body_size: int, stop: Any) -> None:
@@ -301,13 +276,12 @@ def main() -> None:
         "--available-now", type=int, default=0, help="also time this many Trigger.AvailableNow runs"
     )
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup below on kill
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        emulator, conn = start_emulator(workdir, args.partitions)
+        emulator = start_emulator(workdir, {HUB: args.partitions})
+        conn = emulator.connection_strings[HUB]
         spawn = mp.get_context("spawn")
         stop = spawn.Event()
         producer = spawn.Process(
@@ -316,22 +290,15 @@ def main() -> None:
         results: dict[str, list[dict[str, Any]]] = {"eventhubs": [], "rate": []}
         try:
             producer.start()
-            from pyspark.sql import SparkSession
-
-            from pyspark_eventhubs import DefaultSource
-
-            spark = (
-                SparkSession.builder.master("local[2]")
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.sql.shuffle.partitions", "2")
-                .config("spark.sql.streaming.numRecentProgressUpdates", "10000")
-                # A loaded machine starts Python workers slowly; give them time to connect back.
-                .config("spark.python.authenticate.socketTimeout", "120s")
-                .getOrCreate()
+            spark = connector_spark(
+                "local[2]",
+                {
+                    "spark.sql.shuffle.partitions": "2",
+                    "spark.sql.streaming.numRecentProgressUpdates": "10000",
+                    # A loaded machine starts Python workers slowly; give them time to connect back.
+                    "spark.python.authenticate.socketTimeout": "120s",
+                },
             )
-            spark.sparkContext.setLogLevel("ERROR")
-            spark.dataSource.register(DefaultSource)
             for rep in range(args.reps):
                 order = ("eventhubs", "rate") if rep % 2 == 0 else ("rate", "eventhubs")
                 for side in order:
@@ -360,8 +327,7 @@ def main() -> None:
         finally:
             stop.set()
             producer.join(30)
-            emulator.terminate()
-            emulator.wait(10)
+            emulator.stop()
 
     print(
         f"\n{args.rate} events/s, {args.partitions} partitions, {args.body} B bodies, local[2], "

@@ -27,50 +27,18 @@ import json
 import multiprocessing as mp
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from harness import connector_spark, run_in_processes, spread, start_emulator
+
 PARTITIONS = 2
 PREFETCH = 500
 #: The 3 application properties of every event, on both sides.
 PROPERTIES = {"source": "bench", "kind": "reading", "schema": "v1"}
-
-
-def start_emulator(workdir: Path, partitions: int = PARTITIONS) -> tuple[subprocess.Popen, dict[str, str]]:
-    """The emulator CLI with hubs ``bench`` and ``sink``; returns it and their connection strings."""
-    entities = [
-        {"Name": name, "PartitionCount": partitions, "ConsumerGroups": []} for name in ("bench", "sink")
-    ]
-    config = workdir / "Config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "UserConfig": {
-                    "NamespaceConfig": [{"Type": "EventHub", "Name": "ns", "Entities": entities}],
-                    "LoggingConfig": {"Type": "Console"},
-                }
-            }
-        )
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eventhubs_emulator", "--config", str(config), "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    conns: dict[str, str] = {}
-    for line in proc.stdout:
-        for name in ("bench", "sink"):
-            if line.startswith(f"{name}: "):
-                conns[name] = line.split(": ", 1)[1].strip()
-        if len(conns) == 2:
-            return proc, conns
-    raise RuntimeError("the emulator did not print the connection strings")
 
 
 def produce(conn: str, count: int, size: int, partition: str | None) -> float:
@@ -110,14 +78,8 @@ def raw_write_parallel(conn: str, total: int, size: int, processes: int) -> floa
     Each process times itself from its first send (after connecting); the aggregate spans the
     earliest start to the latest end.
     """
-    queue: mp.Queue = mp.Queue()
     shares = [total // processes + (1 if i < total % processes else 0) for i in range(processes)]
-    procs = [mp.Process(target=produce_timed, args=(conn, n, size, queue)) for n in shares]
-    for proc in procs:
-        proc.start()
-    spans = [queue.get(timeout=600) for _ in procs]
-    for proc in procs:
-        proc.join()
+    spans = run_in_processes(produce_timed, [(conn, n, size) for n in shares])
     return total / (max(end for _, end in spans) - min(start for start, _ in spans))
 
 
@@ -168,13 +130,7 @@ def raw_read(conn: str, partition: str, count: int, results: mp.Queue) -> None:
 
 def raw_read_parallel(conn: str, partitions: list[str], count: int) -> float:
     """Aggregate events/s of one reader process per partition."""
-    queue: mp.Queue = mp.Queue()
-    procs = [mp.Process(target=raw_read, args=(conn, p, count, queue)) for p in partitions]
-    for proc in procs:
-        proc.start()
-    outcomes = [queue.get(timeout=600) for _ in procs]
-    for proc in procs:
-        proc.join()
+    outcomes = run_in_processes(raw_read, [(conn, p, count) for p in partitions])
     total = sum(n for n, _ in outcomes)
     return total / max(t for _, t in outcomes)
 
@@ -235,40 +191,23 @@ def connector_write(spark: Any, conn: str, total: int, size: int) -> float:
     return arrived / elapsed
 
 
-def _spread(values: list[float]) -> str:
-    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=50_000, help="events per partition")
     parser.add_argument("--size", type=int, default=200, help="event body size in bytes")
     parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions per case")
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     results: dict[str, dict[str, list[float]]] = {}
     loads: list[float] = []
 
     with tempfile.TemporaryDirectory() as tmp:
-        emulator, conns = start_emulator(Path(tmp))
+        emulator = start_emulator(Path(tmp), {"bench": PARTITIONS, "sink": PARTITIONS})
+        conns = emulator.connection_strings
         try:
             for p in range(PARTITIONS):
                 produce(conns["bench"], args.events, args.size, str(p))
 
-            from pyspark.sql import SparkSession
-
-            from pyspark_eventhubs import DefaultSource
-
-            spark = (
-                SparkSession.builder.master(f"local[{PARTITIONS}]")
-                .config("spark.ui.enabled", "false")
-                .config("spark.python.worker.reuse", "true")
-                .config("spark.ui.showConsoleProgress", "false")
-                .getOrCreate()
-            )
-            spark.sparkContext.setLogLevel("ERROR")
-            spark.dataSource.register(DefaultSource)
+            spark = connector_spark(f"local[{PARTITIONS}]", {"spark.python.worker.reuse": "true"})
             total = args.events * PARTITIONS
             connector_read(spark, conns["bench"], ["0", "1"], args.events)  # warm-up, not timed
             connector_write(spark, conns["sink"], total, args.size)  # warm-up, not timed
@@ -301,8 +240,7 @@ def main() -> None:
                     print(f"rep {rep + 1} {name}: raw {raw_rate:,.0f} ev/s, connector {our_rate:,.0f} ev/s")
             spark.stop()
         finally:
-            emulator.terminate()
-            emulator.wait(10)
+            emulator.stop()
 
     print(
         f"\n{args.events} events/partition, {args.size} B + {len(PROPERTIES)} properties, {args.reps} reps "
@@ -313,7 +251,7 @@ def main() -> None:
     for name, sides in results.items():
         ratio = sides["ratio"]
         print(
-            f"| {name} | {_spread(sides['raw'])} | {_spread(sides['connector'])} | "
+            f"| {name} | {spread(sides['raw'])} | {spread(sides['connector'])} | "
             f"**{statistics.median(ratio):.2f}** ({min(ratio):.2f}-{max(ratio):.2f}) |"
         )
 

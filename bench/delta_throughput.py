@@ -24,8 +24,9 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from harness import run_until_done
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jobs"))
 
@@ -73,19 +74,14 @@ def make_input(spark, folder: Path, rows: int, files: int) -> None:
 def run_sink(spark, source: Path, out: Path, checkpoint: Path, file_format: str, per_trigger: int) -> float:
     """Seconds for an availableNow query copying ``source`` into a ``file_format`` table."""
     stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", per_trigger).parquet(str(source))
-    started = time.perf_counter()
-    query = (
+    elapsed, _ = run_until_done(
         stream.writeStream.format(file_format)
         .option("path", str(out))
         .option("checkpointLocation", str(checkpoint))
         .partitionBy("ingest_date")
-        .trigger(availableNow=True)
-        .start()
+        .trigger(availableNow=True),
+        f"{file_format} sink",
     )
-    query.awaitTermination()
-    elapsed = time.perf_counter() - started
-    if query.exception():
-        raise RuntimeError(query.exception())
     return elapsed
 
 
@@ -94,18 +90,13 @@ def run_source(spark, table: Path, checkpoint: Path, file_format: str, per_trigg
     reader = spark.readStream.format(file_format).option("maxFilesPerTrigger", per_trigger)
     if file_format == "parquet":
         reader = reader.schema(SCHEMA)
-    started = time.perf_counter()
-    query = (
+    elapsed, query = run_until_done(
         reader.load(str(table))
         .writeStream.format("noop")
         .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
+        .trigger(availableNow=True),
+        f"{file_format} source",
     )
-    query.awaitTermination()
-    elapsed = time.perf_counter() - started
-    if query.exception():
-        raise RuntimeError(query.exception())
     rows = sum(int(p["numInputRows"]) for p in query.recentProgress)
     return elapsed, rows
 

@@ -16,49 +16,18 @@ Usage: ``.venv/bin/python bench/emulator_throughput.py [--events 20000] [--sizes
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from harness import start_emulator
+
 HUB = "bench"
 PARTITIONS = 4
-
-
-def start_emulator(workdir: Path) -> tuple[subprocess.Popen, str]:
-    """Start the emulator CLI on a free port; return the process and the hub's connection string."""
-    config = workdir / "Config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "UserConfig": {
-                    "NamespaceConfig": [
-                        {
-                            "Type": "EventHub",
-                            "Name": "emulatorNs1",
-                            "Entities": [{"Name": HUB, "PartitionCount": PARTITIONS, "ConsumerGroups": []}],
-                        }
-                    ],
-                    "LoggingConfig": {"Type": "Console"},
-                }
-            }
-        )
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eventhubs_emulator", "--config", str(config), "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith(f"{HUB}: "):
-            return proc, line.split(": ", 1)[1].strip()
-    raise RuntimeError("the emulator did not print a connection string")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -147,7 +116,8 @@ def main() -> None:
     print(f"# {os.cpu_count()} CPUs, python {sys.version.split()[0]}, {args.events} events per partition\n")
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
-            proc, conn = start_emulator(Path(tmp))
+            emulator = start_emulator(Path(tmp), {HUB: PARTITIONS})
+            proc, conn = emulator.process, emulator.connection_strings[HUB]
             try:
                 ids = [str(i) for i in range(PARTITIONS)]
                 cpu0 = cpu_seconds(proc.pid)
@@ -161,8 +131,7 @@ def main() -> None:
                 wall = time.perf_counter() - wall
                 cpu3 = cpu_seconds(proc.pid)
             finally:
-                proc.terminate()
-                proc.wait(timeout=30)
+                emulator.stop()
             single = one_n / one_s
             aggregate = four_n / four_s
             print(f"## {size}-byte events")

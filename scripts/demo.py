@@ -29,6 +29,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from eventhubs_emulator import EmulatorConfig
+
 REPO = Path(__file__).resolve().parent.parent
 #: Where the demo keeps everything (HUBFLOW_DEMO_HOME overrides it, e.g. for the demo's own test).
 DEMO = Path(os.environ.get("HUBFLOW_DEMO_HOME", REPO / ".hubflow" / "demo"))
@@ -139,28 +141,9 @@ def wait_for(check: Any, seconds: float, what: str, process: subprocess.Popen | 
 
 
 # ------------------------------------------------------------------------------------ the stack
-def emulator_config(path: Path) -> None:
-    """Config.json in the official emulator's format."""
-    config = {
-        "UserConfig": {
-            "NamespaceConfig": [
-                {
-                    "Type": "EventHub",
-                    "Name": "emulatorNs1",
-                    "Entities": [{"Name": HUB, "PartitionCount": PARTITIONS, "ConsumerGroups": []}],
-                }
-            ],
-            "LoggingConfig": {"Type": "Console"},
-        }
-    }
-    path.write_text(json.dumps(config, indent=2))
-
-
-def connection_string(port: int) -> str:
-    return (
-        f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
-        f"SharedAccessKey=SAS_KEY_VALUE;EntityPath={HUB};UseDevelopmentEmulator=true"
-    )
+def emulator_config() -> EmulatorConfig:
+    """The demo's hub in the emulator's config model (written as Config.json for its CLI)."""
+    return EmulatorConfig.single_hub(HUB, partition_count=PARTITIONS)
 
 
 def send_events(conn: str) -> int:
@@ -378,7 +361,8 @@ def run(keep_running: bool) -> int:
         console.print(f"[yellow]{note}[/]")
 
     console.print(f"starting the Event Hubs emulator on 127.0.0.1:{amqp_port}")
-    emulator_config(DEMO / "Config.json")
+    config = emulator_config()
+    config.write(DEMO / "Config.json")
     emulator = start(
         "emulator",
         [
@@ -400,7 +384,7 @@ def run(keep_running: bool) -> int:
         "the emulator's health endpoint",
         emulator,
     )
-    conn = connection_string(amqp_port)
+    conn = config.connection_string("127.0.0.1", amqp_port, HUB)
 
     sent = send_events(conn)
     good, bad = write_landing_files(data / "landing" / "orders")

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .client import HubMetadata
+from .hub_metadata import HubMetadata
 from .offsets import plan_ranges
 from .options import EventHubsOptions
 from .positions import EventPosition

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from .amqp_binary import tag_binary_properties
+from .amqp_names import ENQUEUED_TIME, OFFSET, PARTITION_KEY, PUBLISHER, SEQUENCE_NUMBER
 from .arrow_columns import NULL, int64_array, repeated_string, spans_column, spans_map_column
 from .schema import _text, arrow_schema, message_row, messages_to_record_batch, property_entries
 
@@ -47,12 +48,6 @@ APPLICATION_PROPERTIES, DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = 0x74, 0x75, 0x
 
 # An absent sequence number or enqueued time (neither can be the smallest int64 milliseconds).
 MISSING = -(2**63)
-
-_SEQUENCE_NUMBER = b"x-opt-sequence-number"
-_OFFSET = b"x-opt-offset"
-_ENQUEUED_TIME = b"x-opt-enqueued-time"
-_PARTITION_KEY = b"x-opt-partition-key"
-_PUBLISHER = b"x-opt-publisher"
 
 # binary, string, symbol: the SDK decodes all three to ``bytes``, so they become the same text.
 _TEXT8 = frozenset((0xA0, 0xA1, 0xA3))
@@ -338,7 +333,7 @@ def _decode_messages(
                             ks, ke = _key_span(buf, entry)
                             entry = ke
                         size = ke - ks
-                        if size == 21 and buf.startswith(_SEQUENCE_NUMBER, ks, ke):
+                        if size == 21 and buf.startswith(SEQUENCE_NUMBER, ks, ke):
                             if buf[entry] == 0x81:
                                 seq = _I64(buf, entry + 1)[0]
                                 entry += 9
@@ -347,13 +342,13 @@ def _decode_messages(
                                 if seq is None:
                                     raise _SlowPath
                                 entry = value_end(buf, entry)
-                        elif size == 12 and buf.startswith(_OFFSET, ks, ke):
+                        elif size == 12 and buf.startswith(OFFSET, ks, ke):
                             if buf[entry] == 0xA1:
                                 off_s = entry + 2
                                 entry = off_e = off_s + buf[entry + 1]
                             else:
                                 off_s, off_e, entry = _value(buf, entry, cols)
-                        elif size == 19 and buf.startswith(_ENQUEUED_TIME, ks, ke):
+                        elif size == 19 and buf.startswith(ENQUEUED_TIME, ks, ke):
                             if buf[entry] == 0x83:
                                 enq = _I64(buf, entry + 1)[0]
                                 entry += 9
@@ -366,9 +361,9 @@ def _decode_messages(
                                 entry = value_end(buf, entry)
                         else:
                             vs, ve, after = _value(buf, entry, cols)
-                            if size == 19 and buf.startswith(_PARTITION_KEY, ks, ke):
+                            if size == 19 and buf.startswith(PARTITION_KEY, ks, ke):
                                 key_s, key_e = vs, ve
-                            elif size == 15 and buf.startswith(_PUBLISHER, ks, ke):
+                            elif size == 15 and buf.startswith(PUBLISHER, ks, ke):
                                 pub_s, pub_e = vs, ve
                             if annotations is None:
                                 annotations = []

@@ -87,10 +87,7 @@ def read_range(
             first = int(numbers[0])
             if first != expected:
                 if first < expected:
-                    raise EventHubsReadError(
-                        f"Event hub {options.description} partition {partition_id}: received "
-                        f"sequence number {first} but expected {expected}."
-                    )
+                    raise went_back(options, partition_id, first, expected)
                 on_data_loss(expected, min(first, end))
                 if first >= end:  # everything left of this range expired; keep the events for later
                     receiver.unread(batch)
@@ -119,3 +116,11 @@ def read_range(
             give_back(receiver)
         else:
             receiver.close(wait=False)
+
+
+def went_back(options: EventHubsOptions, partition_id: str, got: int, expected: int) -> EventHubsReadError:
+    """The error when a receiver delivers an event before the one it was positioned at (both paths)."""
+    return EventHubsReadError(
+        f"Event hub {options.description} partition {partition_id}: received "
+        f"sequence number {got} but expected {expected}."
+    )

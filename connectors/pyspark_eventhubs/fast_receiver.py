@@ -33,7 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .client import consumer_client
+from .client import consumer_client, partition_consumer
 from .delivery_decoder import DeliveryDecodeError, decode_deliveries, value_end
 from .options import EventHubsOptions
 from .receiver_slots import ReceiverSlot
@@ -93,15 +93,8 @@ class FastPartitionReceiver:
                 "the fast receiver reads AMQP over TCP/TLS only; set eventhubs.useFastReceiver=false "
                 "for AMQP over WebSockets"
             )
-        owner = 0 if (options.use_exclusive_receiver if exclusive is None else exclusive) else None
-        self._consumer = self._client._create_consumer(
-            options.consumer_group,
-            partition_id,
-            position,
-            self._never_called,
-            prefetch=self._prefetch,
-            owner_level=owner,
-            event_position_inclusive=inclusive,
+        self._consumer = partition_consumer(
+            self._client, options, partition_id, position, self._prefetch, inclusive, exclusive
         )
         self._consumer._keep_alive = None  # no SDK thread reading the socket behind our back
         self._attached = False
@@ -128,10 +121,6 @@ class FastPartitionReceiver:
         self._closed = threading.Event()
         self._demand = 0  # events the current receive call waits for (fill)
         self._event_size = 512  # bytes per delivery, from the last block
-
-    @staticmethod
-    def _never_called(*_: Any) -> None:  # the SDK consumer's callback; never reached
-        return None
 
     # ------------------------------------------------------------------------------ reading events
     def receive(self, max_count: int, max_wait: float, fill: bool = False) -> pa.RecordBatch | None:

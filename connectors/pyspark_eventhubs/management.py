@@ -26,17 +26,15 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .client import EventHubsClientError, consumer_client, redact
+from . import amqp_names as names
+from .client import EventHubsClientError, consumer_client
 from .options import EventHubsOptions
+from .redaction import redact
 
 log = logging.getLogger(__name__)
 
 #: Event Hubs' quota of runtime-information (management READ) requests per second and namespace.
 REQUESTS_PER_SECOND = 50
-_HUB_TYPE = "com.microsoft:eventhub"
-_PARTITION_TYPE = "com.microsoft:partition"
-_STATUS_CODE = b"status-code"
-_STATUS_DESCRIPTION = b"status-description"
 # Attempts of one planning round; the first failure usually means a connection the broker dropped.
 ROUND_ATTEMPTS = 3
 
@@ -166,11 +164,11 @@ class ManagementSession:
         self._amqp.open()
         self._wait_ready(deadline, "connecting to the management node")
         self._link = self._amqp._session.create_request_response_link_pair(
-            endpoint="$management",
+            endpoint=names.MANAGEMENT_NODE,
             on_amqp_management_open_complete=lambda _result: None,
             on_amqp_management_error=lambda: None,
-            status_code_field=_STATUS_CODE,
-            status_description_field=_STATUS_DESCRIPTION,
+            status_code_field=names.STATUS_CODE,
+            status_description_field=names.STATUS_DESCRIPTION,
         )
         self._link.open()
         while self._link.state == ManagementLinkState.OPENING:
@@ -221,19 +219,23 @@ class ManagementSession:
         token = transport.get_updated_token(self._auth)
         requests: list[tuple[str, dict[str, Any], str]] = []
         if include_hub:
-            requests.append(("hub", {"name": self.options.eventhub_name}, _HUB_TYPE))
+            requests.append(("hub", {names.NAME: self.options.eventhub_name}, names.HUB_TYPE))
         for pid in ids:
-            requests.append((pid, {"name": self.options.eventhub_name, "partition": pid}, _PARTITION_TYPE))
+            requests.append(
+                (pid, {names.NAME: self.options.eventhub_name, names.PARTITION: pid}, names.PARTITION_TYPE)
+            )
         for key, properties, kind in requests:
             limiter.acquire()
-            message = transport.build_message(application_properties={**properties, "security_token": token})
+            message = transport.build_message(
+                application_properties={**properties, names.SECURITY_TOKEN: token}
+            )
 
             def done(
                 result: Any, status: Any, description: Any, response: Any, error: Any, key: str = key
             ) -> None:
                 answers[key] = (status, description, response, error)
 
-            self._link.execute_operation(message, done, operation="READ", type=kind)
+            self._link.execute_operation(message, done, operation=names.READ_OPERATION, type=kind)
         while len(answers) < len(requests):
             if time.monotonic() > deadline:
                 raise self._deadline_error("a management request")
@@ -241,15 +243,15 @@ class ManagementSession:
         result: dict[str, Any] = {"partitions": {}}
         for key, _, kind in requests:
             value = self._check(key, *answers[key])
-            if kind == _HUB_TYPE:
-                result["hub"] = {"partition_ids": [_text(p) for p in _field(value, "partition_ids")]}
+            if kind == names.HUB_TYPE:
+                result["hub"] = {"partition_ids": [_text(p) for p in _field(value, names.PARTITION_IDS)]}
             else:
                 result["partitions"][key] = {
-                    "id": _text(_field(value, "partition")),
-                    "beginning_sequence_number": int(_field(value, "begin_sequence_number")),
-                    "last_enqueued_sequence_number": int(_field(value, "last_enqueued_sequence_number")),
-                    "last_enqueued_time_utc": int(_field(value, "last_enqueued_time_utc")),
-                    "is_empty": bool(_field(value, "is_partition_empty")),
+                    "id": _text(_field(value, names.PARTITION)),
+                    "beginning_sequence_number": int(_field(value, names.BEGIN_SEQUENCE_NUMBER)),
+                    "last_enqueued_sequence_number": int(_field(value, names.LAST_ENQUEUED_SEQUENCE_NUMBER)),
+                    "last_enqueued_time_utc": int(_field(value, names.LAST_ENQUEUED_TIME_UTC)),
+                    "is_empty": bool(_field(value, names.IS_PARTITION_EMPTY)),
                 }
         return result
 

@@ -3,13 +3,15 @@
 An EventPosition says where to start (or end) in one partition: by offset (``"-1"`` = start of
 stream, ``"@latest"`` = end of stream), by sequence number, or by enqueued time. The per-partition
 map is keyed by ``{"ehName": "<hub>", "partitionId": N}`` serialized as a JSON string.
-Resolution to sequence numbers needs the broker and lives in ``client.py``.
+The retained range of a partition (:class:`PartitionBounds`) comes from its runtime information;
+resolution of a position to a sequence number needs the broker and lives in ``hub_metadata.py``.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,3 +186,36 @@ def parse_partition_key(option: str, key: str, eventhub_name: str) -> str:
             f"Option '{option}': key names event hub {hub!r} but this query reads {eventhub_name!r}."
         )
     return str(partition)
+
+
+@dataclass(frozen=True)
+class PartitionBounds:
+    """The retained range of one partition: ``[earliest, latest)`` in sequence numbers."""
+
+    partition_id: str
+    earliest: int
+    latest: int
+    last_enqueued_time: datetime.datetime | None = None
+
+
+def latest_sequence_number(props: Mapping[str, Any]) -> int:
+    """Where a caught-up reader of a partition is: its last enqueued sequence number + 1.
+
+    ``props`` is a partition's runtime information as ``azure-eventhub``'s
+    ``get_partition_properties`` (or :meth:`~.management.ManagementSession.run`) returns it.
+    """
+    return int(props["last_enqueued_sequence_number"]) + 1
+
+
+def partition_bounds(props: Mapping[str, Any]) -> PartitionBounds:
+    """The retained range of a partition from its runtime information (see :func:`latest_sequence_number`).
+
+    ``last_enqueued_time_utc`` is in epoch milliseconds, as :class:`~.management.ManagementSession` gives it.
+    """
+    begin = int(props["beginning_sequence_number"])
+    latest = latest_sequence_number(props)
+    earliest = latest if props.get("is_empty") else max(0, begin)
+    when = None
+    if not props.get("is_empty"):
+        when = datetime.datetime.fromtimestamp(int(props["last_enqueued_time_utc"]) / 1000, datetime.UTC)
+    return PartitionBounds(str(props["id"]), min(earliest, latest), latest, when)

@@ -35,16 +35,19 @@ import pyarrow as pa
 
 from . import fast_read
 from .amqp_binary import tag_binary_properties
-from .client import consumer_client, redact
+from .amqp_names import SEQUENCE_NUMBER
+from .client import consumer_client, partition_consumer
 from .errors import EventHubsDataLossError, EventHubsReadError
 from .fast_receiver import FastPartitionReceiver
+from .management import ManagementSession
 from .options import EventHubsOptions
+from .positions import partition_bounds
 from .receiver_slots import ReceiverSlot, is_wanted, no_slot_message
+from .redaction import redact
 from .schema import messages_to_record_batch
 
 log = logging.getLogger(__name__)
 
-SEQUENCE_NUMBER = b"x-opt-sequence-number"
 # Events per Arrow record batch handed to Spark.
 ARROW_BATCH_EVENTS = 5000
 # Receivers idle this long are closed by the cache's timer. Below the service's 60 s inactivity
@@ -90,15 +93,8 @@ class PartitionReceiver:
         self.slot = ReceiverSlot.acquire(options, partition_id, options.receiver_timeout)
         try:
             self._client = consumer_client(options)
-            owner = 0 if (options.use_exclusive_receiver if exclusive is None else exclusive) else None
-            self._consumer = self._client._create_consumer(
-                options.consumer_group,
-                partition_id,
-                position,
-                self._never_called,
-                prefetch=prefetch,
-                owner_level=owner,
-                event_position_inclusive=inclusive,
+            self._consumer = partition_consumer(
+                self._client, options, partition_id, position, prefetch, inclusive, exclusive
             )
         except BaseException:
             self.slot.release()
@@ -127,10 +123,6 @@ class PartitionReceiver:
             handler._message_received = tagged  # the link is created later, with this callback
 
         consumer._create_handler = create_tagging_handler
-
-    @staticmethod
-    def _never_called(*_: Any) -> None:  # the consumer's callback; we read its buffer instead
-        return None
 
     def receive(self, max_count: int, max_wait: float) -> list[Any]:
         """Up to ``max_count`` raw AMQP messages; waits at most ``max_wait`` s for the first.
@@ -360,10 +352,7 @@ def read_range(
             first = _seq(messages[0])
             if first != expected:
                 if first < expected:
-                    raise EventHubsReadError(
-                        f"Event hub {options.description} partition {partition_id}: received "
-                        f"sequence number {first} but expected {expected}."
-                    )
+                    raise fast_read.went_back(options, partition_id, first, expected)
                 _on_data_loss(options, partition_id, expected, min(first, end))
                 if first >= end:
                     # Everything left of this range expired; keep the receiver's events for later.
@@ -471,17 +460,15 @@ def _receive_exactly(receiver: PartitionReceiver, want: int, timeout: float) -> 
 
 def _expired_to_the_end(options: EventHubsOptions, partition_id: str, expected: int, end: int) -> bool:
     """Whether the partition's events from ``expected`` on all expired (asked of the broker)."""
-    from .client import HubMetadata
-
-    metadata = HubMetadata(options)
+    session = ManagementSession(options)
     try:
-        bounds = metadata.bounds([partition_id])[partition_id]
+        props = session.run(include_hub=False, partition_ids=[partition_id])["partitions"][partition_id]
     except Exception as exc:  # the read goes on waiting; the probe was only a shortcut
         log.debug("probing partition %s failed: %s", partition_id, redact(str(exc), options))
         return False
     finally:
-        metadata.close()
-    return bounds.earliest >= end
+        session.close()
+    return partition_bounds(props).earliest >= end
 
 
 def _on_data_loss(options: EventHubsOptions, partition_id: str, lost_from: int, lost_to: int) -> None:

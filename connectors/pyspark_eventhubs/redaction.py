@@ -20,7 +20,11 @@ description is its JVM class name.
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .options import EventHubsOptions
 
 SPARK_DEFAULT_REDACTION_REGEX = "(?i)secret|password|token|access[.]?key"
 SPARK_REDACTION_REGEX = "(?i)secret|password|token|access[.]?key|connectionstring|sharedaccesssignature"
@@ -42,3 +46,21 @@ def redaction_conf() -> dict[str, str]:
 def protect_secrets(spark: Any) -> None:
     """Mask every ``eventhubs.connectionString`` form in this session's plans and UI."""
     spark.conf.set("spark.sql.redaction.options.regex", SQL_OPTIONS_REDACTION_REGEX)
+
+
+_SECRET_PATTERNS = [
+    re.compile(r"(SharedAccessKey\s*=\s*)[^;\"'\s]+", re.IGNORECASE),
+    re.compile(r"(SharedAccessSignature\s*=\s*)[^;\"']+", re.IGNORECASE),
+    re.compile(r"(\bsig=)[^&;\"'\s]+", re.IGNORECASE),
+]
+
+
+def redact(text: str, options: EventHubsOptions | None = None) -> str:
+    """``text`` with connection strings, SAS keys, signatures and client secrets replaced."""
+    if options is not None:
+        for secret in (options.connection_string, options.client_secret):
+            if secret:
+                text = text.replace(secret, "***")
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(r"\1***", text)
+    return text

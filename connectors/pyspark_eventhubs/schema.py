@@ -23,6 +23,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from . import amqp_names
 from .amqp_binary import AmqpBinary
 from .arrow_columns import binary_column, int64_column, repeated_string, string_map_column
 
@@ -40,13 +41,6 @@ EVENTHUBS_SCHEMA = StructType(
     ]
 )
 
-# Annotations that already have their own column; left out of systemProperties (as in Scala).
-_OWN_COLUMN_ANNOTATIONS = {b"x-opt-offset", b"x-opt-sequence-number", b"x-opt-enqueued-time"}
-_PUBLISHER = b"x-opt-publisher"
-_PARTITION_KEY = b"x-opt-partition-key"
-_OFFSET = b"x-opt-offset"
-_SEQUENCE_NUMBER = b"x-opt-sequence-number"
-_ENQUEUED_TIME = b"x-opt-enqueued-time"
 # AMQP message properties that the SDK lists among an event's system properties.
 _MESSAGE_PROPERTY_KEYS = (
     (b"message-id", "message_id"),
@@ -158,7 +152,7 @@ def property_entries(props: Any) -> list[tuple[str, str | None]]:
 def _system_properties(message: Any, annotations: Mapping) -> list[tuple[str, str | None]]:
     result = property_entries(getattr(message, "properties", None))
     for key, value in annotations.items():
-        if key not in _OWN_COLUMN_ANNOTATIONS:
+        if key not in amqp_names.OWN_COLUMN_ANNOTATIONS:
             result.append((_key(key), _text(value)))
     return result
 
@@ -170,16 +164,16 @@ def message_row(message: Any) -> tuple:
     (``delivery_decoder``) falls back to it for messages it does not decode itself.
     """
     ann = message.message_annotations or {}
-    offset = ann.get(_OFFSET)
-    seq = ann.get(_SEQUENCE_NUMBER)
-    enqueued = ann.get(_ENQUEUED_TIME)
+    offset = ann.get(amqp_names.OFFSET)
+    seq = ann.get(amqp_names.SEQUENCE_NUMBER)
+    enqueued = ann.get(amqp_names.ENQUEUED_TIME)
     return (
         _body_bytes(message),
         offset.decode() if isinstance(offset, bytes) else _text(offset),
         None if seq is None else int(seq),
         None if enqueued is None else int(enqueued) * 1000,
-        _text(ann.get(_PUBLISHER)),
-        _text(ann.get(_PARTITION_KEY)),
+        _text(ann.get(amqp_names.PUBLISHER)),
+        _text(ann.get(amqp_names.PARTITION_KEY)),
         _properties(message.application_properties),
         _system_properties(message, ann),
     )

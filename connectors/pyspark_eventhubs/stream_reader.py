@@ -1,7 +1,7 @@
 """The streaming reader: offsets and planning on the driver, exact range reads on executors.
 
 Driver side (one long-lived Python worker per query run, so instance state lives as long as the
-run): one :class:`~.client.HubMetadata` — a kept-open management connection — answers every
+run): one :class:`~.hub_metadata.HubMetadata` — a kept-open management connection — answers every
 planning round in one round trip. ``initialOffset`` resolves the starting positions once;
 ``latestOffset(start, limit)`` reads every partition's retained range, picks up new partitions at
 their earliest event, decides data loss (``data_loss.py``: a start below the earliest retained
@@ -31,10 +31,11 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from .client import HubMetadata, PartitionBounds
 from .data_loss import DATA_LOSS_KEY, DataLossLedger
+from .hub_metadata import HubMetadata
 from .offsets import SeqMap, make_offset, offset_seqs, plan_ranges, split_limit
 from .options import DEFAULT_EVENTS_PER_TRIGGER_PER_PARTITION, EventHubsOptions
+from .positions import PartitionBounds
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from .client import producer_client, redact
+from .client import producer_client
 from .errors import EventHubsOptionError
 from .options import EventHubsOptions
+from .redaction import redact
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +248,8 @@ def _write_rows(options: EventHubsOptions, columns: SinkColumns, rows: Iterator[
         sender.close()
 
 
-class EventHubsBatchWriter(DataSourceWriter):
-    """``df.write.format("eventhubs").mode("append").save()``."""
+class _RowSender:
+    """What the batch and the stream writer share: the sink columns (driver) and sending rows (executor)."""
 
     def __init__(self, options: EventHubsOptions, schema: StructType) -> None:
         self.options = options
@@ -257,22 +258,18 @@ class EventHubsBatchWriter(DataSourceWriter):
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         """Executor: send this task's rows in batches; returns the counts."""
         return _write_rows(self.options, self.columns, iterator)
+
+
+class EventHubsBatchWriter(_RowSender, DataSourceWriter):
+    """``df.write.format("eventhubs").mode("append").save()``."""
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         events = sum(m.events for m in messages if isinstance(m, EventHubsCommitMessage))
         log.info("Event hub %s: wrote %d events", self.options.description, events)
 
 
-class EventHubsStreamWriter(DataSourceStreamWriter):
+class EventHubsStreamWriter(_RowSender, DataSourceStreamWriter):
     """``df.writeStream.format("eventhubs")``: each micro-batch's rows, at-least-once."""
-
-    def __init__(self, options: EventHubsOptions, schema: StructType) -> None:
-        self.options = options
-        self.columns = sink_columns(schema)
-
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        """Executor: send this task's rows in batches; returns the counts."""
-        return _write_rows(self.options, self.columns, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         events = sum(m.events for m in messages if isinstance(m, EventHubsCommitMessage))

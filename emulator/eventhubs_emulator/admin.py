@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .server import Emulator
+from .roles import EmulatorRole
 
 _REASONS = {
     200: "OK",
@@ -39,7 +38,7 @@ class HttpError(Exception):
         self.status = status
 
 
-async def start_admin(emulator: Emulator, host: str, port: int) -> asyncio.base_events.Server:
+async def start_admin(emulator: EmulatorRole, host: str, port: int) -> asyncio.base_events.Server:
     """Start the admin HTTP server on the running loop."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -63,7 +62,7 @@ async def start_admin(emulator: Emulator, host: str, port: int) -> asyncio.base_
     return await asyncio.start_server(handle, host, port)
 
 
-async def _serve_one(emulator: Emulator, reader: asyncio.StreamReader) -> tuple[int, Any]:
+async def _serve_one(emulator: EmulatorRole, reader: asyncio.StreamReader) -> tuple[int, Any]:
     request_line = (await reader.readline()).decode("latin-1").strip()
     parts = request_line.split()
     if len(parts) < 2:
@@ -100,7 +99,7 @@ def _number(payload: dict, key: str) -> float:
     return value
 
 
-def route(emulator: Emulator, method: str, path: str, payload: dict) -> Any:
+def route(emulator: EmulatorRole, method: str, path: str, payload: dict) -> Any:
     """Run one admin request on the loop thread and return the JSON answer."""
     segments = [s for s in path.split("/") if s]
     if method == "GET":

@@ -83,11 +83,75 @@ class EmulatorConfig:
         return cfg
 
     @classmethod
-    def many_hubs(cls, hubs: dict[str, int], **extras: Any) -> EmulatorConfig:
-        """A config with several hubs given as ``{name: partition_count}``."""
-        cfg = cls(hubs=[HubConfig(name=n, partition_count=c) for n, c in hubs.items()], **extras)
+    def many_hubs(
+        cls, hubs: dict[str, int], consumer_groups: list[str] | None = None, **extras: Any
+    ) -> EmulatorConfig:
+        """A config with several hubs given as ``{name: partition_count}``, each with ``consumer_groups``."""
+        cfg = cls(
+            hubs=[
+                HubConfig(name=n, partition_count=c, consumer_groups=list(consumer_groups or []))
+                for n, c in hubs.items()
+            ],
+            **extras,
+        )
         cfg.validate()
         return cfg
+
+    def connection_string(self, host: str, port: int, hub: str) -> str:
+        """The connection string for ``hub`` on ``host:port`` (emulator mode, plain AMQP)."""
+        self.hub(hub)  # KeyError for an unknown hub
+        return (
+            f"Endpoint=sb://{host}:{port};SharedAccessKeyName={self.key_name};"
+            f"SharedAccessKey={self.key};EntityPath={hub};UseDevelopmentEmulator=true"
+        )
+
+    def to_document(self) -> dict[str, Any]:
+        """This config as a Config.json document (the inverse of :func:`parse_config`).
+
+        Only the extras that differ from their defaults are written, so a config with none is a
+        file the official emulator reads as it is.
+        """
+        entities = []
+        for h in self.hubs:
+            entity: dict[str, Any] = {
+                "Name": h.name,
+                "PartitionCount": h.partition_count,
+                "ConsumerGroups": [{"Name": g} for g in h.consumer_groups],
+            }
+            for key, value in (
+                ("RetentionMinutes", h.retention_minutes),
+                ("RetentionEventCount", h.retention_event_count),
+                ("MaxEventSizeBytes", h.max_event_size),
+            ):
+                if value is not None:
+                    entity[key] = value
+            entities.append(entity)
+        extras = {
+            key: value
+            for key, value, default in (
+                ("SharedAccessKeyName", self.key_name, DEFAULT_KEY_NAME),
+                ("SharedAccessKey", self.key, DEFAULT_KEY),
+                ("MaxEventSizeBytes", self.max_event_size, DEFAULT_MAX_EVENT_SIZE),
+                ("RetentionMinutes", self.retention_minutes, None),
+                ("RetentionEventCount", self.retention_event_count, None),
+                ("MaxReceiversPerPartition", self.max_receivers_per_partition, DEFAULT_MAX_RECEIVERS),
+                ("WebSocketPort", self.websocket_port, None),
+            )
+            if value != default
+        }
+        user: dict[str, Any] = {
+            "NamespaceConfig": [{"Type": "EventHub", "Name": self.namespace, "Entities": entities}],
+            "LoggingConfig": {"Type": "Console"},
+        }
+        if extras:
+            user["EmulatorExtras"] = extras
+        return {"UserConfig": user}
+
+    def write(self, path: str | Path) -> Path:
+        """Write this config as a Config.json file at ``path`` (see :meth:`to_document`); returns the path."""
+        target = Path(path)
+        target.write_text(json.dumps(self.to_document(), indent=2), encoding="utf-8")
+        return target
 
     def hub(self, name: str) -> HubConfig:
         """The hub called ``name`` (case-insensitive); KeyError if there is none."""

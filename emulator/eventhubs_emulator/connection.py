@@ -23,12 +23,12 @@ from . import frames as F
 from . import management
 from .auth import Grant, grant_covers
 from .codec import AmqpDecodeError, Described, Symbol, UByte, UInt, ULong, UShort, decode
-from .links import Link, LinkRefused, Session
-from .messages import build_message, parse_request, unpack_delivery
+from .links import Link, Session
+from .messages import STATUS_CODE, STATUS_DESCRIPTION, build_message, parse_request, unpack_delivery
 from .positions import address_of, start_position
+from .roles import LinkRefused, ServerRole
 
 if TYPE_CHECKING:
-    from .server import EmulatorServer
     from .store import Broker
     from .websocket import WebSocketStream
 
@@ -71,7 +71,7 @@ class Connection:
 
     def __init__(
         self,
-        server: EmulatorServer,
+        server: ServerRole,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter | WebSocketStream,
     ) -> None:
@@ -524,6 +524,10 @@ class Connection:
         if not force and remaining > PRODUCER_CREDIT // 2:
             return
         link.granted_until = link.received + PRODUCER_CREDIT
+        self._send_link_flow(link, link.received & 0xFFFFFFFF, PRODUCER_CREDIT, drain=False)
+
+    def _send_link_flow(self, link: Link, delivery_count: int, credit: int, drain: bool) -> None:
+        """A flow frame for ``link``: its session's windows, the delivery count and the credit."""
         session = link.session
         self.write(
             F.frame(
@@ -535,10 +539,10 @@ class Connection:
                     UInt(session.next_outgoing_id),
                     UInt(SESSION_WINDOW),
                     UInt(link.handle),
-                    UInt(link.received & 0xFFFFFFFF),
-                    UInt(PRODUCER_CREDIT),
+                    UInt(delivery_count),
+                    UInt(credit),
                     None,
-                    False,
+                    drain,
                     False,
                     None,
                 ],
@@ -565,25 +569,7 @@ class Connection:
         if fields[8] and link.credit > 0:  # drain: use up the remaining credit
             link.delivery_count = (link.delivery_count + link.credit) & 0xFFFFFFFF
             link.credit = 0
-            self.write(
-                F.frame(
-                    channel,
-                    F.FLOW,
-                    [
-                        UInt(session.next_incoming_id & 0xFFFFFFFF),
-                        UInt(SESSION_WINDOW),
-                        UInt(session.next_outgoing_id),
-                        UInt(SESSION_WINDOW),
-                        UInt(link.handle),
-                        UInt(link.delivery_count),
-                        UInt(0),
-                        None,
-                        True,
-                        False,
-                        None,
-                    ],
-                )
-            )
+            self._send_link_flow(link, link.delivery_count, 0, drain=True)
 
     def _on_detach(self, channel: int, fields: list) -> None:
         session = self._session(channel)
@@ -648,13 +634,13 @@ class Connection:
             if grant is not None:
                 now = time.time()
                 self.grants = [g for g in self.grants if g.expires_at > now] + [grant]
-            reply_props = {"status-code": status, "status-description": description}
+            reply_props = {STATUS_CODE: status, STATUS_DESCRIPTION: description}
             reply = build_message(None, reply_props, message_id)
         else:
             status, description, value = management.read(self.broker, props, self._authorized)
             reply_props = {
-                "status-code": status,
-                "status-description": description,
+                STATUS_CODE: status,
+                STATUS_DESCRIPTION: description,
                 "statusDescription": description,
             }
             reply = build_message(value, reply_props, message_id)

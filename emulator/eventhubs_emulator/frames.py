@@ -95,52 +95,36 @@ def transfer_frames(
     room = max_frame_size - TRANSFER_OVERHEAD
     n = len(payload)
     if n <= room:
-        return [
-            _TRANSFER.pack(
-                TRANSFER_OVERHEAD + n,
-                2,
-                0,
-                channel,
-                _TRANSFER_PREFIX,
-                0x70,
-                handle,
-                0x70,
-                delivery_id,
-                0xA0,
-                8,
-                tag,
-                b"\x43\x41\x42",
-                _NULLS5,
-            )
-            + payload
-        ]
+        return [_transfer_header(channel, handle, delivery_id, tag, n, more=False) + payload]
     out = []
     view = memoryview(payload)
     start = 0
     while start < n:
         chunk = view[start : start + room]
         start += len(chunk)
-        more = b"\x43\x41\x41" if start < n else b"\x43\x41\x42"
-        out.append(
-            _TRANSFER.pack(
-                TRANSFER_OVERHEAD + len(chunk),
-                2,
-                0,
-                channel,
-                _TRANSFER_PREFIX,
-                0x70,
-                handle,
-                0x70,
-                delivery_id,
-                0xA0,
-                8,
-                tag,
-                more,
-                _NULLS5,
-            )
-            + bytes(chunk)
-        )
+        header = _transfer_header(channel, handle, delivery_id, tag, len(chunk), more=start < n)
+        out.append(header + bytes(chunk))
     return out
+
+
+def _transfer_header(channel: int, handle: int, delivery_id: int, tag: int, size: int, more: bool) -> bytes:
+    """Frame header and transfer performative of one frame carrying ``size`` payload bytes."""
+    return _TRANSFER.pack(
+        TRANSFER_OVERHEAD + size,
+        2,
+        0,
+        channel,
+        _TRANSFER_PREFIX,
+        0x70,
+        handle,
+        0x70,
+        delivery_id,
+        0xA0,
+        8,
+        tag,
+        b"\x43\x41\x41" if more else b"\x43\x41\x42",  # message-format 0, settled, more
+        _NULLS5,
+    )
 
 
 EMPTY_FRAME = _HEADER.pack(8, 2, 0, 0)

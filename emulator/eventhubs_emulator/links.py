@@ -10,25 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import TYPE_CHECKING
 
 from . import frames as F
 from .codec import Described, Symbol, Timestamp, UInt, encode
+from .messages import LAST_ENQUEUED_OFFSET, LAST_ENQUEUED_SEQUENCE_NUMBER, LAST_ENQUEUED_TIME_UTC
+from .roles import ConnectionRole
 from .store import Hub, PartitionLog, now_ms
 
-if TYPE_CHECKING:
-    from .connection import Connection
-
 log = logging.getLogger("eventhubs_emulator")
-
-
-class LinkRefused(Exception):
-    """An attach cannot be honoured; the link is detached with this AMQP error."""
-
-    def __init__(self, condition: str, description: str) -> None:
-        super().__init__(description)
-        self.condition = condition
-        self.description = description
 
 
 class Link:
@@ -61,7 +50,7 @@ class Link:
         self._delayed = False
 
     @property
-    def connection(self) -> Connection:
+    def connection(self) -> ConnectionRole:
         """The connection this link belongs to."""
         return self.session.connection
 
@@ -177,9 +166,9 @@ class Link:
 def _runtime_metrics(log_: PartitionLog) -> bytes:
     last = log_.last_event()
     values = {
-        Symbol("last_enqueued_sequence_number"): log_.next_seq - 1,
-        Symbol("last_enqueued_offset"): str(log_.last_enqueued_offset()),
-        Symbol("last_enqueued_time_utc"): Timestamp(last[2] if last else log_.last_enqueued_ms),
+        Symbol(LAST_ENQUEUED_SEQUENCE_NUMBER): log_.next_seq - 1,
+        Symbol(LAST_ENQUEUED_OFFSET): str(log_.last_enqueued_offset()),
+        Symbol(LAST_ENQUEUED_TIME_UTC): Timestamp(last[2] if last else log_.last_enqueued_ms),
         Symbol("runtime_info_retrieval_time_utc"): Timestamp(now_ms()),
     }
     return encode(Described(0x71, values))
@@ -188,7 +177,7 @@ def _runtime_metrics(log_: PartitionLog) -> bytes:
 class Session:
     """One AMQP session: its links by handle and its delivery counters."""
 
-    def __init__(self, connection: Connection, channel: int, next_incoming_id: int) -> None:
+    def __init__(self, connection: ConnectionRole, channel: int, next_incoming_id: int) -> None:
         self.connection = connection
         self.channel = channel
         self.next_outgoing_id = 0

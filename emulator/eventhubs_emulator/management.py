@@ -12,6 +12,13 @@ from typing import Any
 
 from .auth import Grant, TokenError, audience_path, grant_covers, verify_sas_token
 from .codec import Timestamp
+from .messages import (
+    HUB_TYPE,
+    LAST_ENQUEUED_OFFSET,
+    LAST_ENQUEUED_SEQUENCE_NUMBER,
+    LAST_ENQUEUED_TIME_UTC,
+    PARTITION_TYPE,
+)
 from .store import Broker
 
 
@@ -59,19 +66,19 @@ def read(broker: Broker, props: dict, authorized: Callable[[str], bool]) -> tupl
     except TokenError as exc:
         return 401, f"Unauthorized: {exc}", None
     kind = props.get("type")
-    if kind == "com.microsoft:eventhub":
+    if kind == HUB_TYPE:
         return (
             200,
             "OK",
             {
                 "name": hub.name,
-                "type": "com.microsoft:eventhub",
+                "type": HUB_TYPE,
                 "created_at": Timestamp(hub.created_ms),
                 "partition_count": len(hub.partitions),
                 "partition_ids": hub.partition_ids(),
             },
         )
-    if kind == "com.microsoft:partition":
+    if kind == PARTITION_TYPE:
         pid = str(props.get("partition"))
         log_ = hub.partitions.get(pid)
         if log_ is None:
@@ -82,12 +89,12 @@ def read(broker: Broker, props: dict, authorized: Callable[[str], bool]) -> tupl
             "OK",
             {
                 "name": hub.name,
-                "type": "com.microsoft:partition",
+                "type": PARTITION_TYPE,
                 "partition": pid,
                 "begin_sequence_number": log_.begin_seq,
-                "last_enqueued_sequence_number": log_.next_seq - 1,
-                "last_enqueued_offset": str(log_.last_enqueued_offset()),
-                "last_enqueued_time_utc": Timestamp(last[2] if last else log_.last_enqueued_ms),
+                LAST_ENQUEUED_SEQUENCE_NUMBER: log_.next_seq - 1,
+                LAST_ENQUEUED_OFFSET: str(log_.last_enqueued_offset()),
+                LAST_ENQUEUED_TIME_UTC: Timestamp(last[2] if last else log_.last_enqueued_ms),
                 "is_partition_empty": log_.is_empty,
             },
         )

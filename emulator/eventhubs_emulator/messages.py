@@ -29,6 +29,15 @@ OFFSET = Symbol("x-opt-offset")
 ENQUEUED_TIME = Symbol("x-opt-enqueued-time")
 _BROKER_KEYS = (SEQUENCE_NUMBER, OFFSET, ENQUEUED_TIME)
 
+# The $management node's vocabulary (request types, reply status properties, runtime-information keys).
+HUB_TYPE = "com.microsoft:eventhub"
+PARTITION_TYPE = "com.microsoft:partition"
+STATUS_CODE = "status-code"
+STATUS_DESCRIPTION = "status-description"
+LAST_ENQUEUED_SEQUENCE_NUMBER = "last_enqueued_sequence_number"
+LAST_ENQUEUED_OFFSET = "last_enqueued_offset"
+LAST_ENQUEUED_TIME_UTC = "last_enqueued_time_utc"
+
 _SYMBOLIC_SECTIONS = {
     "amqp:header:list": HEADER,
     "amqp:delivery-annotations:map": DELIVERY_ANNOTATIONS,

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from .codec import Described
-from .links import LinkRefused
+from .roles import LinkRefused
 from .store import PartitionLog
 
 SELECTOR_FILTER = "apache.org:selector-filter:string"

@@ -198,39 +198,42 @@ class Emulator:
             raise failure[0]
         return self
 
+    async def _listen(self, port: int, in_use: str) -> asyncio.base_events.Server:
+        """Listen for clients on ``port``; a taken port raises :class:`PortInUseError` saying ``in_use``."""
+        try:
+            return await asyncio.start_server(
+                self._server.handle_client, self.host, port, limit=4 * 1024 * 1024
+            )
+        except OSError as exc:
+            if exc.errno in (98, 48, 10048):
+                raise PortInUseError(exc.errno, in_use) from None
+            raise
+
     async def _open(self) -> None:
         self._broker = Broker(self.config, self.data_dir)
         self._server = EmulatorServer(self._broker, self.faults)
         try:
-            listener = await asyncio.start_server(
-                self._server.handle_client, self.host, self.requested_port, limit=4 * 1024 * 1024
+            listener = await self._listen(
+                self.requested_port,
+                f"port {self.requested_port} on {self.host} is already in use (RabbitMQ also uses 5672); "
+                f"pass another port, or port 0 to pick a free one",
             )
-        except OSError as exc:
+        except OSError:
             self._broker.close()
-            if exc.errno in (98, 48, 10048):
-                raise PortInUseError(
-                    exc.errno,
-                    f"port {self.requested_port} on {self.host} is already in use (RabbitMQ also uses 5672); "
-                    f"pass another port, or port 0 to pick a free one",
-                ) from None
             raise
         self._listeners.append(listener)
         self.port = listener.sockets[0].getsockname()[1]
         if self.config.websocket_port is not None:
             try:
-                ws_listener = await asyncio.start_server(
-                    self._server.handle_client, self.host, self.config.websocket_port, limit=4 * 1024 * 1024
+                ws_listener = await self._listen(
+                    self.config.websocket_port,
+                    f"WebSocket port {self.config.websocket_port} on {self.host} is already in use "
+                    f"(UserConfig.EmulatorExtras.WebSocketPort / --websocket-port); pass another port, "
+                    f"or 0 to pick a free one",
                 )
-            except OSError as exc:
+            except OSError:
                 listener.close()
                 self._broker.close()
-                if exc.errno in (98, 48, 10048):
-                    raise PortInUseError(
-                        exc.errno,
-                        f"WebSocket port {self.config.websocket_port} on {self.host} is already in use "
-                        f"(UserConfig.EmulatorExtras.WebSocketPort / --websocket-port); pass another port, "
-                        f"or 0 to pick a free one",
-                    ) from None
                 raise
             self._listeners.append(ws_listener)
             self.websocket_port = ws_listener.sockets[0].getsockname()[1]
@@ -317,11 +320,7 @@ class Emulator:
 
     def connection_string(self, hub: str) -> str:
         """The connection string an SDK client uses for ``hub`` (emulator mode, plain AMQP)."""
-        self.config.hub(hub)  # KeyError for an unknown hub
-        return (
-            f"Endpoint=sb://{self._client_host()}:{self.port};SharedAccessKeyName={self.config.key_name};"
-            f"SharedAccessKey={self.config.key};EntityPath={hub};UseDevelopmentEmulator=true"
-        )
+        return self.config.connection_string(self._client_host(), self.port, hub)
 
     def add_partitions(self, hub: str, new_count: int) -> list[str]:
         """Grow ``hub`` to ``new_count`` partitions; return the partition ids."""

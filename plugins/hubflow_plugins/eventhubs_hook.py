@@ -59,6 +59,8 @@ class EventHubsHook(BaseHook):
         """``(hub, {partition: last enqueued sequence number + 1})``: where a reader that is caught up is."""
         from azure.eventhub import EventHubConsumerClient
 
+        from pyspark_eventhubs.positions import latest_sequence_number
+
         client = EventHubConsumerClient.from_connection_string(
             self.connection_string(), consumer_group=consumer_group
         )
@@ -67,5 +69,5 @@ class EventHubsHook(BaseHook):
             latest = {}
             for partition in client.get_partition_ids():
                 props = client.get_partition_properties(partition)
-                latest[partition] = props["last_enqueued_sequence_number"] + 1
+                latest[partition] = latest_sequence_number(props)
         return hub, latest

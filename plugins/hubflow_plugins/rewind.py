@@ -123,7 +123,7 @@ def check_delta_rewind(positions: dict[str, int], written: dict[str, int], table
 
 def resolve_enqueued_time(connection_string: str, when: datetime) -> tuple[str, dict[str, int]]:
     """``(hub, {partition: first sequence number enqueued at or after when})``, asked of the hub."""
-    from pyspark_eventhubs.client import HubMetadata
+    from pyspark_eventhubs.hub_metadata import HubMetadata
     from pyspark_eventhubs.options import parse_options
     from pyspark_eventhubs.positions import EventPosition
 

@@ -105,7 +105,7 @@ def test_fast_and_sdk_paths_give_identical_batches(rich_hub: Hub, monkeypatch: p
 
     monkeypatch.setattr(amqp_client, "MAX_FRAME_SIZE_BYTES", 16 * 1024)
     fast, sdk = _options(rich_hub, True), _options(rich_hub, False)
-    from pyspark_eventhubs.client import HubMetadata
+    from pyspark_eventhubs.hub_metadata import HubMetadata
 
     metadata = HubMetadata(fast)
     try:

@@ -6,8 +6,9 @@ import time
 
 import pytest
 
-from pyspark_eventhubs import client
-from pyspark_eventhubs.client import EventHubsClientError, HubMetadata
+from pyspark_eventhubs import hub_metadata
+from pyspark_eventhubs.client import EventHubsClientError
+from pyspark_eventhubs.hub_metadata import HubMetadata
 from pyspark_eventhubs.management import RequestRateLimiter
 from pyspark_eventhubs.options import parse_options
 
@@ -62,7 +63,7 @@ def test_new_partitions_appear_once_the_listing_is_due(hub: Hub, monkeypatch: py
         assert sorted(metadata.bounds()) == ["0", "1", "2", "3"]
         hub.emulator.add_partitions("hub1", 6)
         assert sorted(metadata.bounds()) == ["0", "1", "2", "3"]  # listed less than 30 s ago
-        monkeypatch.setattr(client, "PARTITION_LIST_SECONDS", 0.0)
+        monkeypatch.setattr(hub_metadata, "PARTITION_LIST_SECONDS", 0.0)
         assert sorted(metadata.bounds()) == ["0", "1", "2", "3", "4", "5"]
     finally:
         metadata.close()

@@ -14,10 +14,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from pyspark_eventhubs.client import redact
 from pyspark_eventhubs.errors import EventHubsOptionError
 from pyspark_eventhubs.options import parse_options
-from pyspark_eventhubs.redaction import SPARK_REDACTION_REGEX, redaction_conf
+from pyspark_eventhubs.redaction import SPARK_REDACTION_REGEX, redact, redaction_conf
 from pyspark_eventhubs.writer import sink_columns
 
 CONN = "Endpoint=sb://ns/;SharedAccessKeyName=Root;SharedAccessKey=S3cr3t=;EntityPath=hub1"

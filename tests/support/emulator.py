@@ -11,13 +11,16 @@ Example::
 
 The emulator listens on 127.0.0.1 on a free port; it keeps events in memory unless ``persist=True``
 (then under ``tmp_path / "eventhubs-data"``, so a second emulator on the same tmp_path sees them).
+Starting it is ``eventhubs_emulator.launcher``'s job (shared with bench/ and the demo); this only
+maps a test's ``tmp_path`` and keyword hubs onto it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from eventhubs_emulator import Emulator, EmulatorConfig, HubConfig
+from eventhubs_emulator import Emulator
+from eventhubs_emulator.launcher import start_emulator
 
 
 def start_test_emulator(
@@ -38,14 +41,12 @@ def start_test_emulator(
         hubs = {"hub1": 2}
     if persist and tmp_path is None:
         raise ValueError("persist=True needs tmp_path (the data directory goes there)")
-    config = EmulatorConfig(
-        hubs=[
-            HubConfig(name=name, partition_count=count, consumer_groups=list(consumer_groups or []))
-            for name, count in hubs.items()
-        ],
+    data_dir = tmp_path / "eventhubs-data" if persist and tmp_path is not None else None
+    return start_emulator(
+        hubs,
+        data_dir=data_dir,
+        admin=admin,
+        consumer_groups=consumer_groups,
         retention_event_count=retention_event_count,
         retention_minutes=retention_minutes,
     )
-    data_dir = tmp_path / "eventhubs-data" if persist and tmp_path is not None else None
-    emulator = Emulator(config, data_dir=data_dir, admin_port=0 if admin else None)
-    return emulator.start()
