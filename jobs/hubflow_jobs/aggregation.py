@@ -34,7 +34,7 @@ from pydantic import Field, field_validator, model_validator
 from pyspark.sql.streaming import StreamingQueryListener
 
 from .config import JobConfig, KeyedValueError, StrictModel, declared_column_names, join_path
-from .durations import parse_duration
+from .durations import parse_positive_duration
 from .eventhubs_bronze import EventHubSourceConfig
 from .lake_tables import QuarantinedOutputConfig, check_table_format, start_table_stream
 from .runner import stop_after_batch
@@ -72,7 +72,7 @@ class AggregationConfig(StrictModel):
     @field_validator("window", "watermark")
     @classmethod
     def _duration(cls, value: str) -> str:
-        parse_duration(value)
+        parse_positive_duration(value)
         return value
 
     @model_validator(mode="after")
@@ -223,7 +223,7 @@ def quarantined_events(classified: Any) -> Any:
 
 def _spark_interval(duration: str) -> str:
     """A config duration as an interval string Spark always accepts (milliseconds)."""
-    return f"{round(parse_duration(duration) * 1000)} milliseconds"
+    return f"{round(parse_positive_duration(duration).total_seconds() * 1000)} milliseconds"
 
 
 def start_eventhubs_aggregate(spark: Any, config: EventHubsAggregateConfig, status: JobStatus) -> Any:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .azure_storage import BlobUrl
 from .blob_objects import BlobObjects, as_url
-from .storage import DocumentStore, Versioned, _read_tail_of_file, _tail_of
+from .document_store import DocumentStore, Versioned, _read_tail_of_file, _tail_of
 
 #: Attempts of one ``append_line`` against concurrent appenders before it gives up.
 APPEND_ATTEMPTS = 20

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .durations import parse_duration
+from .durations import parse_positive_duration
 from .status_folder import LeaseTiming
 
 JOB_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
@@ -44,7 +44,7 @@ class StrictModel(BaseModel):
 
 
 def _check_duration(value: str) -> str:
-    parse_duration(value)
+    parse_positive_duration(value)
     return value
 
 
@@ -73,7 +73,7 @@ class TriggerConfig(StrictModel):
         """
         if self.available_now:
             return {"availableNow": True}
-        milliseconds = round(parse_duration(self.processing_time or "") * 1000)
+        milliseconds = round(parse_positive_duration(self.processing_time or "").total_seconds() * 1000)
         return {"processingTime": f"{milliseconds} milliseconds"}
 
 
@@ -133,7 +133,7 @@ class RuntimeConfig(StrictModel):
 
     def seconds(self, field: str) -> float:
         """The value of the duration ``field`` in seconds."""
-        return parse_duration(getattr(self, field))
+        return parse_positive_duration(getattr(self, field)).total_seconds()
 
     def lease_timing(self) -> LeaseTiming:
         """The lease timings in seconds."""

@@ -21,6 +21,8 @@ from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, DeltaDataIntervalTimetable, Param
 
+from hubflow_jobs.applications import LAKE_WRITING_APPLICATIONS
+from hubflow_jobs.durations import parse_duration
 from hubflow_plugins.health import HEALTHY, HEALTHY_STREAMING
 from hubflow_plugins.operators import (
     ArchiveOperator,
@@ -29,7 +31,7 @@ from hubflow_plugins.operators import (
     SparkJobOperator,
     StreamingJobOperator,
 )
-from hubflow_plugins.registry import RegisteredJob, Registry, parse_duration
+from hubflow_plugins.registry import RegisteredJob, Registry
 from hubflow_plugins.sensors import CheckpointHealthSensor
 
 START_DATE = datetime(2026, 1, 1)
@@ -44,8 +46,6 @@ PRESETS = {
     "@annually": "0 0 1 1 *",
 }
 ONCALL_ACTIONS = ["restart", "stop", "start", "rewind"]
-#: Applications that write lake tables (Delta unless their config says ``format: parquet``).
-LAKE_WRITING_APPLICATIONS = ("eventhubs_to_lake", "files_to_lake", "eventhubs_aggregate", "bronze_to_silver")
 
 
 def build_dags(registry: Registry) -> dict[str, DAG]:

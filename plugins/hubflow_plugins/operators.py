@@ -16,7 +16,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from hubflow_plugins.registry import RegisteredJob, load_registry, parse_duration
+from hubflow_jobs.applications import BACKFILL_APPLICATIONS
+from hubflow_jobs.durations import parse_duration
+from hubflow_plugins.registry import RegisteredJob, load_registry
 
 STREAMING_ACTIONS = ("ensure_running", "start", "stop", "restart", "rewind")
 
@@ -33,10 +35,6 @@ def _secrets(job: RegisteredJob) -> dict[str, str]:
     from hubflow_plugins.spark_submit import EVENTHUBS_CONNECTION_STRING_ENV
 
     return {EVENTHUBS_CONNECTION_STRING_ENV: EventHubsHook(job.eventhubs_conn_id).connection_string()}
-
-
-#: Applications with a backfill (``jobs/backfill.py --application``).
-BACKFILL_APPLICATIONS = frozenset({"eventhubs_to_lake", "files_to_lake"})
 
 
 class SparkJobOperator(BaseOperator):

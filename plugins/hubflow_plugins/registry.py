@@ -19,6 +19,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from hubflow_jobs.durations import parse_duration
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Where the registry is read from unless HUBFLOW_REGISTRY names another file.
 DEFAULT_REGISTRY = REPO_ROOT / "dags" / "registry.yaml"
@@ -29,7 +31,6 @@ OVERRIDES_ENV = "HUBFLOW_REGISTRY_OVERRIDES"
 #: Cores a job's Spark application takes at most unless its entry sets ``cores_max``.
 DEFAULT_CORES_MAX = 2
 
-_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 #: The ``sink.format`` of a job config that names none: the jobs' default
 #: (``hubflow_jobs.lake_tables.DEFAULT_FORMAT``; tests/airflow/test_registry.py checks they agree).
 DEFAULT_SINK_FORMAT = "delta"
@@ -39,16 +40,6 @@ QUARANTINE_QUERY_CHECKPOINT = "_checkpoint"
 
 class RegistryError(ValueError):
     """The registry or a job config it points to cannot be used; the message names the key."""
-
-
-def parse_duration(text: str) -> timedelta:
-    """``"15 minutes"``, ``"2 hours"``, ``"30 seconds"``, ``"1 day"`` as a timedelta."""
-    parts = str(text).strip().split()
-    if len(parts) == 2 and parts[0].replace(".", "", 1).isdigit():
-        unit = parts[1].lower().rstrip("s")
-        if unit in _UNITS:
-            return timedelta(seconds=float(parts[0]) * _UNITS[unit])
-    raise ValueError(f"not a duration: {text!r} (write e.g. '30 seconds', '15 minutes', '2 hours')")
 
 
 class _Strict(BaseModel):

@@ -12,8 +12,9 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from hubflow_jobs.durations import parse_duration
 from hubflow_plugins.health import FAILING, HEALTHY
-from hubflow_plugins.registry import load_registry, parse_duration
+from hubflow_plugins.registry import load_registry
 
 
 class CheckpointHealthSensor(BaseSensorOperator):
