@@ -24,7 +24,7 @@ from hubflow_jobs.backfill import (
 )
 from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.executors import NoExecutorsError
-from hubflow_jobs.file_landing import FilesToLakeConfig
+from hubflow_jobs.files_to_lake import FilesToLakeConfig
 from hubflow_jobs.runner import configure_logging, one_line
 from hubflow_jobs.session import build_session
 

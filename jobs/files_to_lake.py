@@ -1,12 +1,12 @@
 """spark-submit entry point of the file-landing job: ``spark-submit jobs/files_to_lake.py --config FILE``.
 
 Reads files landing in a folder into a lake table (Delta or parquet), quarantining records that do
-not parse; see ``hubflow_jobs.file_landing`` and docs/jobs.md.
+not parse; see ``hubflow_jobs.files_to_lake`` and docs/jobs.md.
 """
 
 import sys
 
-from hubflow_jobs.file_landing import FilesToLakeConfig, start_files_to_lake
+from hubflow_jobs.files_to_lake import FilesToLakeConfig, start_files_to_lake
 from hubflow_jobs.runner import main
 
 if __name__ == "__main__":

@@ -29,11 +29,11 @@ LAKE_WRITING_APPLICATIONS: tuple[str, ...] = (
 
 def _config_models() -> dict[str, type[JobConfig]]:
     """Every application's config model, by entry script name (imports the job modules, so pyspark)."""
-    from .aggregation import EventHubsAggregateConfig
     from .bronze_to_silver import BronzeToSilverConfig
-    from .eventhubs_bronze import EventHubsToLakeConfig
-    from .file_landing import FilesToLakeConfig
-    from .publisher import LakeToEventHubsConfig
+    from .eventhubs_aggregate import EventHubsAggregateConfig
+    from .eventhubs_to_lake import EventHubsToLakeConfig
+    from .files_to_lake import FilesToLakeConfig
+    from .lake_to_eventhubs import LakeToEventHubsConfig
 
     return {
         "eventhubs_to_lake": EventHubsToLakeConfig,

@@ -39,8 +39,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from .config import join_path
-from .eventhubs_bronze import INGEST_DATE_COLUMN, EventHubsToLakeConfig, bronze_rows
-from .file_landing import (
+from .eventhubs_to_lake import INGEST_DATE_COLUMN, EventHubsToLakeConfig, bronze_rows
+from .files_to_lake import (
     NOW_COLUMN,
     FilesToLakeConfig,
     archive_root,

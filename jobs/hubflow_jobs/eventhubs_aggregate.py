@@ -35,7 +35,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from .config import JobConfig, KeyedValueError, StrictModel, declared_column_names, join_path
 from .durations import parse_positive_duration
-from .eventhubs_bronze import EventHubSourceConfig
+from .eventhubs_to_lake import EventHubSourceConfig
 from .lake_tables import QuarantinedOutputConfig, check_table_format, start_table_stream
 from .runner import stop_after_batch
 from .status_folder import JobStatus
@@ -235,7 +235,7 @@ def start_eventhubs_aggregate(spark: Any, config: EventHubsAggregateConfig, stat
     spark.conf.set(
         STATE_STORE_PROVIDER_CONF, config.spark_conf.get(STATE_STORE_PROVIDER_CONF, ROCKSDB_PROVIDER)
     )
-    # Registering explicitly works however the connector was installed (see eventhubs_bronze).
+    # Registering explicitly works however the connector was installed (see eventhubs_to_lake).
     spark.dataSource.register(DefaultSource)
     protect_secrets(spark)
     quarantine_session = helper_session(spark)

@@ -83,7 +83,7 @@ def test_a_scheduled_run_that_found_no_input_is_idle_not_stalled(
     registry: Path, tmp_path: Path, spark: Any
 ) -> None:
     from hubflow_jobs.config import load_config
-    from hubflow_jobs.file_landing import FilesToLakeConfig, start_files_to_lake
+    from hubflow_jobs.files_to_lake import FilesToLakeConfig, start_files_to_lake
     from hubflow_jobs.runner import run_job
     from hubflow_jobs.stop import StopRequest
 

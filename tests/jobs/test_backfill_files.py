@@ -13,7 +13,7 @@ import pytest
 from hubflow_jobs import EXIT_OK
 from hubflow_jobs.backfill import WindowError, backfill_files, window_label
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.file_landing import FilesToLakeConfig, archive_root, start_files_to_lake
+from hubflow_jobs.files_to_lake import FilesToLakeConfig, archive_root, start_files_to_lake
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 

@@ -9,7 +9,7 @@ import pytest
 from hubflow_jobs import EXIT_CONFIG_ERROR
 from hubflow_jobs.config import ConfigError, declared_column_names, load_config
 from hubflow_jobs.durations import parse_duration
-from hubflow_jobs.file_landing import FilesToLakeConfig, start_files_to_lake
+from hubflow_jobs.files_to_lake import FilesToLakeConfig, start_files_to_lake
 from hubflow_jobs.runner import main
 
 from .helpers import landing_config, python_job, write_config
@@ -157,7 +157,7 @@ def test_example_config_is_valid() -> None:
 
 
 def test_eventhubs_example_config_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig
+    from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig
 
     monkeypatch.setenv(
         "ORDERS_EVENTHUBS_CONNECTION", "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=s"

@@ -16,8 +16,8 @@ import pytest
 from hubflow_jobs import EXIT_OK
 from hubflow_jobs.backfill import BackfillRefused, backfill_eventhubs, backfill_files
 from hubflow_jobs.config import load_config
-from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig, start_eventhubs_to_lake
-from hubflow_jobs.file_landing import FilesToLakeConfig, archive_root, start_files_to_lake
+from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
+from hubflow_jobs.files_to_lake import FilesToLakeConfig, archive_root, start_files_to_lake
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.lake import delta_version, spark_rows

@@ -12,8 +12,8 @@ import pytest
 
 from hubflow_jobs import EXIT_FAILED, EXIT_OK
 from hubflow_jobs.config import load_config
-from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig, start_eventhubs_to_lake
-from hubflow_jobs.file_landing import FilesToLakeConfig, start_files_to_lake
+from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
+from hubflow_jobs.files_to_lake import FilesToLakeConfig, start_files_to_lake
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.lake import delta_rs_rows, delta_version, duckdb_rows, recorded_batch, spark_rows

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
-from hubflow_jobs.aggregation import (
+from hubflow_jobs.config import load_config
+from hubflow_jobs.eventhubs_aggregate import (
     QUARANTINE_CHECKPOINT,
     ROCKSDB_PROVIDER,
     STATE_STORE_PROVIDER_CONF,
     EventHubsAggregateConfig,
     start_eventhubs_aggregate,
 )
-from hubflow_jobs.config import load_config
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.processes import wait_until

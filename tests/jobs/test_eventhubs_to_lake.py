@@ -19,7 +19,7 @@ import pytest
 
 from hubflow_jobs import EXIT_OK
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig, start_eventhubs_to_lake
+from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.processes import wait_until

@@ -18,7 +18,7 @@ import pytest
 
 from hubflow_jobs import EXIT_FAILED, EXIT_OK
 from hubflow_jobs.config import load_config
-from hubflow_jobs.file_landing import FilesToLakeConfig, start_files_to_lake
+from hubflow_jobs.files_to_lake import FilesToLakeConfig, start_files_to_lake
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import SignalHandlers, StopRequest
 from tests.support.processes import wait_until

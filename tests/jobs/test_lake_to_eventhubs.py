@@ -17,8 +17,8 @@ import pytest
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig, start_eventhubs_to_lake
-from hubflow_jobs.publisher import LakeToEventHubsConfig, start_lake_to_eventhubs
+from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
+from hubflow_jobs.lake_to_eventhubs import LakeToEventHubsConfig, start_lake_to_eventhubs
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.emulator import start_test_emulator

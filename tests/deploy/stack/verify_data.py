@@ -22,8 +22,8 @@ from pathlib import Path
 
 from hubflow_jobs.backfill import WINDOW_COLUMN, backfill_path
 from hubflow_jobs.config import load_config
-from hubflow_jobs.eventhubs_bronze import EventHubsToLakeConfig
-from hubflow_jobs.file_landing import FilesToLakeConfig
+from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig
+from hubflow_jobs.files_to_lake import FilesToLakeConfig
 
 CONFIGS = Path("/opt/hubflow/stack-test")
 # The telemetry config names the variable its connection string comes in; a driver gets it from the
