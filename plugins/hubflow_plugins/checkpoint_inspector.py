@@ -404,6 +404,11 @@ def _fill_state(report: CheckpointReport, fs: AbstractFileSystem, root: str) -> 
 
 
 def _subdirs(fs: AbstractFileSystem, directory: str) -> list[str]:
+    """The sub-folder names of ``directory``, each once.
+
+    On Blob storage written by hadoop-azure a folder can be listed twice: as the prefix of its
+    blobs and as the empty marker blob (``hdi_isfolder``) that the driver creates for it.
+    """
     try:
         entries = fs.ls(directory, detail=True)
     except FileNotFoundError:
@@ -412,7 +417,7 @@ def _subdirs(fs: AbstractFileSystem, directory: str) -> list[str]:
     for entry in entries:
         if entry.get("type") == "directory":
             name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
-            if not name.startswith("."):
+            if not name.startswith(".") and name not in names:
                 names.append(name)
     return names
 
