@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.environ.get("AIRFLOW__CORE__PLUGINS_FOLDER", "/opt/airflow/plugins"))
 
-from hubflow_plugins.registry import load_registry
+from hubflow_plugins.core.registry import load_registry
 
 OWNER = (50000, 0)
 

@@ -313,8 +313,8 @@ def summarize(data: Path, registry: Path, sent: int, good: int, bad: int) -> Tab
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
-    from hubflow_plugins.registry import load_registry
+    from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
+    from hubflow_plugins.core.registry import load_registry
 
     def rows(path: Path) -> int:
         try:

@@ -23,16 +23,16 @@ from airflow.sdk import DAG, CronDataIntervalTimetable, DeltaDataIntervalTimetab
 
 from hubflow_jobs.applications import LAKE_WRITING_APPLICATIONS
 from hubflow_jobs.durations import parse_duration
-from hubflow_plugins.health import HEALTHY, HEALTHY_STREAMING
-from hubflow_plugins.operators import (
+from hubflow_plugins.core.health import HEALTHY, HEALTHY_STREAMING
+from hubflow_plugins.core.registry import RegisteredJob, Registry
+from hubflow_plugins.operators.streaming_job import (
     ArchiveOperator,
     CheckpointBackupRetentionOperator,
     DeltaMaintenanceOperator,
     SparkJobOperator,
     StreamingJobOperator,
 )
-from hubflow_plugins.registry import RegisteredJob, Registry
-from hubflow_plugins.sensors import CheckpointHealthSensor
+from hubflow_plugins.sensors.checkpoint_health import CheckpointHealthSensor
 
 START_DATE = datetime(2026, 1, 1)
 #: Cron presets as cron expressions, for the data-interval timetable.

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_plugins.health import (
+from hubflow_plugins.core.health import (
     FAILING,
     HEALTHY,
     HEALTHY_STREAMING,
     check_health,
     committed_sequence_numbers,
 )
-from hubflow_plugins.triggers import CheckpointHealthTrigger
+from hubflow_plugins.triggers.checkpoint_health import CheckpointHealthTrigger
 from tests.plugins.file_streams import FileStream, age_files
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hubflow_plugins.registry import RegistryError, load_registry, read_job_paths
+from hubflow_plugins.core.registry import RegistryError, load_registry, read_job_paths
 
 
 def _write(path: Path, data: object) -> Path:
@@ -117,7 +117,7 @@ def test_the_shipped_registry_is_valid() -> None:
 
 def test_delta_sinks_and_their_writers_come_from_the_job_config(tmp_path: Path) -> None:
     from hubflow_jobs.lake_tables import DEFAULT_FORMAT
-    from hubflow_plugins.registry import DEFAULT_SINK_FORMAT
+    from hubflow_plugins.core.registry import DEFAULT_SINK_FORMAT
 
     assert DEFAULT_SINK_FORMAT == DEFAULT_FORMAT, "the registry reads configs with the jobs' default format"
     base = {"trigger": {"availableNow": True}, "checkpoint_root": "/c", "status_root": "/s"}
@@ -166,7 +166,7 @@ def test_every_job_is_capped_in_cores(tmp_path: Path) -> None:
 
 
 def test_spark_submit_gets_the_core_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hubflow_plugins.spark_submit import build_submit_hook
+    from hubflow_plugins.hooks.spark_submit import build_submit_hook
 
     monkeypatch.setenv(
         "AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "spark://master", "port": 7077}'

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_plugins.checkpoint_backups import backup_checkpoint, purge_checkpoint_backups
-from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
-from hubflow_plugins.rewind import (
+from hubflow_plugins.core.checkpoint_backups import backup_checkpoint, purge_checkpoint_backups
+from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
+from hubflow_plugins.core.rewind import (
     RewindError,
     check_delta_rewind,
     parse_sequence_numbers,

@@ -12,8 +12,8 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from hubflow_jobs.status_folder import JobState, JobStatus, StatusFolder
-from hubflow_plugins.operators import ArchiveOperator, StreamingJobOperator
-from hubflow_plugins.sensors import CheckpointHealthSensor
+from hubflow_plugins.operators.streaming_job import ArchiveOperator, StreamingJobOperator
+from hubflow_plugins.sensors.checkpoint_health import CheckpointHealthSensor
 from tests.airflow.helpers import landing_job, write_registry
 
 pytestmark = pytest.mark.integration

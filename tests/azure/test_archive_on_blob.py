@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hubflow_jobs.blob_objects import SOURCE_ETAG_METADATA
-from hubflow_plugins.archive import archive_processed_files
+from hubflow_plugins.core.archive import archive_processed_files
 from tests.azure.blob_streams import BlobStream, start_child, upload_stream
 from tests.plugins.file_streams import FileStream
 from tests.support.azurite import Azurite

@@ -22,8 +22,8 @@ import pytest
 
 from hubflow_jobs.azure_storage import env_for
 from hubflow_jobs.status_folder import StatusFolder
-from hubflow_plugins.archive import archive_processed_files
-from hubflow_plugins.checkpoint_inspector import Verdict, inspect_checkpoint
+from hubflow_plugins.core.archive import archive_processed_files
+from hubflow_plugins.core.checkpoint_inspector import Verdict, inspect_checkpoint
 from tests.support.azurite import Azurite
 
 pytestmark = pytest.mark.integration

@@ -84,12 +84,12 @@ def test_a_bad_environment_value_is_named_without_its_secret() -> None:
 def test_the_airflow_connection_is_read_like_the_azure_provider_reads_it(
     azurite: Azurite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hubflow_plugins.azure_storage_hook import AzureStorageHook, access_from_connection
+    from hubflow_plugins.hooks.azure_storage import AzureStorageHook, access_from_connection
 
     for key, value in azurite.airflow_connection_env("lake_storage").items():
         monkeypatch.setenv(key, value)
     masked: list[str] = []
-    monkeypatch.setattr("hubflow_plugins.azure_storage_hook._mask", masked.extend)
+    monkeypatch.setattr("hubflow_plugins.hooks.azure_storage._mask", masked.extend)
 
     access = AzureStorageHook("lake_storage").access()
 

@@ -303,7 +303,7 @@ def test_eventhubs_connection_works_with_the_hook_and_the_sdk(services: dict[str
     ]
     env["PYTHONPATH"] = str(REPO_ROOT / "plugins")
     script = (
-        "from hubflow_plugins.eventhubs_hook import EventHubsHook\n"
+        "from hubflow_plugins.hooks.eventhubs import EventHubsHook\n"
         "from azure.eventhub import EventHubProducerClient\n"
         "client = EventHubProducerClient.from_connection_string(EventHubsHook().connection_string())\n"
         "print(client.eventhub_name, client._address.hostname)\n"

@@ -283,7 +283,7 @@ def test_a_frozen_holder_on_another_host_is_taken_over_after_the_lease_and_fence
 def test_stop_from_a_host_that_cannot_signal_the_driver_ends_in_an_obeyed_kill_request(
     tmp_path: Path,
 ) -> None:
-    from hubflow_plugins.job_control import JobControl
+    from hubflow_plugins.core.job_control import JobControl
 
     status_dir = tmp_path / "status" / "job_a"
     job = _holder(status_dir, (30, 1, 20), "--ignore-stop", host="other-host")

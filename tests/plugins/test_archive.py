@@ -15,7 +15,7 @@ from urllib.parse import quote
 import fsspec
 import pytest
 
-from hubflow_plugins.archive import TEMP_SUFFIX, ArchiveError, archive_processed_files, purge_archive
+from hubflow_plugins.core.archive import TEMP_SUFFIX, ArchiveError, archive_processed_files, purge_archive
 from tests.plugins.file_streams import FileStream, age_files, relative_files
 
 pytestmark = pytest.mark.integration
@@ -266,7 +266,7 @@ def test_archive_killed_from_outside_at_a_random_moment_then_rerun(file_stream: 
     env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
     roots = [str(file_stream.checkpoint), str(file_stream.landing), str(file_stream.archive)]
     child = subprocess.Popen(
-        [sys.executable, "-m", "hubflow_plugins.archive", *roots, "--max-workers", "2"],
+        [sys.executable, "-m", "hubflow_plugins.core.archive", *roots, "--max-workers", "2"],
         env=env,
         stdout=subprocess.PIPE,
         text=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from hubflow_plugins.archive import LandingRoot
+from hubflow_plugins.core.archive import LandingRoot
 
 LAKE = "abfss://lake@acct.dfs.core.windows.net"
 

@@ -6,7 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hubflow_plugins.checkpoint_backups import MANIFEST, backup_checkpoint, list_backups, restore_checkpoint
+from hubflow_plugins.core.checkpoint_backups import (
+    MANIFEST,
+    backup_checkpoint,
+    list_backups,
+    restore_checkpoint,
+)
 from tests.plugins.file_streams import FileStream, relative_files
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ import fsspec
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from hubflow_plugins.checkpoint_inspector import Verdict, inspect_checkpoint
+from hubflow_plugins.core.checkpoint_inspector import Verdict, inspect_checkpoint
 from tests.plugins.file_streams import FileStream, age_files
 
 pytestmark = pytest.mark.integration
@@ -253,7 +253,7 @@ def test_command_line_prints_the_report_and_exits_non_zero_when_not_ok(
 ) -> None:
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo / "plugins"), str(repo / "jobs")])}
-    command = [sys.executable, "-m", "hubflow_plugins.checkpoint_inspector"]
+    command = [sys.executable, "-m", "hubflow_plugins.core.checkpoint_inspector"]
 
     good = subprocess.run([*command, str(checkpoint)], env=env, capture_output=True, text=True, timeout=60)
     assert good.returncode == 0, good.stderr

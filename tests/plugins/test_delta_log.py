@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from hubflow_plugins.checkpoint_inspector import inspect_checkpoint, main
-from hubflow_plugins.delta_log import compare
-from hubflow_plugins.registry import load_registry
+from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint, main
+from hubflow_plugins.core.delta_log import compare
+from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.status_page.job_snapshots import job_snapshot
 from hubflow_plugins.status_page.progress_history import ProgressSamples
 

@@ -210,7 +210,7 @@ def test_a_held_job_shows_who_held_it_and_its_driver_log_is_linked_with_secrets_
     status_world: StatusWorld,
 ) -> None:
     from hubflow_jobs.status_folder import StatusFolder
-    from hubflow_plugins.registry import load_registry
+    from hubflow_plugins.core.registry import load_registry
 
     folder = StatusFolder(load_registry(status_world.registry).job("never_ran").paths.status_dir)
     client = client_for(status_world)
@@ -236,7 +236,7 @@ def test_a_held_job_shows_who_held_it_and_its_driver_log_is_linked_with_secrets_
 def test_data_loss_in_status_json_is_listed_under_the_job(status_world: StatusWorld) -> None:
     """status.json's ``data_loss`` (written by the jobs listener) is shown as one line per partition."""
     from hubflow_jobs.status_folder import STATUS_FILE, JobStatus, StatusFolder
-    from hubflow_plugins.registry import load_registry
+    from hubflow_plugins.core.registry import load_registry
 
     folder = StatusFolder(load_registry(status_world.registry).job("never_ran").paths.status_dir)
     client = client_for(status_world)

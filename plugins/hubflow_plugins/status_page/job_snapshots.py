@@ -51,8 +51,8 @@ def redact(text: Any) -> Any:
 
 
 def load_jobs(registry_path: Path | None = None) -> list[Any]:
-    """The registered jobs (``hubflow_plugins.registry``), in registry order."""
-    from hubflow_plugins.registry import load_registry
+    """The registered jobs (``hubflow_plugins.core.registry``), in registry order."""
+    from hubflow_plugins.core.registry import load_registry
 
     return list(load_registry(registry_path).jobs)
 
@@ -122,7 +122,7 @@ def job_snapshot(
 
 
 def _fill_verdict(snapshot: dict[str, Any], job: Any, checkpoint: str, now: datetime) -> Any:
-    from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
+    from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
 
     report = inspect_checkpoint(checkpoint, stalled_after=job.stalled_after_delta, now=now)
     snapshot["verdict"] = report.verdict.value
@@ -132,7 +132,7 @@ def _fill_verdict(snapshot: dict[str, Any], job: Any, checkpoint: str, now: date
 
 
 def _fill_delta_tables(snapshot: dict[str, Any], paths: Any, report: Any) -> None:
-    from hubflow_plugins.checkpoint_inspector import inspect_delta_sinks
+    from hubflow_plugins.core.checkpoint_inspector import inspect_delta_sinks
 
     sinks = [(sink.table, sink.checkpoint) for sink in paths.delta_sinks]
     snapshot["delta_tables"] = [

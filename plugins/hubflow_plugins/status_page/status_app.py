@@ -68,7 +68,7 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     def jobs() -> list[Any]:
-        from hubflow_plugins.registry import RegistryError
+        from hubflow_plugins.core.registry import RegistryError
         from hubflow_plugins.status_page.job_snapshots import load_jobs, redact
 
         try:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hubflow_jobs.durations import parse_duration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Where the registry is read from unless HUBFLOW_REGISTRY names another file.
 DEFAULT_REGISTRY = REPO_ROOT / "dags" / "registry.yaml"
 #: Where job entry scripts and their configs live unless HUBFLOW_JOBS_DIR names another folder.

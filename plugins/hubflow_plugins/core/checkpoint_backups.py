@@ -22,7 +22,7 @@ removes; killed during step 4, it leaves a published backup and part of the chec
 
 :func:`restore_checkpoint` is the way back (the job must be stopped): it sets aside whatever is at the
 checkpoint location (same steps), copies the backup's files there, and verifies them against the
-manifest. ``python -m hubflow_plugins.checkpoint_backups`` runs each step from a shell (see
+manifest. ``python -m hubflow_plugins.core.checkpoint_backups`` runs each step from a shell (see
 docs/operations.md, "Restoring a checkpoint").
 """
 
@@ -134,7 +134,7 @@ def restore_checkpoint(
         known = ", ".join(backups) or "none"
         raise BackupError(
             f"no published backup {stamp!r} of {checkpoint_location} (published backups: {known}); "
-            "list them with: python -m hubflow_plugins.checkpoint_backups list CHECKPOINT"
+            "list them with: python -m hubflow_plugins.core.checkpoint_backups list CHECKPOINT"
         )
     backup = backups[stamp]
     tree = _tree(checkpoint_location)
@@ -508,13 +508,14 @@ def _tree(location: str) -> _Tree:
 def main(argv: list[str] | None = None) -> int:
     """Command line: list, make, restore or purge the backups of one checkpoint.
 
-    ``python -m hubflow_plugins.checkpoint_backups list|backup|restore STAMP|purge DAYS CHECKPOINT``
+    ``python -m hubflow_plugins.core.checkpoint_backups list|backup|restore STAMP|purge DAYS CHECKPOINT``
     Azure credentials come from ``HUBFLOW_AZURE_STORAGE`` or DefaultAzureCredential.
     """
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m hubflow_plugins.checkpoint_backups", description=(main.__doc__ or "").splitlines()[0]
+        prog="python -m hubflow_plugins.core.checkpoint_backups",
+        description=(main.__doc__ or "").splitlines()[0],
     )
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("list", "backup"):

@@ -18,7 +18,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from hubflow_plugins.registry import RegisteredJob
+from hubflow_plugins.core.registry import RegisteredJob
 
 #: The environment variable through which a job receives the Event Hubs connection string.
 EVENTHUBS_CONNECTION_STRING_ENV = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"

@@ -13,8 +13,8 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from hubflow_jobs.durations import parse_duration
-from hubflow_plugins.health import FAILING, HEALTHY
-from hubflow_plugins.registry import load_registry
+from hubflow_plugins.core.health import FAILING, HEALTHY
+from hubflow_plugins.core.registry import load_registry
 
 
 class CheckpointHealthSensor(BaseSensorOperator):
@@ -71,7 +71,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
         return parse_duration(self.stalled_after) if self.stalled_after else job.stalled_after_delta
 
     def execute(self, context: Any) -> Any:
-        from hubflow_plugins.operators import is_backfill_run
+        from hubflow_plugins.operators.streaming_job import is_backfill_run
 
         if is_backfill_run(context):
             raise AirflowSkipException(
@@ -80,7 +80,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
             )
         if not self.deferrable:
             return super().execute(context)
-        from hubflow_plugins.triggers import CheckpointHealthTrigger
+        from hubflow_plugins.triggers.checkpoint_health import CheckpointHealthTrigger
 
         job = load_registry().job(self.job_name)
         self.defer(
@@ -104,19 +104,19 @@ class CheckpointHealthSensor(BaseSensorOperator):
         return event
 
     def poke(self, context: Any) -> bool:
-        from hubflow_plugins.health import check_health
+        from hubflow_plugins.core.health import check_health
 
         job = load_registry().job(self.job_name)
         latest = None
         if self.max_lag_events is not None and job.eventhubs_conn_id:
-            from hubflow_plugins.eventhubs_hook import EventHubsHook
+            from hubflow_plugins.hooks.eventhubs import EventHubsHook
 
             latest = EventHubsHook(job.eventhubs_conn_id).latest_sequence_numbers(self.consumer_group)
         live_state, ran_without_input = None, False
         if self.allow_idle or self.skip_when_held:
             from hubflow_jobs.status_folder import StatusFolder
-            from hubflow_plugins.health import finished_without_input
-            from hubflow_plugins.operators import heartbeat_timeout
+            from hubflow_plugins.core.health import finished_without_input
+            from hubflow_plugins.operators.streaming_job import heartbeat_timeout
 
             folder = StatusFolder(job.paths.status_dir)
             live = folder.liveness(heartbeat_timeout(job).total_seconds())

@@ -21,7 +21,7 @@ entries) is read, and not at all when its version (ETag on Blob) is one already 
 
 Given the Delta tables the query writes (``delta_tables``), the report also puts each table's
 version and the last batch its log records for the query (the ``txn`` action) beside Spark's last
-committed batch, and says what a difference means (:mod:`hubflow_plugins.delta_log`).
+committed batch, and says what a difference means (:mod:`hubflow_plugins.core.delta_log`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from hubflow_jobs.azure_storage import url_to_fs
-from hubflow_plugins.checkpoint_logs import (
+from hubflow_plugins.core.checkpoint_logs import (
     CheckpointFormatError,
     OffsetsFile,
     count_file_log_entries,
@@ -51,7 +51,7 @@ from hubflow_plugins.checkpoint_logs import (
     read_offsets,
     read_text,
 )
-from hubflow_plugins.delta_log import DeltaSinkReport, inspect_delta_sink
+from hubflow_plugins.core.delta_log import DeltaSinkReport, inspect_delta_sink
 
 
 class Verdict(StrEnum):
@@ -455,12 +455,12 @@ def _ago(delta: timedelta) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Command line for on-call: print the report as JSON; exit 0 when ok, 1 otherwise.
 
-    ``python -m hubflow_plugins.checkpoint_inspector CHECKPOINT --stalled-after-minutes 30``
+    ``python -m hubflow_plugins.core.checkpoint_inspector CHECKPOINT --stalled-after-minutes 30``
     """
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m hubflow_plugins.checkpoint_inspector", description=main.__doc__.splitlines()[0]
+        prog="python -m hubflow_plugins.core.checkpoint_inspector", description=main.__doc__.splitlines()[0]
     )
     parser.add_argument("checkpoint", help="the query's checkpointLocation (local path or fsspec URL)")
     parser.add_argument("--stalled-after-minutes", type=float, default=30.0)

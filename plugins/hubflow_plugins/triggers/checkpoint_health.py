@@ -11,7 +11,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 
 class CheckpointHealthTrigger(BaseTrigger):
-    """Fires once the checkpoint's verdict is acceptable or failing (see ``hubflow_plugins.health``).
+    """Fires once the checkpoint's verdict is acceptable or failing (see ``hubflow_plugins.core.health``).
 
     The event payload is ``HealthResult.to_dict()``; the sensor turns a failing one into a failure.
     """
@@ -44,7 +44,7 @@ class CheckpointHealthTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from hubflow_plugins.health import check_health
+        from hubflow_plugins.core.health import check_health
 
         while True:
             result = await asyncio.to_thread(

@@ -30,11 +30,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from hubflow_jobs.azure_storage import url_to_fs
-from hubflow_plugins.checkpoint_logs import join, list_batch_ids, read_text
+from hubflow_plugins.core.checkpoint_logs import join, list_batch_ids, read_text
 
 if TYPE_CHECKING:
-    from hubflow_plugins.job_control import JobControl, Liveness
-    from hubflow_plugins.registry import RegisteredJob
+    from hubflow_plugins.core.job_control import JobControl, Liveness
+    from hubflow_plugins.core.registry import RegisteredJob
 
 
 class RewindError(ValueError):
@@ -222,9 +222,9 @@ def rewind_job(
     the hub). Airflow-free: the operator passes its logger and its driver launcher. Raises
     :class:`RewindError` with a message for on-call; the old checkpoint is never edited.
     """
-    from hubflow_plugins.checkpoint_backups import backup_checkpoint
-    from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
-    from hubflow_plugins.health import committed_sequence_numbers, planned_sequence_numbers
+    from hubflow_plugins.core.checkpoint_backups import backup_checkpoint
+    from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
+    from hubflow_plugins.core.health import committed_sequence_numbers, planned_sequence_numbers
 
     checkpoint = job.paths.checkpoint_location
     report = inspect_checkpoint(checkpoint, stalled_after=job.stalled_after_delta).to_dict()

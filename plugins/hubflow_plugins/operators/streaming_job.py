@@ -18,7 +18,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from hubflow_jobs.applications import BACKFILL_APPLICATIONS
 from hubflow_jobs.durations import parse_duration
-from hubflow_plugins.registry import RegisteredJob, load_registry
+from hubflow_plugins.core.registry import RegisteredJob, load_registry
 
 STREAMING_ACTIONS = ("ensure_running", "start", "stop", "restart", "rewind")
 
@@ -31,8 +31,8 @@ def _secrets(job: RegisteredJob) -> dict[str, str]:
     """The secret environment for the job's driver: the Event Hubs connection string, if any."""
     if not job.eventhubs_conn_id:
         return {}
-    from hubflow_plugins.eventhubs_hook import EventHubsHook
-    from hubflow_plugins.spark_submit import EVENTHUBS_CONNECTION_STRING_ENV
+    from hubflow_plugins.hooks.eventhubs import EventHubsHook
+    from hubflow_plugins.hooks.spark_submit import EVENTHUBS_CONNECTION_STRING_ENV
 
     return {EVENTHUBS_CONNECTION_STRING_ENV: EventHubsHook(job.eventhubs_conn_id).connection_string()}
 
@@ -62,7 +62,7 @@ class SparkJobOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from hubflow_jobs.status_folder import StatusFolder
-        from hubflow_plugins.spark_submit import build_submit_hook
+        from hubflow_plugins.hooks.spark_submit import build_submit_hook
 
         job = _job(self.job_name)
         window = _backfill_window(context)
@@ -88,7 +88,7 @@ class SparkJobOperator(BaseOperator):
         }
 
     def _backfill(self, job: RegisteredJob, start: str, end: str) -> dict[str, Any]:
-        from hubflow_plugins.spark_submit import build_submit_hook
+        from hubflow_plugins.hooks.spark_submit import build_submit_hook
 
         if job.application not in BACKFILL_APPLICATIONS:
             raise AirflowFailException(
@@ -175,7 +175,7 @@ class StreamingJobOperator(BaseOperator):
         self.dry_run = dry_run
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from hubflow_plugins.job_control import JobControl
+        from hubflow_plugins.core.job_control import JobControl
 
         if self.action not in STREAMING_ACTIONS:
             raise AirflowFailException(f"unknown action {self.action!r}; expected one of {STREAMING_ACTIONS}")
@@ -260,8 +260,8 @@ class StreamingJobOperator(BaseOperator):
 
     def _rewind(self, job: RegisteredJob, control: Any, live: Any, dry_run: bool, who: str) -> dict[str, Any]:
         """The on-call rewind: the hook asks the hub, ``rewind.rewind_job`` does the rest."""
-        from hubflow_plugins.eventhubs_hook import EventHubsHook
-        from hubflow_plugins.rewind import RewindError, rewind_job
+        from hubflow_plugins.core.rewind import RewindError, rewind_job
+        from hubflow_plugins.hooks.eventhubs import EventHubsHook
 
         if not job.eventhubs_conn_id:
             raise AirflowFailException(
@@ -291,7 +291,7 @@ class StreamingJobOperator(BaseOperator):
     def _start(self, job: RegisteredJob, control: Any, count_restart: bool = True) -> str:
         from hubflow_jobs import EXIT_HELD, EXIT_LOCKED
         from hubflow_jobs.status_folder import JobState
-        from hubflow_plugins.spark_submit import build_submit_hook
+        from hubflow_plugins.hooks.spark_submit import build_submit_hook
 
         control.folder.clear_requests()
         if count_restart:
@@ -417,7 +417,7 @@ class ArchiveOperator(BaseOperator):
         self.max_workers = max_workers
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from hubflow_plugins.archive import archive_processed_files, purge_archive
+        from hubflow_plugins.core.archive import archive_processed_files, purge_archive
 
         if is_backfill_run(context):
             raise AirflowSkipException(
@@ -462,7 +462,7 @@ class CheckpointBackupRetentionOperator(BaseOperator):
         self.older_than = older_than
 
     def execute(self, context: Any) -> list[str]:
-        from hubflow_plugins.checkpoint_backups import checkpoint_backups_root, purge_checkpoint_backups
+        from hubflow_plugins.core.checkpoint_backups import checkpoint_backups_root, purge_checkpoint_backups
 
         job = _job(self.job_name)
         older_than = parse_duration(self.older_than or job.checkpoint_backup_retention)
@@ -511,7 +511,7 @@ class DeltaMaintenanceOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from hubflow_plugins.spark_submit import build_submit_hook
+        from hubflow_plugins.hooks.spark_submit import build_submit_hook
 
         dry_run = str(self.dry_run).lower() in ("true", "1", "yes")
         job = _job(self.job_name)

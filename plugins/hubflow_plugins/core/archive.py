@@ -48,7 +48,7 @@ from fsspec import AbstractFileSystem
 
 from hubflow_jobs.azure_storage import BlobUrl, url_to_fs
 from hubflow_jobs.blob_objects import BlobInfo, BlobObjects
-from hubflow_plugins.checkpoint_logs import (
+from hubflow_plugins.core.checkpoint_logs import (
     CheckpointFormatError,
     committed_file_entries,
     info_time,
@@ -221,7 +221,7 @@ def archive_processed_files(
     except CheckpointFormatError as exc:
         raise ArchiveError(
             f"Cannot read the checkpoint's logs: {exc}. Nothing was moved; inspect the checkpoint "
-            "(python -m hubflow_plugins.checkpoint_inspector) before archiving.",
+            "(python -m hubflow_plugins.core.checkpoint_inspector) before archiving.",
             result,
         ) from exc
     if result.committed_batch_id is None:
@@ -521,12 +521,12 @@ def _remove_empty_dirs(fs: AbstractFileSystem, root: str, parents: set[str]) -> 
 def main(argv: list[str] | None = None) -> int:
     """Command line: archive the processed files of one query (``--dry-run`` to only list them).
 
-    ``python -m hubflow_plugins.archive CHECKPOINT LANDING_ROOT ARCHIVE_ROOT [--dry-run]``
+    ``python -m hubflow_plugins.core.archive CHECKPOINT LANDING_ROOT ARCHIVE_ROOT [--dry-run]``
     """
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m hubflow_plugins.archive", description=main.__doc__.splitlines()[0]
+        prog="python -m hubflow_plugins.core.archive", description=main.__doc__.splitlines()[0]
     )
     parser.add_argument("checkpoint")
     parser.add_argument("landing_root")

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from hubflow_jobs.status_folder import WORKING_STATES, JobState, parse_state
-from hubflow_plugins.checkpoint_inspector import Verdict
+from hubflow_plugins.core.checkpoint_inspector import Verdict
 
 #: Verdicts that end a health check well.
 HEALTHY: tuple[Verdict, ...] = (Verdict.HEALTHY,)
@@ -64,7 +64,7 @@ def check_health(
     batch planned yet) mean "idle", not "broken"; the lag check, when asked for, still catches a
     live job that does not keep up.
     """
-    from hubflow_plugins.checkpoint_inspector import inspect_checkpoint
+    from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
 
     report = inspect_checkpoint(checkpoint, stalled_after=stalled_after)
     verdict = str(report.verdict)

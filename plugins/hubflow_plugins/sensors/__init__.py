@@ -1,0 +1,1 @@
+"""Airflow sensors over a job's checkpoint."""

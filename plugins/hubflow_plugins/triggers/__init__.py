@@ -1,0 +1,1 @@
+"""Airflow triggers (run in the triggerer; small and serializable)."""
