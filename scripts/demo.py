@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eventhubs_emulator import EmulatorConfig
+from hubflow_jobs.detached_process import start_detached
 
 REPO = Path(__file__).resolve().parent.parent
 #: Where the demo keeps everything (HUBFLOW_DEMO_HOME overrides it, e.g. for the demo's own test).
@@ -69,15 +70,7 @@ def pick_port(wanted: int, what: str, notes: list[str]) -> int:
 
 # ------------------------------------------------------------------------------------- processes
 def start(name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
-    log = open(DEMO / "logs" / f"{name}.log", "ab")  # the child process keeps it open
-    process = subprocess.Popen(
-        command,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
+    process = start_detached(command, DEMO / "logs" / f"{name}.log", env)
     pids = json.loads(PIDS.read_text()) if PIDS.exists() else {}
     pids[name] = process.pid
     PIDS.write_text(json.dumps(pids))

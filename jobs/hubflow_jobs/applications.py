@@ -6,7 +6,7 @@ the name lists (which applications backfill, which write lake tables) from here 
 
 The name lists import nothing. ``CONFIG_MODELS`` is built on first use (module ``__getattr__``)
 because the config models live beside their jobs, whose modules import pyspark, and DAG parsing
-imports this module and must stay free of Spark (tests/airflow/test_dags.py).
+imports this module and must stay free of Spark (tests/dags/test_dags.py).
 """
 
 from __future__ import annotations

@@ -25,13 +25,13 @@ from hubflow_jobs.applications import LAKE_WRITING_APPLICATIONS
 from hubflow_jobs.durations import parse_duration
 from hubflow_plugins.core.health import HEALTHY, HEALTHY_STREAMING
 from hubflow_plugins.core.registry import RegisteredJob, Registry
-from hubflow_plugins.operators.streaming_job import (
+from hubflow_plugins.operators.cleanup import (
     ArchiveOperator,
     CheckpointBackupRetentionOperator,
     DeltaMaintenanceOperator,
-    SparkJobOperator,
-    StreamingJobOperator,
 )
+from hubflow_plugins.operators.spark_job import SparkJobOperator
+from hubflow_plugins.operators.streaming_job import StreamingJobOperator
 from hubflow_plugins.sensors.checkpoint_health import CheckpointHealthSensor
 
 START_DATE = datetime(2026, 1, 1)

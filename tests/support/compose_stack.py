@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hubflow_jobs.detached_process import start_detached
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STACK_SCRIPT = REPO_ROOT / "scripts" / "stack.sh"
 STATE_DIR = REPO_ROOT / ".hubflow" / "stack"
@@ -44,15 +46,12 @@ def start_image_build() -> None:
     if _build is not None or docker_unavailable():
         return
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(IMAGE_BUILD_LOG, "wb") as log:
-        _build = subprocess.Popen(
-            ["bash", str(STACK_SCRIPT), "images"],
-            env={**os.environ, "COMPOSE_PROJECT_NAME": PROOF_PROJECT, "HUBFLOW_STACK_FRESH": "1"},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    _build = start_detached(
+        ["bash", str(STACK_SCRIPT), "images"],
+        IMAGE_BUILD_LOG,
+        {**os.environ, "COMPOSE_PROJECT_NAME": PROOF_PROJECT, "HUBFLOW_STACK_FRESH": "1"},
+        append=False,
+    )
     _build_started = time.monotonic()
 
 

@@ -6,7 +6,7 @@ defaults): ``metadata``; the last 100 ``offsets/<id>`` and ``commits/<id>`` file
 (``fileSource.log.compactInterval``) into ``<id>.compact`` files that repeat every entry so far, plus
 the deltas after the newest compact. :func:`write_file_source_checkpoint` writes exactly that
 through any fsspec filesystem (local or Azure Blob), in Spark's byte format: ``v1`` version lines,
-no trailing newline, JSON with Spark's key order. ``tests/plugins/test_file_source_checkpoint.py``
+no trailing newline, JSON with Spark's key order. ``tests/support/test_file_source_checkpoint.py``
 proves Spark itself resumes from one.
 """
 

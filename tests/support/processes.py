@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from hubflow_jobs.detached_process import start_detached
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
@@ -20,12 +22,7 @@ def free_port() -> int:
 
 def start_background(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start ``cmd`` in its own process group, its output going to ``log_path``."""
-    log = open(log_path, "ab")  # closed by stop_process
-    proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
-    )
-    proc._hubflow_log = log  # type: ignore[attr-defined]
-    return proc
+    return start_detached(cmd, log_path, env)
 
 
 def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> None:
@@ -43,9 +40,6 @@ def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> None:
             except ProcessLookupError:
                 pass
             proc.wait(timeout=timeout)
-    log = getattr(proc, "_hubflow_log", None)
-    if log is not None:
-        log.close()
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:

@@ -32,7 +32,7 @@ OVERRIDES_ENV = "HUBFLOW_REGISTRY_OVERRIDES"
 DEFAULT_CORES_MAX = 2
 
 #: The ``sink.format`` of a job config that names none: the jobs' default
-#: (``hubflow_jobs.lake_tables.DEFAULT_FORMAT``; tests/airflow/test_registry.py checks they agree).
+#: (``hubflow_jobs.lake_tables.DEFAULT_FORMAT``; tests/plugins/core/test_registry.py checks they agree).
 DEFAULT_SINK_FORMAT = "delta"
 #: Where eventhubs_aggregate's quarantine query keeps its checkpoint, inside the quarantine table.
 QUARANTINE_QUERY_CHECKPOINT = "_checkpoint"
@@ -140,6 +140,11 @@ class RegisteredJob(_Strict):
     @property
     def stalled_after_delta(self) -> timedelta:
         return parse_duration(self.stalled_after)
+
+    @property
+    def heartbeat_timeout(self) -> timedelta:
+        """Silence after which a supervisor counts the job in a live state as dead."""
+        return max(timedelta(minutes=2), parse_duration(self.supervise_every) / 2)
 
     def application_path(self, jobs_dir: Path | None = None) -> Path:
         return (jobs_dir or jobs_folder()) / f"{self.application}.py"

@@ -18,6 +18,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
+from hubflow_jobs.detached_process import start_detached
 from hubflow_plugins.core.registry import RegisteredJob
 
 #: The environment variable through which a job receives the Event Hubs connection string.
@@ -53,16 +54,16 @@ class JobSubmitHook(SparkSubmitHook):
             ]
         env = os.environ.copy()
         env.update({k: str(v) for k, v in (self._env or {}).items()})
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log:
-            return subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
+        return start_detached(command, log_path, env)
+
+
+def driver_secrets(job: RegisteredJob) -> dict[str, str]:
+    """The secret environment for the job's driver: the Event Hubs connection string, if any."""
+    if not job.eventhubs_conn_id:
+        return {}
+    from hubflow_plugins.hooks.eventhubs import EventHubsHook
+
+    return {EVENTHUBS_CONNECTION_STRING_ENV: EventHubsHook(job.eventhubs_conn_id).connection_string()}
 
 
 def spark_submit_binary() -> str | None:

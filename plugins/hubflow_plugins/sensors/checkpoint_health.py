@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from hubflow_jobs.durations import parse_duration
 from hubflow_plugins.core.health import FAILING, HEALTHY
 from hubflow_plugins.core.registry import load_registry
+from hubflow_plugins.run_context import is_backfill_run
 
 
 class CheckpointHealthSensor(BaseSensorOperator):
@@ -71,8 +72,6 @@ class CheckpointHealthSensor(BaseSensorOperator):
         return parse_duration(self.stalled_after) if self.stalled_after else job.stalled_after_delta
 
     def execute(self, context: Any) -> Any:
-        from hubflow_plugins.operators.streaming_job import is_backfill_run
-
         if is_backfill_run(context):
             raise AirflowSkipException(
                 f"backfill run: job {self.job_name}'s checkpoint belongs to its scheduled runs, not to "
@@ -116,10 +115,9 @@ class CheckpointHealthSensor(BaseSensorOperator):
         if self.allow_idle or self.skip_when_held:
             from hubflow_jobs.status_folder import StatusFolder
             from hubflow_plugins.core.health import finished_without_input
-            from hubflow_plugins.operators.streaming_job import heartbeat_timeout
 
             folder = StatusFolder(job.paths.status_dir)
-            live = folder.liveness(heartbeat_timeout(job).total_seconds())
+            live = folder.liveness(job.heartbeat_timeout.total_seconds())
             self.log.info("job status: %s", live.reason)
             if self.skip_when_held and live.hold is not None and not live.alive:
                 self.log.info("job %s is held %s: its health is not judged", job.name, live.hold.describe())

@@ -33,7 +33,7 @@ class CheckpointHealthTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
-            "hubflow_plugins.triggers.CheckpointHealthTrigger",
+            "hubflow_plugins.triggers.checkpoint_health.CheckpointHealthTrigger",
             {
                 "checkpoint": self.checkpoint,
                 "stalled_after_seconds": self.stalled_after_seconds,

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.status_page.conftest import StatusWorld
+from tests.plugins.status_page.conftest import StatusWorld
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 
@@ -55,7 +55,7 @@ def test_api_server_serves_the_page_to_logged_in_users_only(
     airflow_home: Any, status_world: StatusWorld
 ) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "tests.status_page.airflow_app_check"],
+        [sys.executable, "-m", "tests.plugins.status_page.airflow_app_check"],
         env=plugin_env(airflow_home, status_world.registry),
         cwd=REPO_ROOT,
         capture_output=True,

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.status_page.streams import EARLIEST, job_config, run_job, write_registry
+from tests.plugins.status_page.streams import EARLIEST, job_config, run_job, write_registry
 
 EVENT_COUNTS = {"0": 60, "1": 70}  # 130 events: batches of 50, 50, 30
 BATCH_SIZE = 50

@@ -251,7 +251,7 @@ def test_state_operator_metadata(spark: Any, tmp_path: Path) -> None:
 def test_command_line_prints_the_report_and_exits_non_zero_when_not_ok(
     checkpoint: Path, tmp_path: Path
 ) -> None:
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo / "plugins"), str(repo / "jobs")])}
     command = [sys.executable, "-m", "hubflow_plugins.core.checkpoint_inspector"]
 

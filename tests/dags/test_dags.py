@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow.helpers import airflow_env, landing_job, run_airflow, write_registry
+from tests.dags.helpers import airflow_env, landing_job, run_airflow, write_registry
 from tests.jobs.helpers import write_json_landing_file
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow.helpers import (
+from tests.dags.helpers import (
     airflow_env,
     dag_runs,
     run_airflow,

@@ -22,13 +22,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.status_page.conftest import StatusWorld
-from tests.status_page.png import read_png
-from tests.status_page.test_airflow_plugin import plugin_env
+from hubflow_jobs.detached_process import start_detached
+from tests.plugins.status_page.conftest import StatusWorld
+from tests.plugins.status_page.png import read_png
+from tests.plugins.status_page.test_airflow_plugin import plugin_env
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 RATE_COLOUR = (0x1F, 0x6F, 0xEB)  # status_page.js COLORS.input_rows_per_second
 LAG_COLOUR = (0xD9, 0x48, 0x0F)  # status_page.js COLORS.lag
@@ -50,7 +51,7 @@ def page_url(status_world: StatusWorld) -> Iterator[str]:
         [
             sys.executable,
             "-m",
-            "tests.status_page.serve_status_page",
+            "tests.plugins.status_page.serve_status_page",
             "--registry",
             str(status_world.registry),
             "--port",
@@ -163,21 +164,19 @@ def airflow_ui(
         }
     )
     log = tmp_path_factory.mktemp("api-server") / "api-server.log"
-    with log.open("wb") as output:
-        server = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "airflow"),
-                "api-server",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    server = start_detached(
+        [
+            str(Path(sys.executable).parent / "airflow"),
+            "api-server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        log,
+        env,
+        append=False,
+    )
     try:
         deadline = time.monotonic() + 120
         while not _answers(f"http://127.0.0.1:{port}/api/v2/version"):

@@ -20,7 +20,7 @@ from hubflow_plugins.core.rewind import (
     rewind_positions,
     seed_checkpoint,
 )
-from tests.airflow.helpers import airflow_env, run_airflow, write_registry
+from tests.dags.helpers import airflow_env, run_airflow, write_registry
 from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config
 from tests.support.emulator import start_test_emulator
 from tests.support.processes import wait_until

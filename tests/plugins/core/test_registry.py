@@ -212,7 +212,7 @@ def test_registry_overrides_change_keys_without_editing_the_registry(
 def test_the_stack_proofs_overrides_fit_the_shipped_registry(tmp_path: Path) -> None:
     """tests/deploy/stack/registry-overrides.yaml changes only keys of registered jobs, and the
     job configs it names belong to those jobs."""
-    proof = Path(__file__).parents[1] / "deploy" / "stack"
+    proof = Path(__file__).parents[2] / "deploy" / "stack"
     data = yaml.safe_load((proof / "registry-overrides.yaml").read_text())
     for keys in data["jobs"].values():
         # Mounted at /opt/hubflow/stack-test in the stack; read from the repository here.

@@ -20,7 +20,7 @@ from tests.plugins.file_streams import FileStream, age_files, relative_files
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def archive(stream: FileStream, **kwargs):

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from hubflow_plugins.status_page.job_snapshots import redact
 from hubflow_plugins.status_page.progress_history import source_lag
 from hubflow_plugins.status_page.status_app import create_app
-from tests.status_page.conftest import BATCH_SIZE, EVENT_COUNTS, SECRET, StatusWorld
+from tests.plugins.status_page.conftest import BATCH_SIZE, EVENT_COUNTS, SECRET, StatusWorld
 
 pytestmark = pytest.mark.integration
 
@@ -175,7 +175,7 @@ def test_history_file_is_read_from_its_end(status_world: StatusWorld, tmp_path: 
 
 def test_charts_keep_every_batch_the_page_saw_across_runs(spark: Any, tmp_path: Path) -> None:
     """A file-source job without a history file: points come from status.json at each refresh."""
-    from tests.status_page.streams import job_config, run_job, write_registry
+    from tests.plugins.status_page.streams import job_config, run_job, write_registry
 
     landing = tmp_path / "landing"
     landing.mkdir()

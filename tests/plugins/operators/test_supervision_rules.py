@@ -12,9 +12,10 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from hubflow_jobs.status_folder import JobState, JobStatus, StatusFolder
-from hubflow_plugins.operators.streaming_job import ArchiveOperator, StreamingJobOperator
+from hubflow_plugins.operators.cleanup import ArchiveOperator
+from hubflow_plugins.operators.streaming_job import StreamingJobOperator
 from hubflow_plugins.sensors.checkpoint_health import CheckpointHealthSensor
-from tests.airflow.helpers import landing_job, write_registry
+from tests.dags.helpers import landing_job, write_registry
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """Serve the status page on 127.0.0.1 under /hubflow, as Airflow's API server mounts it.
 
-Usage: ``python -m tests.status_page.serve_status_page --registry REGISTRY --port PORT``
+Usage: ``python -m tests.plugins.status_page.serve_status_page --registry REGISTRY --port PORT``
 (run from the repository root with ``plugins/`` on PYTHONPATH). The browser test starts it.
 """
 
