@@ -15,7 +15,6 @@ from hubflow_jobs.status_folder import JobState, JobStatus, StatusFolder
 from hubflow_plugins.operators.cleanup import ArchiveOperator
 from hubflow_plugins.operators.streaming_job import StreamingJobOperator
 from hubflow_plugins.sensors.checkpoint_health import CheckpointHealthSensor
-from tests.dags.helpers import landing_job, write_registry
 
 pytestmark = pytest.mark.integration
 
@@ -24,15 +23,6 @@ def _context(run_type: str = "manual", user: str | None = "alice") -> dict[str, 
     run_id = f"{run_type}__2026-11-22T10:00:00+00:00"
     dag_run = SimpleNamespace(run_type=run_type, run_id=run_id, triggering_user_name=user)
     return {"dag_run": dag_run, "run_id": run_id}
-
-
-@pytest.fixture
-def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    jobs = [landing_job(tmp_path, "clicks", streaming=True), landing_job(tmp_path, "orders", archive=True)]
-    path = write_registry(tmp_path, jobs)
-    monkeypatch.setenv("HUBFLOW_REGISTRY", str(path))
-    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)  # nothing may start a job here
-    return path
 
 
 def test_a_backfill_run_skips_the_health_gate_and_the_archive(registry: Path) -> None:

@@ -1,0 +1,66 @@
+"""StreamingJobOperator called directly on real status folders (no scheduler, no Spark): what it does
+for each action and state, and the errors that stop it. The runs through Airflow are in tests/dags."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from hubflow_jobs.status_folder import JobState, JobStatus, StatusFolder
+from hubflow_plugins.operators.streaming_job import StreamingJobOperator
+
+pytestmark = pytest.mark.integration
+
+
+def _context(user: str | None = "alice") -> dict[str, Any]:
+    dag_run = SimpleNamespace(run_type="manual", run_id="manual__1", triggering_user_name=user)
+    return {"dag_run": dag_run, "run_id": "manual__1"}
+
+
+def _folder(tmp_path: Path) -> StatusFolder:
+    return StatusFolder(str(tmp_path / "clicks" / "status" / "clicks"))
+
+
+def _action(action: str, **kwargs: Any) -> StreamingJobOperator:
+    return StreamingJobOperator(task_id="oncall_action", job_name="clicks", action=action, **kwargs)
+
+
+def test_an_unknown_action_fails_naming_it_and_the_valid_ones(registry: Path) -> None:
+    with pytest.raises(AirflowFailException, match=r"unknown action 'restrat'; expected one of .*'restart'"):
+        _action("restrat").execute(_context())
+
+
+def test_a_restart_loop_fails_the_supervisor_but_not_an_oncall_start(registry: Path, tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    JobStatus(folder, "clicks").update(state=JobState.FAILED, exception="boom")
+    for _ in range(3):  # the registry's default max_restarts_per_hour
+        folder.record_restart()
+    with pytest.raises(AirflowFailException, match="restart-looping: restarted 3 times in the last hour"):
+        _action("ensure_running").execute(_context(user=None))
+    assert folder.restarts_within(3600) == 3, "nothing was started or counted"
+    done = _action("start", dry_run="True").execute(_context())["done"]
+    assert done == [
+        f"would start job clicks from checkpoint {tmp_path / 'clicks' / 'checkpoints' / 'clicks'}"
+    ]
+
+
+def test_a_live_job_is_left_alone_and_a_dry_run_stop_changes_nothing(registry: Path, tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    JobStatus(folder, "clicks").update(state=JobState.RUNNING, pid=os.getpid())
+    result = _action("ensure_running").execute(_context())
+    assert result["done"] == ["already running; nothing to do"]
+
+    done = _action("stop", dry_run=True, reason="sink full").execute(_context())["done"]
+    assert done[0] == "would hold job clicks (alice (run manual__1): sink full) and stop it"
+    assert done[1].startswith(f"would stop job clicks (pid {os.getpid()} on ")
+    assert folder.hold() is None and folder.status()["state"] == "running", "a dry run changes nothing"
+
+
+def test_rewind_is_for_event_hubs_jobs_only(registry: Path) -> None:
+    with pytest.raises(AirflowFailException, match="job clicks has no eventhubs_conn_id: only Event Hubs"):
+        _action("rewind", rewind_to_enqueued_time="2026-11-22T10:00:00Z").execute(_context())

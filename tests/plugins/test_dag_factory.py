@@ -1,0 +1,103 @@
+"""The DAG factory's DAGs, built in-process from a registry (no scheduler, no database): which DAGs,
+which tasks in which order, on which schedule; the end-to-end runs are in tests/dags."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from airflow.sdk import CronDataIntervalTimetable, DeltaDataIntervalTimetable
+
+from hubflow_plugins.core.registry import Registry, load_registry
+from hubflow_plugins.dag_factory import build_dags, interval_timetable
+from tests.dags.helpers import landing_job, write_registry
+
+
+@pytest.fixture
+def dags(tmp_path: Path) -> dict:
+    jobs = [
+        landing_job(tmp_path, "clicks", streaming=True, supervise_every="2 minutes", tags=["web"]),
+        landing_job(tmp_path, "orders", archive=True, archive_retention="30 days", schedule="15 minutes"),
+        landing_job(tmp_path, "returns", schedule="@daily"),
+        {
+            "name": "replay",
+            "application": "lake_to_eventhubs",
+            "config": str(tmp_path / "replay.yaml"),  # read when a task runs, never at parse time
+            "mode": "scheduled",
+            "schedule": "0 6 * * *",
+        },
+    ]
+    return build_dags(load_registry(write_registry(tmp_path, jobs)))
+
+
+def _edges(dag) -> set[tuple[str, str]]:
+    return {(task.task_id, down) for task in dag.tasks for down in task.downstream_task_ids}
+
+
+def test_each_job_gets_the_dag_of_its_mode_and_the_registry_gets_oncall_and_cleanup(dags: dict) -> None:
+    assert sorted(dags) == [
+        "clicks__supervisor",
+        "hubflow__cleanup",
+        "hubflow__oncall",
+        "orders__available_now",
+        "replay__available_now",
+        "returns__available_now",
+    ]
+    supervisor = dags["clicks__supervisor"]
+    assert _edges(supervisor) == {("ensure_running", "check_health")}
+    assert supervisor.schedule == timedelta(minutes=2), "every supervise_every"
+    assert supervisor.max_active_runs == 1 and not supervisor.catchup
+    assert {"hubflow", "streaming", "web"} <= set(supervisor.tags)
+    health = supervisor.get_task("check_health")
+    assert health.allow_idle and health.skip_when_held
+    assert set(health.accept) == {"healthy", "batch-in-flight"}
+
+    assert _edges(dags["orders__available_now"]) == {
+        ("run_job", "check_health"),
+        ("check_health", "archive_processed_files"),
+    }
+    assert _edges(dags["returns__available_now"]) == {("run_job", "check_health")}, "archive: false"
+
+
+def test_scheduled_dags_have_data_intervals_for_backfill(dags: dict) -> None:
+    every_15 = dags["orders__available_now"].timetable
+    assert isinstance(every_15, DeltaDataIntervalTimetable) and every_15.delta == timedelta(minutes=15)
+    daily = dags["returns__available_now"].timetable
+    assert isinstance(daily, CronDataIntervalTimetable) and daily.expression == "0 0 * * *", "preset as cron"
+    assert dags["replay__available_now"].timetable.expression == "0 6 * * *"
+    assert interval_timetable("1 day").delta == timedelta(days=1)
+
+
+def test_cleanup_covers_retention_and_delta_maintenance_per_job(dags: dict) -> None:
+    cleanup = dags["hubflow__cleanup"]
+    assert sorted(cleanup.task_ids) == [
+        "archive_orders",  # the only job with archive_retention
+        "checkpoint_backups_clicks",
+        "checkpoint_backups_orders",
+        "checkpoint_backups_replay",
+        "checkpoint_backups_returns",
+        "delta_maintenance_clicks",  # lake-writing applications; lake_to_eventhubs writes none
+        "delta_maintenance_orders",
+        "delta_maintenance_returns",
+    ]
+    assert cleanup.get_task("archive_orders").purge_older_than == "30 days"
+    assert cleanup.schedule == timedelta(days=1)
+
+
+def test_oncall_offers_the_streaming_jobs_and_renders_its_form_into_the_operator(dags: dict) -> None:
+    oncall = dags["hubflow__oncall"]
+    assert oncall.schedule is None
+    assert oncall.params.get_param("job").schema["enum"] == ["clicks"]
+    assert oncall.params.get_param("action").schema["enum"] == ["restart", "stop", "start", "rewind"]
+    assert oncall.params["dry_run"] is True, "the form defaults to a dry run"
+    action = oncall.get_task("oncall_action")
+    assert (action.job_name, action.action, action.dry_run) == (
+        "{{ params.job }}",
+        "{{ params.action }}",
+        "{{ params.dry_run }}",
+    )
+
+
+def test_an_empty_registry_builds_no_dags() -> None:
+    assert build_dags(Registry(jobs=[])) == {}
