@@ -292,7 +292,7 @@ def test_airflow_runs_celery_with_the_spark_and_eventhubs_connections(
         "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
     )
     hubs = [e["Name"] for e in _config_json()["UserConfig"]["NamespaceConfig"][0]["Entities"]]
-    assert eventhubs["extra"]["eventhub"] in hubs
+    assert eventhubs["extra"]["eventhub_name"] in hubs
 
 
 def test_eventhubs_connection_works_with_the_hook_and_the_sdk(services: dict[str, dict[str, Any]]) -> None:

@@ -2,15 +2,43 @@
 
 The connection (``eventhubs_default`` unless a job names another) keeps the whole connection
 string in its password field, where Airflow encrypts it and masks it in task logs; the extra may
-name the hub (``eventhub``) and consumer group (``consumer_group``) when the string has no
-EntityPath. The secret reaches a job only as an environment variable of its driver.
+name the hub (``eventhub_name``, the name job configs and the connector use too) when the string
+has no EntityPath. The older extra key ``eventhub`` still works, with a deprecation warning. The
+secret reaches a job only as an environment variable of its driver.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
 from typing import Any
 
 from airflow.sdk import BaseHook
+
+log = logging.getLogger(__name__)
+
+#: The connection extra that names the hub, and the key it replaced.
+EVENTHUB_NAME_EXTRA = "eventhub_name"
+DEPRECATED_EVENTHUB_EXTRA = "eventhub"
+
+
+def eventhub_name_from_extra(extra: dict[str, Any], conn_id: str) -> str | None:
+    """The hub named by a connection's extra, or None; the old key ``eventhub`` is read with a warning."""
+    new, old = extra.get(EVENTHUB_NAME_EXTRA), extra.get(DEPRECATED_EVENTHUB_EXTRA)
+    if old is None:
+        return new
+    if new is not None:
+        raise ValueError(
+            f"Airflow connection {conn_id!r}: its extra sets both {EVENTHUB_NAME_EXTRA!r} and the "
+            f"deprecated {DEPRECATED_EVENTHUB_EXTRA!r}; keep only {EVENTHUB_NAME_EXTRA!r}"
+        )
+    message = (
+        f"Airflow connection {conn_id!r}: the extra key {DEPRECATED_EVENTHUB_EXTRA!r} is deprecated; "
+        f"rename it to {EVENTHUB_NAME_EXTRA!r}"
+    )
+    log.warning("%s", message)  # in the task log
+    warnings.warn(message, DeprecationWarning, stacklevel=2)
+    return old
 
 
 class EventHubsHook(BaseHook):
@@ -37,7 +65,7 @@ class EventHubsHook(BaseHook):
                 f"Airflow connection {self.eventhubs_conn_id!r} must hold the Event Hubs connection string "
                 "(Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...) in its password field"
             )
-        hub = (conn.extra_dejson or {}).get("eventhub")
+        hub = eventhub_name_from_extra(conn.extra_dejson or {}, self.eventhubs_conn_id)
         if hub and "entitypath=" not in secret.lower():
             secret = secret.rstrip(";") + f";EntityPath={hub}"
         self.mask(secret)
