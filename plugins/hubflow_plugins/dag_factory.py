@@ -64,17 +64,28 @@ def _default_args() -> dict[str, Any]:
     return {"owner": "hubflow", "retries": 0}
 
 
-def supervisor_dag(job: RegisteredJob) -> DAG:
-    """Keep a long-running job alive and fail loudly when it is not healthy."""
-    with DAG(
-        dag_id=f"{job.name}__supervisor",
-        description=f"Supervise the streaming job {job.name}: ensure it runs, check its checkpoint",
-        schedule=parse_duration(job.supervise_every),
+def _job_dag(job: RegisteredJob, suffix: str, description: str, schedule: Any, kind: str) -> DAG:
+    """A job's own DAG ``<name>__<suffix>``: one run at a time, no catch-up, tagged with its kind."""
+    return DAG(
+        dag_id=f"{job.name}__{suffix}",
+        description=description,
+        schedule=schedule,
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
         default_args=_default_args(),
-        tags=["hubflow", "streaming", *job.tags],
+        tags=["hubflow", kind, *job.tags],
+    )
+
+
+def supervisor_dag(job: RegisteredJob) -> DAG:
+    """Keep a long-running job alive and fail loudly when it is not healthy."""
+    with _job_dag(
+        job,
+        "supervisor",
+        f"Supervise the streaming job {job.name}: ensure it runs, check its checkpoint",
+        schedule=parse_duration(job.supervise_every),
+        kind="streaming",
     ) as dag:
         ensure = StreamingJobOperator(task_id="ensure_running", job_name=job.name, action="ensure_running")
         health = CheckpointHealthSensor(
@@ -92,15 +103,12 @@ def supervisor_dag(job: RegisteredJob) -> DAG:
 
 def available_now_dag(job: RegisteredJob) -> DAG:
     """Run a scheduled job over what has arrived, check it, archive what it processed."""
-    with DAG(
-        dag_id=f"{job.name}__available_now",
-        description=f"Run the job {job.name} with the availableNow trigger, then check and archive",
+    with _job_dag(
+        job,
+        "available_now",
+        f"Run the job {job.name} with the availableNow trigger, then check and archive",
         schedule=interval_timetable(job.schedule or ""),
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
-        default_args=_default_args(),
-        tags=["hubflow", "scheduled", *job.tags],
+        kind="scheduled",
     ) as dag:
         run = SparkJobOperator(task_id="run_job", job_name=job.name)
         health = CheckpointHealthSensor(
