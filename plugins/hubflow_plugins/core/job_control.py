@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 
+from hubflow_jobs import EXIT_HELD, EXIT_LOCKED
 from hubflow_jobs.status_folder import (
+    DRIVER_LOG_FILE,
     KILL_MARKER,
     LEASE_FILE,
     STOP_MARKER,
     JobState,
+    JobStatus,
     Liveness,
     StatusFolder,
     pid_alive,
@@ -28,6 +34,12 @@ from hubflow_jobs.status_folder import (
 Log = Callable[[str], None]
 #: How long the job's watchdog gets to obey a KILL request before local signals (or an error).
 KILL_WAIT = timedelta(seconds=60)
+#: Why a starting driver exited, by its exit code.
+_EXIT_REASONS = {EXIT_LOCKED: " (another instance holds its lease)", EXIT_HELD: " (held by on-call)"}
+
+
+class JobStartError(RuntimeError):
+    """A started job exited, or did not report running in time; the message says which and why."""
 
 
 class JobControl:
@@ -44,6 +56,52 @@ class JobControl:
     def liveness(self, now: datetime | None = None) -> Liveness:
         """Whether the job runs now (see :meth:`StatusFolder.liveness`), with its hold if any."""
         return self.folder.liveness(self.heartbeat_timeout.total_seconds(), now)
+
+    def driver_log_target(self) -> tuple[Path, str | None]:
+        """Where a detached driver's output goes, and the status folder to copy it to (None: no copy).
+
+        A local status folder gets the log directly; a remote one gets a copy from a file on this
+        worker, refreshed while the driver runs (``hubflow_jobs.driver_log``).
+        """
+        if self.folder.is_local:
+            return Path(self.folder.path(DRIVER_LOG_FILE)), None
+        return Path(tempfile.gettempdir()) / "hubflow" / self.job / DRIVER_LOG_FILE, self.folder.url
+
+    def prepare_start(self, count_restart: bool) -> None:
+        """Clear the last run's STOP/KILL requests; count the start towards the restart-loop limit."""
+        self.folder.clear_requests()
+        if count_restart:
+            self.folder.record_restart()
+
+    def mark_starting(self, pid: int) -> None:
+        """status.json of a driver just launched: starting, on this host, as spark-submit's ``pid``.
+
+        Until the driver writes its own status (a minute or more on a loaded worker), a supervisor
+        run in between sees a live start (pid alive here, fresh heartbeat elsewhere) instead of the
+        old "stopped", and starts no second driver.
+        """
+        JobStatus(self.folder, self.job).update(state=JobState.STARTING, pid=pid)
+
+    def wait_until_running(
+        self, process: subprocess.Popen, timeout: timedelta, log_path: Path, poll_seconds: float = 1.0
+    ) -> str:
+        """Wait for the started driver to report running or idle; raise :class:`JobStartError` when
+        spark-submit exits first (with its log's tail) or ``timeout`` passes."""
+        deadline = time.monotonic() + timeout.total_seconds()
+        while time.monotonic() < deadline:
+            live = self.liveness()
+            if live.alive and live.state in (JobState.RUNNING, JobState.IDLE):
+                return f"started job {self.job}: {live.reason}"
+            code = process.poll()
+            if code is not None:
+                raise JobStartError(
+                    f"job {self.job} exited with code {code}{_EXIT_REASONS.get(code, '')} while starting:\n"
+                    f"{_tail(log_path)}"
+                )
+            time.sleep(poll_seconds)
+        raise JobStartError(
+            f"job {self.job} did not report running within {timeout}; see {self.folder.path(DRIVER_LOG_FILE)}"
+        )
 
     def stop(
         self,
@@ -121,3 +179,10 @@ def _signal(pid: int | None, sig: signal.Signals) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no driver log)"

@@ -8,9 +8,7 @@ held. Heavy imports (fsspec backends, the Azure SDK) happen inside ``execute``.
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -197,66 +195,19 @@ class StreamingJobOperator(BaseOperator):
             raise AirflowFailException(str(exc)) from None
 
     def _start(self, job: RegisteredJob, control: Any, count_restart: bool = True) -> str:
-        from hubflow_jobs import EXIT_HELD, EXIT_LOCKED
-        from hubflow_jobs.status_folder import JobState
+        """Launch the driver detached through the spark-submit hook; the core waits for it to run."""
+        from hubflow_plugins.core.job_control import JobStartError
 
-        control.folder.clear_requests()
-        if count_restart:
-            control.folder.record_restart()
-        log_path, ship_to = _driver_log(job, control.folder)
+        log_path, ship_to = control.driver_log_target()
+        control.prepare_start(count_restart)
         hook = build_submit_hook(job, secrets=driver_secrets(job))
         process = hook.launch_detached(str(job.application_path()), log_path, ship_to=ship_to)
-        # Until the driver writes its own status (a minute or more on a loaded worker), say that it
-        # is starting, from this host with spark-submit's pid: a supervisor run in between sees a
-        # live start (pid alive here, fresh heartbeat elsewhere) instead of the old "stopped", and
-        # starts no second driver.
-        _starting_status(control.folder, job.name, process.pid)
+        control.mark_starting(process.pid)
         where = control.folder.path("driver.log")
         self.log.info("started spark-submit pid %s for job %s; driver log %s", process.pid, job.name, where)
         if ship_to:
             self.log.info("the driver log is written to %s on this worker and copied there", log_path)
-        deadline = time.monotonic() + self.start_timeout.total_seconds()
-        while time.monotonic() < deadline:
-            live = control.liveness()
-            if live.alive and live.state in (JobState.RUNNING, JobState.IDLE):
-                return f"started job {job.name}: {live.reason}"
-            code = process.poll()
-            if code is not None:
-                tail = _tail(log_path)
-                why = {EXIT_LOCKED: " (another instance holds its lease)", EXIT_HELD: " (held by on-call)"}
-                raise AirflowException(
-                    f"job {job.name} exited with code {code}{why.get(code, '')} while starting:\n{tail}"
-                )
-            time.sleep(1.0)
-        raise AirflowException(
-            f"job {job.name} did not report running within {self.start_timeout}; see {where}"
-        )
-
-
-def _starting_status(folder: Any, job: str, pid: int) -> None:
-    """status.json of a driver just launched: starting, on this host, as spark-submit's ``pid``."""
-    from hubflow_jobs.status_folder import JobState, JobStatus
-
-    JobStatus(folder, job).update(state=JobState.STARTING, pid=pid)
-
-
-def _driver_log(job: RegisteredJob, folder: Any) -> tuple[Path, str | None]:
-    """Where a detached driver's output goes, and the status folder to copy it to (None: no copy).
-
-    A local status folder gets the log directly; a remote one gets a copy from a file on this
-    worker, refreshed while the driver runs (``hubflow_jobs.driver_log``).
-    """
-    from hubflow_jobs.status_folder import DRIVER_LOG_FILE
-
-    if folder.is_local:
-        return Path(folder.path(DRIVER_LOG_FILE)), None
-    import tempfile
-
-    return Path(tempfile.gettempdir()) / "hubflow" / job.name / DRIVER_LOG_FILE, folder.url
-
-
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no driver log)"
+        try:
+            return control.wait_until_running(process, self.start_timeout, log_path)
+        except JobStartError as exc:
+            raise AirflowException(str(exc)) from None
