@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from .config import join_path
-from .eventhubs_to_lake import INGEST_DATE_COLUMN, EventHubsToLakeConfig, bronze_rows
+from .eventhubs_to_lake import EventHubsToLakeConfig, bronze_rows
 from .files_to_lake import (
     NOW_COLUMN,
     FilesToLakeConfig,
@@ -52,7 +52,7 @@ from .files_to_lake import (
     with_source_file,
 )
 from .interval_folders import IntervalFolderError, folders_of_interval
-from .lake_tables import delta_table_exists, replace_rows, sql_string
+from .lake_tables import INGEST_DATE_COLUMN, delta_table_exists, replace_rows, sql_string
 
 log = logging.getLogger(__name__)
 
@@ -329,15 +329,11 @@ def _backfill_files_once(
         classified.unpersist()
     counts = {"files": len(paths), "read": read, "written": written, "quarantined": quarantined}
     log.info(
-        "job %s backfill [%s, %s): %d files (%d from landing, %d from the archive, %d in both read once), "
-        "%d records: %d written to %s, %d quarantined to %s (%s=%s)",
+        "job %s backfill [%s, %s): %s, %d records: %d written to %s, %d quarantined to %s (%s=%s)",
         config.name,
         start.isoformat(),
         end.isoformat(),
-        len(paths),
-        where["landing"],
-        where["archive"],
-        where["in_both"],
+        _files_read(paths, where),
         read,
         written,
         backfill_path(config.sink.output_path),
@@ -436,13 +432,9 @@ def _replace_files_interval(
         classified.unpersist()
     counts = {"files": len(paths), "read": read, "written": written, "quarantined": quarantined}
     log.info(
-        "%s: %d files (%d from landing, %d from the archive, %d in both read once), %d records replace "
-        "the interval's rows: %d in %s, %d in %s (%d attempt(s))",
+        "%s: %s, %d records replace the interval's rows: %d in %s, %d in %s (%d attempt(s))",
         subject,
-        len(paths),
-        where["landing"],
-        where["archive"],
-        where["in_both"],
+        _files_read(paths, where),
         read,
         written,
         sink.output_path,
@@ -451,6 +443,14 @@ def _replace_files_interval(
         attempts,
     )
     return counts
+
+
+def _files_read(paths: list[str], where: dict[str, int]) -> str:
+    """How many of an interval's files were read, and from where (for the backfill's log line)."""
+    return (
+        f"{len(paths)} files ({where['landing']} from landing, {where['archive']} from the archive, "
+        f"{where['in_both']} in both read once)"
+    )
 
 
 def _overwrite_partition(frame: Any, table: str, label: str) -> None:

@@ -25,12 +25,11 @@ from pydantic import Field, model_validator
 
 from .config import JobConfig, KeyedValueError, StrictModel, declared_column_names
 from .delta_source import DeltaSourceConfig, read_delta_stream
-from .lake_tables import QuarantinedOutputConfig, TableBatchWriter, check_table_format
+from .lake_tables import INGEST_DATE_COLUMN, QuarantinedOutputConfig, TableBatchWriter, check_table_format
 from .status_folder import JobStatus
 
 log = logging.getLogger(__name__)
 
-INGEST_DATE_COLUMN = "ingest_date"
 #: The bronze columns this job reads (eventhubs_to_lake's output).
 BRONZE_COLUMNS = ("body", "partition", "sequenceNumber", "enqueuedTime", "_ingested_at", INGEST_DATE_COLUMN)
 #: Hidden column that ``from_json`` fills with the raw text of a body that does not parse.

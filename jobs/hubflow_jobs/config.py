@@ -13,11 +13,19 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 from urllib.parse import urlparse
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .durations import parse_positive_duration
 from .status_folder import LeaseTiming
@@ -144,6 +152,21 @@ class RuntimeConfig(StrictModel):
         )
 
 
+def values_as_text(value: Any) -> Any:
+    """A mapping's values as strings (``true`` -> ``"true"``, ``4`` -> ``"4"``); other values as given.
+
+    YAML turns 4 into an int and true into a bool, while Spark confs and data source options are
+    strings; the validator of :data:`TextMap`, the type of every such mapping.
+    """
+    if isinstance(value, dict):
+        return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+    return value
+
+
+#: A mapping of Spark conf or data source options (``spark_conf``, ``options``): its values as text.
+TextMap = Annotated[dict[str, str], BeforeValidator(values_as_text)]
+
+
 class JobConfig(StrictModel):
     """The common section every job config has."""
 
@@ -151,13 +174,8 @@ class JobConfig(StrictModel):
     trigger: TriggerConfig
     checkpoint_root: str = Field(min_length=1)
     status_root: str = Field(min_length=1)
-    spark_conf: dict[str, str] = Field(default_factory=dict)
+    spark_conf: TextMap = Field(default_factory=dict)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
-
-    @field_validator("spark_conf", mode="before")
-    @classmethod
-    def _conf_values_as_text(cls, value: Any) -> Any:
-        return values_as_text(value)
 
     def extra_spark_conf(self) -> dict[str, str]:
         """Spark conf a job needs before its session starts (static settings); ``spark_conf`` wins."""
@@ -178,17 +196,6 @@ class JobConfig(StrictModel):
         return join_path(self.status_root, self.name)
 
 
-def values_as_text(value: Any) -> Any:
-    """A mapping's values as strings (``true`` -> ``"true"``, ``4`` -> ``"4"``); other values as given.
-
-    YAML turns 4 into an int and true into a bool, while Spark confs and data source options are
-    strings; used as a ``mode="before"`` validator by every section that holds such a mapping.
-    """
-    if isinstance(value, dict):
-        return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
-    return value
-
-
 def join_path(root: str, *parts: str) -> str:
     """Join a local path or URL (``abfss://...``) with more parts using ``/``."""
     return "/".join([root.rstrip("/"), *(p.strip("/") for p in parts)])
@@ -197,6 +204,16 @@ def join_path(root: str, *parts: str) -> str:
 def is_local(path: str) -> bool:
     """True for plain paths and ``file:`` URLs, which we can check before Spark starts."""
     return urlparse(path).scheme in ("", "file")
+
+
+def existing_local_folder(path: str, what: str) -> str:
+    """``path`` unchanged; when it is local, it must be a folder that exists (checked before Spark starts).
+
+    A remote folder (``abfss://``) is checked by Spark itself, with the storage access the job gets.
+    """
+    if is_local(path) and not local_path(path).is_dir():
+        raise ValueError(f"{what} {path} does not exist; create it or fix the path")
+    return path
 
 
 def local_path(path: str) -> Path:

@@ -18,26 +18,24 @@ come from the body. Two streaming queries read the hub (same config, same consum
   quarantine ignore like every ``_`` folder, and which Delta's VACUUM leaves alone).
 
 Both queries classify events with the same expression, so each event either feeds the
-aggregation or lands in the quarantine. :class:`QueryGroup` hands both to the shared runner as one
-query: the job runs while either runs, a graceful stop lets both finish their batch, and a failure
-of either fails the job.
+aggregation or lands in the quarantine. A :class:`~hubflow_jobs.query_group.QueryGroup` hands both
+to the shared runner as one query: the job runs while either runs, a graceful stop lets both finish
+their batch, and a failure of either fails the job.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
-from pyspark.sql.streaming import StreamingQueryListener
 
 from .config import JobConfig, KeyedValueError, StrictModel, declared_column_names, join_path
 from .durations import parse_positive_duration
-from .eventhubs_to_lake import EventHubSourceConfig
-from .lake_tables import QuarantinedOutputConfig, check_table_format, start_table_stream
-from .runner import stop_after_batch
+from .eventhubs_config import EventHubSourceConfig
+from .lake_tables import INGEST_DATE_COLUMN, QuarantinedOutputConfig, check_table_format, start_table_stream
+from .query_group import QueryGroup, helper_session
 from .status_folder import JobStatus
 
 log = logging.getLogger(__name__)
@@ -48,7 +46,6 @@ STATE_STORE_PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 QUARANTINE_CHECKPOINT = "_checkpoint"
 #: The column the output is partitioned by: the UTC date a window starts.
 WINDOW_DATE_COLUMN = "window_date"
-INGEST_DATE_COLUMN = "ingest_date"
 #: Hidden column that ``from_json`` fills with the raw text of a body that does not parse.
 _CORRUPT_COLUMN = "_hubflow_corrupt_body"
 #: Names of the ``observe()`` metrics the two queries report in their progress.
@@ -283,26 +280,6 @@ def start_eventhubs_aggregate(spark: Any, config: EventHubsAggregateConfig, stat
     return QueryGroup(aggregation_query, [quarantine_query], config.runtime.seconds("stop_timeout"))
 
 
-def helper_session(spark: Any) -> Any:
-    """A session for the quarantine query with the same conf and data sources as ``spark`` but
-    streaming listeners of its own, so the runner's status listener reports the aggregation query only.
-
-    Spark's ``cloneSession`` (``private[sql]`` in Scala, reachable through Py4J) copies the runtime
-    conf and the registered Python data sources; ``newSession`` copies neither and cannot register
-    ``eventhubs`` again. If a Spark upgrade removes ``cloneSession``, this fails with that reason.
-    """
-    from pyspark.sql import SparkSession
-
-    try:
-        clone = spark._jsparkSession.cloneSession()
-    except Exception as exc:
-        raise RuntimeError(
-            "this Spark version has no SparkSession.cloneSession, which eventhubs_aggregate uses to "
-            f"run its quarantine query beside the aggregation query: {exc}"
-        ) from exc
-    return SparkSession(spark.sparkContext, clone)
-
-
 def _read_events(session: Any, config: EventHubsAggregateConfig) -> Any:
     return session.readStream.format("eventhubs").options(**config.source.spark_options()).load()
 
@@ -326,7 +303,9 @@ class AggregateCounters:
 
     def listen(self, session: Any, query_name: str, on_progress: Any) -> None:
         """Call ``on_progress`` with each progress of the query ``query_name`` of ``session``."""
-        session.streams.addListener(_ProgressListener(session, query_name, on_progress))
+        from .listener import QueryProgressListener
+
+        session.streams.addListener(QueryProgressListener(session, query_name, on_progress))
 
     def on_aggregation_progress(self, progress: Any) -> None:
         dropped = sum(int(op.numRowsDroppedByWatermark or 0) for op in progress.stateOperators)
@@ -363,129 +342,3 @@ class AggregateCounters:
 def _observed_rows(progress: Any, name: str) -> int:
     row = (progress.observedMetrics or {}).get(name)
     return int(row["rows"]) if row is not None else 0
-
-
-class _ProgressListener(StreamingQueryListener):
-    """Calls ``on_progress`` with each progress of one named query; never raises.
-
-    It removes itself from the session when that query ends, so a session that runs the job again
-    (tests, notebooks) does not collect listeners.
-    """
-
-    def __init__(self, session: Any, query_name: str, on_progress: Any) -> None:
-        self.session = session
-        self.query_name = query_name
-        self.on_progress = on_progress
-        self.query_id: str | None = None
-
-    def onQueryStarted(self, event: Any) -> None:
-        if event.name == self.query_name:
-            self.query_id = str(event.id)
-
-    def onQueryProgress(self, event: Any) -> None:
-        if event.progress.name != self.query_name:
-            return
-        try:
-            self.on_progress(event.progress)
-        except Exception:
-            log.exception("could not record the counts of a batch; the job goes on")
-
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
-    def onQueryTerminated(self, event: Any) -> None:
-        if self.query_id is not None and str(event.id) == self.query_id:
-            # Not from the listener bus thread itself: removal waits for that thread's lock.
-            threading.Thread(target=self._remove, daemon=True).start()
-
-    def _remove(self) -> None:
-        try:
-            self.session.streams.removeListener(self)
-        except Exception as exc:  # the session may be stopping
-            log.debug("could not remove a progress listener: %s", exc)
-
-
-class QueryGroup:
-    """A main streaming query and helper queries, supervised by the runner as one query.
-
-    It is active while any query is active; ``stop()`` lets each helper finish its running batch,
-    then stops it, then the main query; a failure of any query stops the others and is reported by
-    :meth:`exception`. Progress, status and id are the main query's.
-    """
-
-    def __init__(self, main: Any, helpers: list[Any], stop_timeout_seconds: float) -> None:
-        self.main = main
-        self.helpers = helpers
-        self.stop_timeout_seconds = stop_timeout_seconds
-
-    @property
-    def queries(self) -> list[Any]:
-        """The main query, then the helpers."""
-        return [self.main, *self.helpers]
-
-    @property
-    def id(self) -> Any:
-        return self.main.id
-
-    @property
-    def name(self) -> Any:
-        return self.main.name
-
-    @property
-    def isActive(self) -> bool:
-        return any(query.isActive for query in self.queries)
-
-    @property
-    def status(self) -> dict[str, Any]:
-        return self.main.status
-
-    @property
-    def lastProgress(self) -> Any:
-        return self.main.lastProgress
-
-    def awaitTermination(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds for every query to end; raise if one failed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for query in self.queries:
-            remaining = None if deadline is None else max(0.001, deadline - time.monotonic())
-            if query.isActive and not self._await(query, remaining):
-                self._raise_if_failed()
-                return False
-        self._raise_if_failed()
-        return True
-
-    def stop(self) -> None:
-        """Stop the helpers after their running batch, then the main query."""
-        for query in self.helpers:
-            if query.isActive:
-                stop_after_batch(query, self.stop_timeout_seconds)
-        self.main.stop()
-
-    def exception(self) -> Any:
-        """The first failure among the queries, or None."""
-        for query in self.queries:
-            error = query.exception()
-            if error is not None:
-                return error
-        return None
-
-    def _await(self, query: Any, timeout: float | None) -> bool:
-        try:
-            if timeout is None:
-                query.awaitTermination()
-                return True
-            return bool(query.awaitTermination(timeout))
-        except Exception:
-            self._stop_all()
-            raise
-
-    def _raise_if_failed(self) -> None:
-        error = self.exception()
-        if error is not None:
-            self._stop_all()
-            raise RuntimeError(f"a query of the job failed: {error}")
-
-    def _stop_all(self) -> None:
-        for query in self.queries:
-            if query.isActive:
-                query.stop()

@@ -1,4 +1,5 @@
-"""The Event Hubs part of a job config, shared by jobs that read from a hub and jobs that write to one.
+"""The Event Hubs part of a job config, shared by jobs that read from a hub and jobs that write to one,
+and the ``source:`` section of the jobs that read one.
 
 The connection string is never in the config: ``connection_string_env`` names the environment
 variable holding it (Airflow passes the connection's secret that way), so it cannot end up in a
@@ -8,12 +9,19 @@ the job derives from its own keys, and anything that looks like a secret, are re
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any, ClassVar
+import warnings
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .config import KeyedValueError, StrictModel, values_as_text
+from .config import KeyedValueError, StrictModel, TextMap
+
+log = logging.getLogger(__name__)
+
+#: The key ``eventhub_name`` had before it got the name the connection extra and Python use.
+DEPRECATED_EVENTHUB_KEY = "event_hub"
 
 
 class EventHubConnectionConfig(StrictModel):
@@ -25,13 +33,26 @@ class EventHubConnectionConfig(StrictModel):
     section: ClassVar[str] = "source"
 
     connection_string_env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    event_hub: str | None = Field(default=None, min_length=1)
-    options: dict[str, str] = Field(default_factory=dict)
+    eventhub_name: str | None = Field(default=None, min_length=1)
+    options: TextMap = Field(default_factory=dict)
 
-    @field_validator("options", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _options_as_text(cls, value: Any) -> Any:
-        return values_as_text(value)
+    def _deprecated_event_hub_key(cls, value: Any) -> Any:
+        """``event_hub`` was the key's name before ``eventhub_name``: read it, and say to rename it."""
+        if not isinstance(value, dict) or DEPRECATED_EVENTHUB_KEY not in value:
+            return value
+        old, new = f"{cls.section}.{DEPRECATED_EVENTHUB_KEY}", f"{cls.section}.eventhub_name"
+        if "eventhub_name" in value:
+            raise KeyedValueError(
+                DEPRECATED_EVENTHUB_KEY, f"is the deprecated name of {new}; keep only {new}"
+            )
+        message = f"job config: {old} is deprecated; rename it to {new}"
+        log.warning("%s", message)
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        value = dict(value)
+        value["eventhub_name"] = value.pop(DEPRECATED_EVENTHUB_KEY)
+        return value
 
     @field_validator("connection_string_env")
     @classmethod
@@ -57,6 +78,36 @@ class EventHubConnectionConfig(StrictModel):
     def connection_options(self) -> dict[str, str]:
         """``options`` plus the connection string (read from the environment now) and the hub name."""
         options = {**self.options, "eventhubs.connectionString": os.environ[self.connection_string_env]}
-        if self.event_hub:
-            options["eventhubs.name"] = self.event_hub
+        if self.eventhub_name:
+            options["eventhubs.name"] = self.eventhub_name
         return options
+
+
+_STARTING_POSITIONS = {
+    "earliest": '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": true}',
+    "latest": '{"offset": "@latest", "seqNo": -1, "enqueuedTime": null, "isInclusive": false}',
+}
+
+
+class EventHubSourceConfig(EventHubConnectionConfig):
+    """``source:`` of the jobs that read a hub (eventhubs_to_lake, eventhubs_aggregate)."""
+
+    reserved_options: ClassVar[frozenset[str]] = EventHubConnectionConfig.reserved_options | {
+        "eventhubs.consumergroup",
+        "eventhubs.startingposition",
+        "eventhubs.maxeventspertrigger",
+        "maxeventspertrigger",
+    }
+
+    consumer_group: str = Field(default="$Default", min_length=1)
+    starting_position: Literal["earliest", "latest"] = "earliest"
+    max_events_per_trigger: int = Field(default=100_000, gt=0)
+
+    def spark_options(self) -> dict[str, str]:
+        """The options for ``format("eventhubs")``, connection string read from the environment."""
+        return {
+            **self.connection_options(),
+            "eventhubs.consumerGroup": self.consumer_group,
+            "eventhubs.startingPosition": _STARTING_POSITIONS[self.starting_position],
+            "maxEventsPerTrigger": str(self.max_events_per_trigger),
+        }

@@ -15,44 +15,12 @@ environment variable holding it, and the session masks it in plans, the UI and l
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
-
-from pydantic import Field
+from typing import Any
 
 from .config import JobConfig
-from .eventhubs_config import EventHubConnectionConfig
-from .lake_tables import LakeOutputConfig, check_table_format, start_table_stream
+from .eventhubs_config import EventHubSourceConfig
+from .lake_tables import INGEST_DATE_COLUMN, LakeOutputConfig, check_table_format, start_table_stream
 from .status_folder import JobStatus
-
-INGEST_DATE_COLUMN = "ingest_date"
-_POSITIONS = {
-    "earliest": '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": true}',
-    "latest": '{"offset": "@latest", "seqNo": -1, "enqueuedTime": null, "isInclusive": false}',
-}
-
-
-class EventHubSourceConfig(EventHubConnectionConfig):
-    """``source:`` of eventhubs_to_lake (and eventhubs_aggregate)."""
-
-    reserved_options: ClassVar[frozenset[str]] = EventHubConnectionConfig.reserved_options | {
-        "eventhubs.consumergroup",
-        "eventhubs.startingposition",
-        "eventhubs.maxeventspertrigger",
-        "maxeventspertrigger",
-    }
-
-    consumer_group: str = Field(default="$Default", min_length=1)
-    starting_position: Literal["earliest", "latest"] = "earliest"
-    max_events_per_trigger: int = Field(default=100_000, gt=0)
-
-    def spark_options(self) -> dict[str, str]:
-        """The options for ``format("eventhubs")``, connection string read from the environment."""
-        return {
-            **self.connection_options(),
-            "eventhubs.consumerGroup": self.consumer_group,
-            "eventhubs.startingPosition": _POSITIONS[self.starting_position],
-            "maxEventsPerTrigger": str(self.max_events_per_trigger),
-        }
 
 
 class BronzeSinkConfig(LakeOutputConfig):

@@ -28,20 +28,20 @@ from .config import (
     JobConfig,
     KeyedValueError,
     StrictModel,
+    TextMap,
     declared_column_names,
+    existing_local_folder,
     is_local,
     local_path,
-    values_as_text,
 )
 from .interval_folders import check_pattern
-from .lake_tables import QuarantinedOutputConfig, TableBatchWriter, check_table_format
+from .lake_tables import INGEST_DATE_COLUMN, QuarantinedOutputConfig, TableBatchWriter, check_table_format
 from .status_folder import JobStatus
 
 log = logging.getLogger(__name__)
 
 #: Hidden column that Spark's json/csv readers fill with the raw text of a record that does not parse.
 RAW_RECORD_COLUMN = "_hubflow_raw_record"
-INGEST_DATE_COLUMN = "ingest_date"
 #: Options the job sets itself; a config may not override them through ``source.options``.
 RESERVED_OPTIONS = {
     "mode",
@@ -61,18 +61,13 @@ class FileSourceConfig(StrictModel):
     path: str = Field(min_length=1)
     format: Literal["json", "csv", "parquet"]
     schema_ddl: str = Field(alias="schema", min_length=1)
-    options: dict[str, str] = Field(default_factory=dict)
+    options: TextMap = Field(default_factory=dict)
     max_files_per_trigger: int = Field(default=100, gt=0)
     archive_dir: str = Field(min_length=1)
     required_columns: list[str] = Field(default_factory=list)
     #: strftime pattern (UTC) of the folder under ``path`` holding one interval's files, e.g.
     #: ``%Y/%m/%d/%H``; needed by backfills only (see :mod:`hubflow_jobs.interval_folders`).
     interval_folder: str | None = None
-
-    @field_validator("options", mode="before")
-    @classmethod
-    def _options_as_text(cls, value: Any) -> Any:
-        return values_as_text(value)
 
     @field_validator("interval_folder")
     @classmethod
@@ -82,9 +77,7 @@ class FileSourceConfig(StrictModel):
     @field_validator("path")
     @classmethod
     def _landing_exists(cls, value: str) -> str:
-        if is_local(value) and not local_path(value).is_dir():
-            raise ValueError(f"landing folder {value} does not exist; create it or fix the path")
-        return value
+        return existing_local_folder(value, "landing folder")
 
     @model_validator(mode="after")
     def _consistent(self) -> FileSourceConfig:

@@ -31,6 +31,8 @@ from .file_sink import ExactlyOnceFileSink
 log = logging.getLogger(__name__)
 
 LakeFormat = Literal["delta", "parquet"]
+#: The date column lake tables written on arrival are partitioned by: the UTC date a row was ingested.
+INGEST_DATE_COLUMN = "ingest_date"
 #: What ``sink.format`` is when a config leaves it out.
 DEFAULT_FORMAT: LakeFormat = "delta"
 #: The local property Spark sets to the streaming query's id on the thread running a micro-batch.

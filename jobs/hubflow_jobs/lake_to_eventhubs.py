@@ -37,8 +37,7 @@ from .config import (
     KeyedValueError,
     StrictModel,
     declared_column_names,
-    is_local,
-    local_path,
+    existing_local_folder,
 )
 from .delta_source import DeltaReadOptions, check_delta_table, read_delta_stream
 from .eventhubs_config import EventHubConnectionConfig
@@ -68,9 +67,7 @@ class LakeTableSourceConfig(DeltaReadOptions):
     @field_validator("path")
     @classmethod
     def _table_exists(cls, value: str) -> str:
-        if is_local(value) and not local_path(value).is_dir():
-            raise ValueError(f"table folder {value} does not exist; create it or fix the path")
-        return value
+        return existing_local_folder(value, "table folder")
 
     @model_validator(mode="after")
     def _schema_matches_format_and_layout(self) -> LakeTableSourceConfig:

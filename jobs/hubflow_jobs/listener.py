@@ -1,4 +1,5 @@
-"""A StreamingQueryListener that keeps ``status.json`` current with the query's life.
+"""Streaming query listeners: :class:`StatusListener` keeps ``status.json`` current with the query's
+life; :class:`QueryProgressListener` hands one named query's progress to a job's own counters.
 
 Started, every progress (batch id, rows, rates, duration and per-source offsets including the
 latest offset, i.e. the lag), idle and terminated (with the exception) update
@@ -147,3 +148,45 @@ class StatusListener(StreamingQueryListener):
             action()
         except Exception:
             log.exception("could not write the job status; the job goes on")
+
+
+class QueryProgressListener(StreamingQueryListener):
+    """Calls ``on_progress`` with each progress of one named query of a session; never raises.
+
+    For counters a job keeps beside its status (eventhubs_aggregate's late and quarantined events).
+
+    It removes itself from the session when that query ends, so a session that runs the job again
+    (tests, notebooks) does not collect listeners.
+    """
+
+    def __init__(self, session: Any, query_name: str, on_progress: Any) -> None:
+        self.session = session
+        self.query_name = query_name
+        self.on_progress = on_progress
+        self.query_id: str | None = None
+
+    def onQueryStarted(self, event: Any) -> None:
+        if event.name == self.query_name:
+            self.query_id = str(event.id)
+
+    def onQueryProgress(self, event: Any) -> None:
+        if event.progress.name != self.query_name:
+            return
+        try:
+            self.on_progress(event.progress)
+        except Exception:
+            log.exception("could not record the counts of a batch; the job goes on")
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        if self.query_id is not None and str(event.id) == self.query_id:
+            # Not from the listener bus thread itself: removal waits for that thread's lock.
+            threading.Thread(target=self._remove, daemon=True).start()
+
+    def _remove(self) -> None:
+        try:
+            self.session.streams.removeListener(self)
+        except Exception as exc:  # the session may be stopping
+            log.debug("could not remove a progress listener: %s", exc)

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from . import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_HELD, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
 from .config import ConfigError, JobConfig, load_config
 from .listener import StatusListener
+from .query_group import last_batch_id, stop_after_batch
 from .session import build_session
 from .status_folder import HOLD_MARKER, JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
 from .stop import SignalHandlers, StopRequest, install_jvm_sigterm_handler, restore_jvm_sigterm_handler
@@ -199,31 +200,6 @@ def _supervise(
             return  # the query failed; _finish reports query.exception()
 
 
-def stop_after_batch(query: Any, timeout_seconds: float, poll_seconds: float = 0.2) -> None:
-    """Let the micro-batch running now finish (at most ``timeout_seconds``), then stop the query.
-
-    The wait ends when no batch is running, or when the batch that was running at the call has
-    reported its progress (it is committed then); a busy query starts its next batch at once, and
-    that one is interrupted while it plans - Spark re-runs it from the offset log on restart.
-    """
-    deadline = time.monotonic() + timeout_seconds
-    finished_before = _last_batch_id(query)
-    while query.isActive and query.status.get("isTriggerActive"):
-        if _last_batch_id(query) > finished_before:
-            break
-        if time.monotonic() >= deadline:
-            log.warning("a batch is still running after %.0f s; stopping the query anyway", timeout_seconds)
-            break
-        time.sleep(min(poll_seconds, 0.1))
-    query.stop()
-
-
-def _last_batch_id(query: Any) -> int:
-    """The id of the last batch the query reported progress for, -1 before the first."""
-    progress = query.lastProgress
-    return -1 if not progress else int(progress["batchId"])
-
-
 def _finish(
     query: Any,
     config: JobConfig,
@@ -246,7 +222,7 @@ def _finish(
         reason = f"job {config.name} stopped gracefully: {stop.reason}"
     else:
         reason = f"job {config.name} finished: no more input (trigger availableNow)"
-    last_batch = _last_batch_id(query)
+    last_batch = last_batch_id(query)
     if not listener.wait_for_batch(last_batch, PROGRESS_DELIVERY_TIMEOUT):
         log.warning(
             "job %s: the progress of batch %s did not reach the status within %.0f s; "

@@ -166,3 +166,42 @@ def test_eventhubs_example_config_is_valid(monkeypatch: pytest.MonkeyPatch) -> N
     config = load_config(example, EventHubsToLakeConfig)
     assert config.source.spark_options()["eventhubs.name"] == "orders"
     assert config.source.spark_options()["eventhubs.receiverTimeout"] == "PT30S"
+
+
+def _eventhubs_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: dict) -> Path:
+    monkeypatch.setenv("HUB_CONNECTION", "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=s")
+    config = {
+        "name": "hub_job",
+        "trigger": {"availableNow": True},
+        "checkpoint_root": str(tmp_path / "checkpoints"),
+        "status_root": str(tmp_path / "status"),
+        "source": {"connection_string_env": "HUB_CONNECTION", **source},
+        "sink": {"output_path": str(tmp_path / "lake")},
+    }
+    return write_config(tmp_path / "hub_job.yaml", config)
+
+
+def test_the_hub_is_named_by_eventhub_name_and_the_old_key_still_works_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig
+
+    config = load_config(
+        _eventhubs_source(tmp_path, monkeypatch, {"eventhub_name": "orders"}), EventHubsToLakeConfig
+    )
+    assert config.source.spark_options()["eventhubs.name"] == "orders"
+
+    old = _eventhubs_source(tmp_path, monkeypatch, {"event_hub": "orders"})
+    with pytest.warns(
+        DeprecationWarning, match="source.event_hub is deprecated; rename it to source.eventhub_name"
+    ):
+        config = load_config(old, EventHubsToLakeConfig)
+    assert config.source.spark_options()["eventhubs.name"] == "orders"
+
+    both = _eventhubs_source(tmp_path, monkeypatch, {"event_hub": "a", "eventhub_name": "b"})
+    with pytest.raises(ConfigError) as error:
+        load_config(both, EventHubsToLakeConfig)
+    assert str(error.value) == (
+        "jobs config error: source.event_hub: is the deprecated name of source.eventhub_name; "
+        "keep only source.eventhub_name"
+    )
