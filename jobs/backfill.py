@@ -11,8 +11,9 @@ archive folders). Exit codes as for every job: 0 done, 1 failed, 2 bad config or
 import argparse
 import logging
 import sys
+from typing import Any
 
-from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_OK
+from hubflow_jobs import EXIT_CONFIG_ERROR
 from hubflow_jobs.applications import BACKFILL_APPLICATIONS, CONFIG_MODELS
 from hubflow_jobs.backfill import (
     BackfillRefused,
@@ -23,54 +24,38 @@ from hubflow_jobs.backfill import (
     parse_window,
 )
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.executors import NoExecutorsError
 from hubflow_jobs.files_to_lake import FilesToLakeConfig
-from hubflow_jobs.runner import configure_logging, one_line
-from hubflow_jobs.session import build_session
+from hubflow_jobs.runner import configure_logging, run_batch
 
 log = logging.getLogger("hubflow_jobs")
 
 #: The applications a backfill can run, with their config model.
-APPLICATIONS = {name: CONFIG_MODELS[name] for name in BACKFILL_APPLICATIONS}
+BACKFILL_CONFIG_MODELS = {name: CONFIG_MODELS[name] for name in BACKFILL_APPLICATIONS}
 
 
 def main(argv: list[str]) -> int:
     configure_logging()
     parser = argparse.ArgumentParser(description="backfill one data interval of a job")
-    parser.add_argument("--application", required=True, choices=sorted(APPLICATIONS))
+    parser.add_argument("--application", required=True, choices=sorted(BACKFILL_CONFIG_MODELS))
     parser.add_argument("--config", required=True, help="the job's YAML config file")
     parser.add_argument("--window-start", required=True, help="ISO-8601, inclusive")
     parser.add_argument("--window-end", required=True, help="ISO-8601, exclusive")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.config, APPLICATIONS[args.application])
+        config = load_config(args.config, BACKFILL_CONFIG_MODELS[args.application])
         start, end = parse_window(args.window_start, args.window_end)
         if isinstance(config, FilesToLakeConfig):
             interval_folders(config, start, end)  # a layout or window it cannot use fails before Spark
     except (ConfigError, WindowError) as exc:
         log.error("%s", exc)
         return EXIT_CONFIG_ERROR
-    try:
-        spark = build_session(config)
-    except NoExecutorsError as exc:
-        log.error("job %s backfill [%s, %s) failed: %s", config.name, start, end, exc)
-        return EXIT_FAILED
-    try:
+
+    def work(spark: Any) -> dict[str, Any]:
         if isinstance(config, FilesToLakeConfig):
-            result = backfill_files(spark, config, start, end)
-        else:
-            result = {"read": backfill_eventhubs(spark, config, start, end)}
-    except BackfillRefused as exc:
-        log.error("%s", exc)
-        return EXIT_FAILED
-    except Exception as exc:
-        log.exception("backfill of job %s failed", config.name)
-        log.error("job %s backfill [%s, %s) failed: %s", config.name, start, end, one_line(exc))
-        return EXIT_FAILED
-    finally:
-        spark.stop()
-    log.info("job %s backfill [%s, %s) finished: %s", config.name, start, end, result)
-    return EXIT_OK
+            return backfill_files(spark, config, start, end)
+        return {"read": backfill_eventhubs(spark, config, start, end)}
+
+    return run_batch(config, f"backfill [{start}, {end})", work, refused=BackfillRefused)
 
 
 if __name__ == "__main__":

@@ -6,15 +6,7 @@ quarantining bodies that do not parse; see ``hubflow_jobs.bronze_to_silver`` and
 
 import sys
 
-from hubflow_jobs.bronze_to_silver import BronzeToSilverConfig, start_bronze_to_silver
-from hubflow_jobs.runner import main
+from hubflow_jobs.runner import run_application
 
 if __name__ == "__main__":
-    sys.exit(
-        main(
-            sys.argv[1:],
-            BronzeToSilverConfig,
-            start_bronze_to_silver,
-            description="bronze Delta table -> silver Delta table (parsed bodies)",
-        )
-    )
+    sys.exit(run_application("bronze_to_silver", sys.argv[1:]))

@@ -7,15 +7,7 @@ written to a lake table (Delta or parquet); late events counted, bad events quar
 
 import sys
 
-from hubflow_jobs.eventhubs_aggregate import EventHubsAggregateConfig, start_eventhubs_aggregate
-from hubflow_jobs.runner import main
+from hubflow_jobs.runner import run_application
 
 if __name__ == "__main__":
-    sys.exit(
-        main(
-            sys.argv[1:],
-            EventHubsAggregateConfig,
-            start_eventhubs_aggregate,
-            description="Event Hubs -> windowed aggregates in the lake (Delta or parquet)",
-        )
-    )
+    sys.exit(run_application("eventhubs_aggregate", sys.argv[1:]))

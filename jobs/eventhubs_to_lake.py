@@ -6,15 +6,7 @@ Reads an Event Hub into the bronze table in the lake (Delta or parquet), raw bod
 
 import sys
 
-from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
-from hubflow_jobs.runner import main
+from hubflow_jobs.runner import run_application
 
 if __name__ == "__main__":
-    sys.exit(
-        main(
-            sys.argv[1:],
-            EventHubsToLakeConfig,
-            start_eventhubs_to_lake,
-            description="Event Hubs -> lake (bronze table, Delta or parquet)",
-        )
-    )
+    sys.exit(run_application("eventhubs_to_lake", sys.argv[1:]))

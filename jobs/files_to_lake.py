@@ -6,15 +6,7 @@ not parse; see ``hubflow_jobs.files_to_lake`` and docs/jobs.md.
 
 import sys
 
-from hubflow_jobs.files_to_lake import FilesToLakeConfig, start_files_to_lake
-from hubflow_jobs.runner import main
+from hubflow_jobs.runner import run_application
 
 if __name__ == "__main__":
-    sys.exit(
-        main(
-            sys.argv[1:],
-            FilesToLakeConfig,
-            start_files_to_lake,
-            description="file landing -> lake (Delta or parquet)",
-        )
-    )
+    sys.exit(run_application("files_to_lake", sys.argv[1:]))

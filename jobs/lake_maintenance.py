@@ -10,14 +10,13 @@ Exit codes: 0 done, 1 failed, 2 bad config or arguments.
 import argparse
 import logging
 import sys
+from typing import Any
 
-from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_OK
+from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
 from hubflow_jobs.applications import CONFIG_MODELS
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.executors import NoExecutorsError
 from hubflow_jobs.lake_maintenance import maintain_table
-from hubflow_jobs.runner import configure_logging, one_line
-from hubflow_jobs.session import build_session
+from hubflow_jobs.runner import configure_logging, run_batch
 
 log = logging.getLogger("hubflow_jobs")
 
@@ -40,12 +39,8 @@ def main(argv: list[str]) -> int:
     if not tables:
         log.info("job %s writes no Delta table: nothing to maintain", config.name)
         return EXIT_OK
-    try:
-        spark = build_session(config)
-    except NoExecutorsError as exc:
-        log.error("job %s maintenance failed: %s", config.name, exc)
-        return EXIT_FAILED
-    try:
+
+    def work(spark: Any) -> str:
         for table in tables:
             maintain_table(
                 spark,
@@ -54,19 +49,9 @@ def main(argv: list[str]) -> int:
                 checkpoint_after_commits=args.checkpoint_after_commits,
                 dry_run=args.dry_run,
             )
-    except Exception as exc:
-        log.exception("maintenance of job %s failed", config.name)
-        log.error("job %s maintenance failed: %s", config.name, one_line(exc))
-        return EXIT_FAILED
-    finally:
-        spark.stop()
-    log.info(
-        "job %s maintenance finished: %d Delta table(s)%s",
-        config.name,
-        len(tables),
-        " (dry run)" if args.dry_run else "",
-    )
-    return EXIT_OK
+        return f"{len(tables)} Delta table(s)" + (" (dry run)" if args.dry_run else "")
+
+    return run_batch(config, "maintenance", work)
 
 
 if __name__ == "__main__":

@@ -7,15 +7,7 @@ docs/jobs-aggregate-and-publish.md.
 
 import sys
 
-from hubflow_jobs.lake_to_eventhubs import LakeToEventHubsConfig, start_lake_to_eventhubs
-from hubflow_jobs.runner import main
+from hubflow_jobs.runner import run_application
 
 if __name__ == "__main__":
-    sys.exit(
-        main(
-            sys.argv[1:],
-            LakeToEventHubsConfig,
-            start_lake_to_eventhubs,
-            description="lake table -> Event Hubs (replay, forwarding)",
-        )
-    )
+    sys.exit(run_application("lake_to_eventhubs", sys.argv[1:]))

@@ -4,13 +4,16 @@ The one list everyone shares: ``jobs/backfill.py`` and ``jobs/lake_maintenance.p
 ``--application`` and read the job's config with its model from here; the Airflow plugins import
 the name lists (which applications backfill, which write lake tables) from here too.
 
-The name lists import nothing. ``CONFIG_MODELS`` is built on first use (module ``__getattr__``)
-because the config models live beside their jobs, whose modules import pyspark, and DAG parsing
-imports this module and must stay free of Spark (tests/dags/test_dags.py).
+The name lists import nothing. ``APPLICATIONS`` (config model, start function, summary of each
+streaming application; the entry scripts run them with ``runner.run_application``) and
+``CONFIG_MODELS`` are built on first use (module ``__getattr__``): they import the job modules, and
+DAG parsing imports this module and must stay free of them (tests/dags/test_dags.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,27 +30,57 @@ LAKE_WRITING_APPLICATIONS: tuple[str, ...] = (
 )
 
 
-def _config_models() -> dict[str, type[JobConfig]]:
-    """Every application's config model, by entry script name (imports the job modules, so pyspark)."""
-    from .bronze_to_silver import BronzeToSilverConfig
-    from .eventhubs_aggregate import EventHubsAggregateConfig
-    from .eventhubs_to_lake import EventHubsToLakeConfig
-    from .files_to_lake import FilesToLakeConfig
-    from .lake_to_eventhubs import LakeToEventHubsConfig
+@dataclass(frozen=True)
+class Application:
+    """A streaming application: its config model, the function that starts its query, a one-line summary."""
+
+    config_model: type[JobConfig]
+    start: Callable[..., Any]
+    description: str
+
+
+def _applications() -> dict[str, Application]:
+    """Every streaming application, by entry script name (imports the job modules, so pyspark on use)."""
+    from .bronze_to_silver import BronzeToSilverConfig, start_bronze_to_silver
+    from .eventhubs_aggregate import EventHubsAggregateConfig, start_eventhubs_aggregate
+    from .eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
+    from .files_to_lake import FilesToLakeConfig, start_files_to_lake
+    from .lake_to_eventhubs import LakeToEventHubsConfig, start_lake_to_eventhubs
 
     return {
-        "eventhubs_to_lake": EventHubsToLakeConfig,
-        "files_to_lake": FilesToLakeConfig,
-        "eventhubs_aggregate": EventHubsAggregateConfig,
-        "lake_to_eventhubs": LakeToEventHubsConfig,
-        "bronze_to_silver": BronzeToSilverConfig,
+        "eventhubs_to_lake": Application(
+            EventHubsToLakeConfig,
+            start_eventhubs_to_lake,
+            "Event Hubs -> lake (bronze table, Delta or parquet)",
+        ),
+        "files_to_lake": Application(
+            FilesToLakeConfig, start_files_to_lake, "file landing -> lake (Delta or parquet)"
+        ),
+        "eventhubs_aggregate": Application(
+            EventHubsAggregateConfig,
+            start_eventhubs_aggregate,
+            "Event Hubs -> windowed aggregates in the lake (Delta or parquet)",
+        ),
+        "lake_to_eventhubs": Application(
+            LakeToEventHubsConfig, start_lake_to_eventhubs, "lake table -> Event Hubs (replay, forwarding)"
+        ),
+        "bronze_to_silver": Application(
+            BronzeToSilverConfig,
+            start_bronze_to_silver,
+            "bronze Delta table -> silver Delta table (parsed bodies)",
+        ),
     }
 
 
 def __getattr__(name: str) -> Any:
-    """``CONFIG_MODELS``: every application's config model, by entry script name (built on first use)."""
+    """``APPLICATIONS`` (every streaming application, by entry script name) and ``CONFIG_MODELS``
+    (their config models), built on first use."""
+    if name == "APPLICATIONS":
+        applications = _applications()
+        globals()["APPLICATIONS"] = applications
+        return applications
     if name == "CONFIG_MODELS":
-        models = _config_models()
+        models = {app_name: app.config_model for app_name, app in __getattr__("APPLICATIONS").items()}
         globals()["CONFIG_MODELS"] = models
         return models
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -185,6 +186,14 @@ class JobConfig(StrictModel):
         """The Delta tables the job writes, which the cleanup DAG compacts and vacuums (none here)."""
         return []
 
+    def delta_table_writers(self) -> list[tuple[str, str]]:
+        """``(table, checkpoint of the query that writes it)`` for each of :meth:`delta_tables`.
+
+        The job's own query writes them all unless a job says otherwise; the checkpoint inspector
+        and the status page put a table's version beside that query's last commit.
+        """
+        return [(table, self.checkpoint_location) for table in self.delta_tables()]
+
     @property
     def checkpoint_location(self) -> str:
         """``<checkpoint_root>/<name>``: the folder Spark owns."""
@@ -206,12 +215,17 @@ def is_local(path: str) -> bool:
     return urlparse(path).scheme in ("", "file")
 
 
-def existing_local_folder(path: str, what: str) -> str:
+def checks_environment(info: ValidationInfo) -> bool:
+    """Whether this validation checks the job's machine (see :func:`load_config`); yes by default."""
+    return bool((info.context or {}).get(_CHECK_ENVIRONMENT, True))
+
+
+def existing_local_folder(path: str, what: str, info: ValidationInfo) -> str:
     """``path`` unchanged; when it is local, it must be a folder that exists (checked before Spark starts).
 
     A remote folder (``abfss://``) is checked by Spark itself, with the storage access the job gets.
     """
-    if is_local(path) and not local_path(path).is_dir():
+    if checks_environment(info) and is_local(path) and not local_path(path).is_dir():
         raise ValueError(f"{what} {path} does not exist; create it or fix the path")
     return path
 
@@ -244,13 +258,21 @@ def declared_column_names(ddl: str) -> list[str]:
     return names
 
 
+#: The validation context key of :func:`load_config`'s ``check_environment``.
+_CHECK_ENVIRONMENT = "check_environment"
+
 ConfigT = TypeVar("ConfigT", bound=JobConfig)
 
 
-def load_config(path: str | os.PathLike[str], model: type[ConfigT]) -> ConfigT:
+def load_config(
+    path: str | os.PathLike[str], model: type[ConfigT], *, check_environment: bool = True
+) -> ConfigT:
     """Read the YAML file at ``path`` and validate it as ``model``.
 
-    Raises :class:`ConfigError` with one line naming every key that is wrong.
+    Raises :class:`ConfigError` with one line naming every key that is wrong. ``check_environment``
+    False skips the checks of the machine the job runs on (its environment variables, its local
+    folders and tables), for a reader elsewhere: Airflow reads a job's paths on its workers, where
+    the driver's secret variable is not set and the lake may not be mounted.
     """
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -263,7 +285,7 @@ def load_config(path: str | os.PathLike[str], model: type[ConfigT]) -> ConfigT:
     if not isinstance(data, dict):
         raise ConfigError(f"jobs config error: {path} must hold a mapping of keys (name, trigger, ...)")
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context={_CHECK_ENVIRONMENT: check_environment})
     except ValidationError as exc:
         raise ConfigError("jobs config error: " + "; ".join(_describe(e) for e in exc.errors())) from None
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from .config import KeyedValueError, StrictModel, is_local, local_path
+from .config import KeyedValueError, StrictModel, checks_environment, is_local, local_path
 
 _BYTE_UNITS = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3, "tb": 1024**4}
 
@@ -132,8 +132,8 @@ class DeltaSourceConfig(DeltaReadOptions):
 
     @field_validator("path")
     @classmethod
-    def _is_delta(cls, value: str) -> str:
-        return check_delta_table(value)
+    def _is_delta(cls, value: str, info: ValidationInfo) -> str:
+        return check_delta_table(value) if checks_environment(info) else value
 
 
 def read_delta_stream(spark: Any, path: str, options: DeltaReadOptions) -> Any:

@@ -127,6 +127,11 @@ class EventHubsAggregateConfig(JobConfig):
         """Where the quarantine query keeps its checkpoint."""
         return join_path(self.sink.quarantine_path, QUARANTINE_CHECKPOINT)
 
+    def delta_table_writers(self) -> list[tuple[str, str]]:
+        """The quarantine table is written by the quarantine query, with its own checkpoint."""
+        writers = {self.sink.quarantine_path: self.quarantine_checkpoint_location}
+        return [(table, writers.get(table, self.checkpoint_location)) for table in self.delta_tables()]
+
 
 def classify_events(events: Any, aggregation: AggregationConfig) -> Any:
     """The connector's events with the parsed body fields and a ``reason`` (null = usable).

@@ -22,7 +22,7 @@ import os
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .config import (
     JobConfig,
@@ -76,8 +76,8 @@ class FileSourceConfig(StrictModel):
 
     @field_validator("path")
     @classmethod
-    def _landing_exists(cls, value: str) -> str:
-        return existing_local_folder(value, "landing folder")
+    def _landing_exists(cls, value: str, info: ValidationInfo) -> str:
+        return existing_local_folder(value, "landing folder", info)
 
     @model_validator(mode="after")
     def _consistent(self) -> FileSourceConfig:

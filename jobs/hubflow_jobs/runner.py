@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from . import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_HELD, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
 from .config import ConfigError, JobConfig, load_config
+from .executors import NoExecutorsError
 from .listener import StatusListener
 from .query_group import last_batch_id, stop_after_batch
 from .session import build_session
@@ -125,6 +126,43 @@ def main(argv: Sequence[str], model: type[ConfigT], start_query: StartQuery, des
     # The reason is the last line of the run's log, where a supervisor looks for it.
     (log.info if code == EXIT_OK else log.error)("%s", reason)
     return code
+
+
+def run_application(application: str, argv: Sequence[str]) -> int:
+    """The ``main`` of the streaming entry script ``jobs/<application>.py`` (see :mod:`.applications`)."""
+    from .applications import APPLICATIONS
+
+    app = APPLICATIONS[application]
+    return main(argv, app.config_model, app.start, description=app.description)
+
+
+def run_batch(
+    config: JobConfig, what: str, work: Callable[[Any], Any], refused: type[Exception] | None = None
+) -> int:
+    """Run ``work(spark)`` once on a session for ``config`` and stop it; the exit code.
+
+    The shape of the batch entry scripts (backfill, lake maintenance): a cluster with no executors or
+    a failure is ``job <name> <what> failed: <why>`` and exit 1; ``refused`` is an expected refusal,
+    logged as its own message, exit 1 too; success logs ``job <name> <what> finished: <result>``.
+    """
+    try:
+        spark = build_session(config)
+    except NoExecutorsError as exc:
+        log.error("job %s %s failed: %s", config.name, what, exc)
+        return EXIT_FAILED
+    try:
+        result = work(spark)
+    except Exception as exc:
+        if refused is not None and isinstance(exc, refused):
+            log.error("%s", exc)
+            return EXIT_FAILED
+        log.exception("job %s %s failed", config.name, what)
+        log.error("job %s %s failed: %s", config.name, what, one_line(exc))
+        return EXIT_FAILED
+    finally:
+        spark.stop()
+    log.info("job %s %s finished: %s", config.name, what, result)
+    return EXIT_OK
 
 
 def run_job(

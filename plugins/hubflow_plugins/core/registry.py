@@ -3,9 +3,10 @@
 A job is registered once, by name; that name is its DAG id prefix, its checkpoint folder and its
 status folder. The registry says how Airflow runs the job (``streaming`` or ``scheduled``, schedule,
 health thresholds); the job's own YAML config (``jobs/configs/<name>.yaml``) says what the job does.
-The registry reads only the few keys of that config Airflow needs (name, trigger, checkpoint and
-status roots, landing and archive folders, the Delta tables it writes) so DAG parsing stays fast
-and Airflow never imports the Spark side. No Airflow import here.
+Airflow needs a few of its locations (checkpoint and status folders, landing and archive folders,
+the Delta tables it writes and their writers): :func:`read_job_paths` reads them through the job's
+own config model (``hubflow_jobs.applications``, which imports no Spark), when a task runs - DAG
+parsing reads the registry only. No Airflow import here.
 """
 
 from __future__ import annotations
@@ -30,12 +31,6 @@ DEFAULT_JOBS_DIR = REPO_ROOT / "jobs"
 OVERRIDES_ENV = "HUBFLOW_REGISTRY_OVERRIDES"
 #: Cores a job's Spark application takes at most unless its entry sets ``cores_max``.
 DEFAULT_CORES_MAX = 2
-
-#: The ``sink.format`` of a job config that names none: the jobs' default
-#: (``hubflow_jobs.lake_tables.DEFAULT_FORMAT``; tests/plugins/core/test_registry.py checks they agree).
-DEFAULT_SINK_FORMAT = "delta"
-#: Where eventhubs_aggregate's quarantine query keeps its checkpoint, inside the quarantine table.
-QUARANTINE_QUERY_CHECKPOINT = "_checkpoint"
 
 
 class RegistryError(ValueError):
@@ -156,7 +151,7 @@ class RegisteredJob(_Strict):
     @cached_property
     def paths(self) -> JobPaths:
         """The job config's locations; read on first use (at run time, not at DAG parse time)."""
-        return read_job_paths(self.config_path(), expected_name=self.name)
+        return read_job_paths(self.config_path(), self.application, expected_name=self.name)
 
 
 class Registry(_Strict):
@@ -265,58 +260,41 @@ def _describe(error: dict[str, Any], data: Any) -> str:
     return f"{key}: {message}"
 
 
-def read_job_paths(config_path: Path, expected_name: str | None = None) -> JobPaths:
-    """The locations a job config declares, read as plain YAML (the job validates the rest when it runs)."""
-    try:
-        data = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise RegistryError(f"cannot read job config {config_path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise RegistryError(f"job config {config_path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise RegistryError(f"job config {config_path} must be a mapping of keys")
-    missing = [key for key in ("name", "trigger", "checkpoint_root", "status_root") if key not in data]
-    if missing:
-        raise RegistryError(f"job config {config_path}: missing {', '.join(missing)}")
-    name = data["name"]
-    if expected_name and name != expected_name:
+def read_job_paths(config_path: Path, application: str, expected_name: str | None = None) -> JobPaths:
+    """The locations a job config declares, read through the application's config model.
+
+    The config is validated whole, except what only the job's own machine can check (its secret
+    environment variable, its local folders): see ``hubflow_jobs.config.load_config``.
+    """
+    from hubflow_jobs.applications import CONFIG_MODELS
+    from hubflow_jobs.config import ConfigError, load_config
+    from hubflow_jobs.eventhubs_config import EventHubConnectionConfig
+
+    model = CONFIG_MODELS.get(application)
+    if model is None:
         raise RegistryError(
-            f"job config {config_path} has name {name!r} but the registry entry is {expected_name!r}: "
+            f"job config {config_path}: unknown application {application!r}; registered jobs run one of "
+            f"{', '.join(sorted(CONFIG_MODELS))}"
+        )
+    try:
+        config = load_config(config_path, model, check_environment=False)
+    except ConfigError as exc:
+        raise RegistryError(f"job config {config_path}: {exc}") from None
+    if expected_name and config.name != expected_name:
+        raise RegistryError(
+            f"job config {config_path} has name {config.name!r} but the registry entry is {expected_name!r}: "
             "the registry name, the config name, the checkpoint folder and the status folder must agree"
         )
-    trigger = data["trigger"] or {}
-    source = data.get("source") or {}
-    checkpoint = _join(data["checkpoint_root"], name)
+    source = getattr(config, "source", None)
     return JobPaths(
-        name=name,
-        trigger="availableNow" if trigger.get("availableNow") else "processingTime",
-        checkpoint_location=checkpoint,
-        status_dir=_join(data["status_root"], name),
-        landing_root=source.get("path") if isinstance(source, dict) else None,
-        archive_dir=source.get("archive_dir") if isinstance(source, dict) else None,
-        reads_eventhubs=isinstance(source, dict) and "connection_string_env" in source,
-        delta_sinks=_delta_sinks(data, checkpoint),
+        name=config.name,
+        trigger="availableNow" if config.trigger.available_now else "processingTime",
+        checkpoint_location=config.checkpoint_location,
+        status_dir=config.status_dir,
+        landing_root=getattr(source, "path", None),
+        archive_dir=getattr(source, "archive_dir", None),
+        reads_eventhubs=isinstance(source, EventHubConnectionConfig),
+        delta_sinks=[
+            DeltaSinkPaths(table=table, checkpoint=writer) for table, writer in config.delta_table_writers()
+        ],
     )
-
-
-def _delta_sinks(data: dict[str, Any], checkpoint: str) -> list[DeltaSinkPaths]:
-    """The Delta tables of ``sink:`` (output, quarantine) with the checkpoint of their writer.
-
-    Every lake job writes both tables from its own query, except eventhubs_aggregate (the config
-    with ``aggregation:``), whose quarantine has a query and checkpoint of its own inside it.
-    """
-    sink = data.get("sink")
-    if not isinstance(sink, dict) or sink.get("format", DEFAULT_SINK_FORMAT) != "delta":
-        return []
-    sinks = []
-    if sink.get("output_path"):
-        sinks.append(DeltaSinkPaths(table=str(sink["output_path"]), checkpoint=checkpoint))
-    if sink.get("quarantine_path"):
-        quarantine = str(sink["quarantine_path"])
-        writer = _join(quarantine, QUARANTINE_QUERY_CHECKPOINT) if "aggregation" in data else checkpoint
-        sinks.append(DeltaSinkPaths(table=quarantine, checkpoint=writer))
-    return sinks
-
-
-def _join(root: str, name: str) -> str:
-    return f"{str(root).rstrip('/')}/{name}"

@@ -16,6 +16,7 @@ def _write(path: Path, data: object) -> Path:
 
 
 def _config(tmp_path: Path, name: str = "orders") -> Path:
+    """A valid files_to_lake config named ``name`` (its folders need not exist where Airflow reads it)."""
     return _write(
         tmp_path / f"{name}.yaml",
         {
@@ -23,7 +24,13 @@ def _config(tmp_path: Path, name: str = "orders") -> Path:
             "trigger": {"availableNow": True},
             "checkpoint_root": "/lake/checkpoints",
             "status_root": "/lake/status",
-            "source": {"path": "/landing/orders", "archive_dir": "/archive"},
+            "source": {
+                "path": "/landing/orders",
+                "archive_dir": "/archive",
+                "format": "json",
+                "schema": "id INT",
+            },
+            "sink": {"output_path": "/lake/orders", "quarantine_path": "/lake/orders_bad"},
         },
     )
 
@@ -104,7 +111,7 @@ def test_unknown_job_lists_the_registered_ones(tmp_path: Path) -> None:
 
 def test_job_config_name_must_match_the_registry(tmp_path: Path) -> None:
     with pytest.raises(RegistryError, match="has name 'orders' but the registry entry is 'payments'"):
-        read_job_paths(_config(tmp_path), expected_name="payments")
+        read_job_paths(_config(tmp_path), "files_to_lake", expected_name="payments")
 
 
 def test_the_shipped_registry_is_valid() -> None:
@@ -116,25 +123,38 @@ def test_the_shipped_registry_is_valid() -> None:
 
 
 def test_delta_sinks_and_their_writers_come_from_the_job_config(tmp_path: Path) -> None:
-    from hubflow_jobs.lake_tables import DEFAULT_FORMAT
-    from hubflow_plugins.core.registry import DEFAULT_SINK_FORMAT
-
-    assert DEFAULT_SINK_FORMAT == DEFAULT_FORMAT, "the registry reads configs with the jobs' default format"
     base = {"trigger": {"availableNow": True}, "checkpoint_root": "/c", "status_root": "/s"}
     sink = {"output_path": "/lake/out", "quarantine_path": "/lake/bad"}
-    files = _write(tmp_path / "files.yaml", {"name": "files", **base, "sink": sink})
-    paths = read_job_paths(files)
+    landing = {"path": "/landing", "archive_dir": "/archive", "format": "json", "schema": "id INT"}
+    files = _write(tmp_path / "files.yaml", {"name": "files", **base, "source": landing, "sink": sink})
+    paths = read_job_paths(files, "files_to_lake")
     assert [(s.table, s.checkpoint) for s in paths.delta_sinks] == [
         ("/lake/out", "/c/files"),
         ("/lake/bad", "/c/files"),
     ]
-    aggregate = _write(tmp_path / "agg.yaml", {"name": "agg", **base, "aggregation": {}, "sink": sink})
-    assert [(s.table, s.checkpoint) for s in read_job_paths(aggregate).delta_sinks] == [
+    hub = {"connection_string_env": "NOT_SET_WHERE_AIRFLOW_READS_IT"}
+    aggregation = {
+        "body_schema": "device STRING, ts TIMESTAMP, temp DOUBLE",
+        "event_time_field": "ts",
+        "key_field": "device",
+        "value_field": "temp",
+        "window": "1 minute",
+        "watermark": "30 seconds",
+    }
+    aggregate = _write(
+        tmp_path / "agg.yaml",
+        {"name": "agg", **base, "source": hub, "aggregation": aggregation, "sink": sink},
+    )
+    assert [
+        (s.table, s.checkpoint) for s in read_job_paths(aggregate, "eventhubs_aggregate").delta_sinks
+    ] == [
         ("/lake/out", "/c/agg"),
         ("/lake/bad", "/lake/bad/_checkpoint"),
     ]
-    parquet = _write(tmp_path / "pq.yaml", {"name": "pq", **base, "sink": {**sink, "format": "parquet"}})
-    assert read_job_paths(parquet).delta_tables == []
+    parquet = _write(
+        tmp_path / "pq.yaml", {"name": "pq", **base, "source": landing, "sink": {**sink, "format": "parquet"}}
+    )
+    assert read_job_paths(parquet, "files_to_lake").delta_tables == []
 
 
 def _entry(config: Path, **keys: object) -> dict:

@@ -16,7 +16,8 @@ from hubflow_plugins.operators.cleanup import (
     CheckpointBackupRetentionOperator,
     DeltaMaintenanceOperator,
 )
-from tests.dags.helpers import landing_job, write_registry
+from tests.dags.helpers import write_registry
+from tests.jobs.helpers import eventhubs_config, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -44,10 +45,13 @@ def test_checkpoint_backup_retention_deletes_only_the_backups_past_it(registry: 
 
 
 def test_archiving_needs_a_landing_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    entry = landing_job(tmp_path, "orders", source={"archive_dir": None})
-    monkeypatch.setenv("HUBFLOW_REGISTRY", str(write_registry(tmp_path, [entry])))
-    with pytest.raises(AirflowFailException, match=r"job orders has no source.path / source.archive_dir in "):
-        ArchiveOperator(task_id="archive_processed_files", job_name="orders").execute(SCHEDULED)
+    config = write_config(
+        tmp_path / "hub.yaml", eventhubs_config(tmp_path, None, "HUB_CONNECTION", name="hub")
+    )
+    entry = {"name": "hub", "application": "eventhubs_to_lake", "config": str(config), "mode": "scheduled"}
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(write_registry(tmp_path, [{**entry, "schedule": "@hourly"}])))
+    with pytest.raises(AirflowFailException, match=r"job hub has no source.path / source.archive_dir in "):
+        ArchiveOperator(task_id="archive_processed_files", job_name="hub").execute(SCHEDULED)
 
 
 def test_delta_maintenance_skips_a_job_without_delta_tables_before_any_spark(registry: Path) -> None:
