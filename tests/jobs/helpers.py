@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from hubflow_jobs.detached_process import start_detached
 from tests.support.spark_cluster import spark_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -123,15 +124,7 @@ def spark_submit(
         str(config),
     ]
     env = spark_env({"PYTHONPATH": str(JOBS_DIR), **(extra_env or {})})
-    with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
+    return start_detached(command, log_path, env, append=False)
 
 
 def last_log_line(log_path: Path) -> str:
