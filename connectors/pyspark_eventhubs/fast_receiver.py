@@ -33,10 +33,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from .client import consumer_client, partition_consumer
+from .client import partition_consumer
 from .delivery_decoder import DeliveryDecodeError, decode_deliveries, value_end
 from .options import EventHubsOptions
-from .receiver_slots import ReceiverSlot
+from .partition_link import PartitionLink
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class FastPathUnavailable(RuntimeError):
     """The connection cannot be read by this receiver (AMQP over WebSockets); use the SDK path."""
 
 
-class FastPartitionReceiver:
+class FastPartitionReceiver(PartitionLink):
     """One receiver link on one partition, read in bulk into Arrow record batches."""
 
     def __init__(
@@ -70,20 +70,10 @@ class FastPartitionReceiver:
         inclusive: bool = True,
         exclusive: bool | None = None,
     ) -> None:
-        self.options = options
-        self.partition_id = partition_id
-        self.next_seq: int | None = position if isinstance(position, int) else None
-        self.last_used = time.monotonic()
-        self.idle_since = time.time()
         self._prefetch = max(1, prefetch)
         self.prefetch = self._prefetch
         # The same host-wide receiver slot as the SDK path's receiver (released by close()).
-        self.slot = ReceiverSlot.acquire(options, partition_id, options.receiver_timeout)
-        try:
-            self._client = consumer_client(options)
-        except BaseException:
-            self.slot.release()
-            raise
+        super().__init__(options, partition_id, position)
         from azure.eventhub import TransportType
 
         if self._client._config.transport_type != TransportType.Amqp:

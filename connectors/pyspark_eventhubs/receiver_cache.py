@@ -36,13 +36,14 @@ import pyarrow as pa
 from . import fast_read
 from .amqp_binary import tag_binary_properties
 from .amqp_names import SEQUENCE_NUMBER
-from .client import consumer_client, partition_consumer
+from .client import partition_consumer
 from .errors import EventHubsDataLossError, EventHubsReadError
 from .fast_receiver import FastPartitionReceiver
 from .management import ManagementSession
 from .options import EventHubsOptions
+from .partition_link import PartitionLink
 from .positions import partition_bounds
-from .receiver_slots import ReceiverSlot, is_wanted, no_slot_message
+from .receiver_slots import is_wanted, no_slot_message
 from .redaction import redact
 from .schema import messages_to_record_batch
 
@@ -67,13 +68,12 @@ def _seq(message: Any) -> int:
     return int((message.message_annotations or {})[SEQUENCE_NUMBER])
 
 
-class PartitionReceiver:
+class PartitionReceiver(PartitionLink):
     """One AMQP receiver on one partition, starting at a sequence number (or offset / time).
 
-    Holds a host-wide receiver slot from construction to :meth:`close` (waiting up to
-    ``eventhubs.receiverTimeout`` for one). Its whole interface is :meth:`receive`,
-    :meth:`put_back` and :meth:`close`, plus ``prefetch``, and ``next_seq`` / ``last_used`` /
-    ``idle_since`` / ``slot`` kept for the cache.
+    Holds a host-wide receiver slot from construction to :meth:`close` (see :class:`PartitionLink`).
+    Its whole interface is :meth:`receive`, :meth:`put_back` and :meth:`close`, plus ``prefetch``,
+    and ``next_seq`` / ``last_used`` / ``idle_since`` / ``slot`` kept for the cache.
     """
 
     def __init__(
@@ -85,14 +85,8 @@ class PartitionReceiver:
         inclusive: bool = True,
         exclusive: bool | None = None,
     ) -> None:
-        self.options = options
-        self.partition_id = partition_id
-        self.next_seq: int | None = position if isinstance(position, int) else None
-        self.last_used = time.monotonic()
-        self.idle_since = time.time()
-        self.slot = ReceiverSlot.acquire(options, partition_id, options.receiver_timeout)
+        super().__init__(options, partition_id, position)
         try:
-            self._client = consumer_client(options)
             self._consumer = partition_consumer(
                 self._client, options, partition_id, position, prefetch, inclusive, exclusive
             )
