@@ -277,6 +277,10 @@ def read_job_paths(config_path: Path, application: str, expected_name: str | Non
             f"{', '.join(sorted(CONFIG_MODELS))}"
         )
     try:
+        config_path.stat()
+    except OSError as exc:
+        raise RegistryError(f"cannot read job config {config_path}: {exc.strerror}") from None
+    try:
         config = load_config(config_path, model, check_environment=False)
     except ConfigError as exc:
         raise RegistryError(f"job config {config_path}: {exc}") from None

@@ -79,6 +79,12 @@ def test_inspector_and_status_page_show_the_table_beside_spark(spark: Any, tmp_p
                 "trigger": {"availableNow": True},
                 "checkpoint_root": str(tmp_path / "checkpoints"),
                 "status_root": str(tmp_path / "status"),
+                "source": {
+                    "path": str(tmp_path / "landing"),
+                    "archive_dir": str(tmp_path / "archive"),
+                    "format": "json",
+                    "schema": "id BIGINT",
+                },
                 "sink": {"output_path": str(table), "quarantine_path": str(tmp_path / "none")},
             }
         )

@@ -22,14 +22,24 @@ EARLIEST = '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": t
 
 
 def job_config(base: Path, name: str, source: dict[str, Any]) -> Path:
-    """A job config (the keys the registry reads) whose roots are under ``base``."""
+    """A valid job config whose roots are under ``base``: eventhubs_to_lake when ``source`` names a
+    ``connection_string_env``, else files_to_lake (``source`` keys override a JSON landing folder)."""
+    sink: dict[str, Any] = {"output_path": str(base / "lake" / name), "format": "parquet"}
+    if "connection_string_env" not in source:
+        source = {
+            "format": "json",
+            "schema": "id BIGINT, name STRING",
+            "archive_dir": str(base / "archive" / name),
+            **source,
+        }
+        sink["quarantine_path"] = str(base / "quarantine" / name)
     config = {
         "name": name,
         "trigger": {"processingTime": "5 seconds"},
         "checkpoint_root": str(base / "checkpoints"),
         "status_root": str(base / "status"),
         "source": source,
-        "sink": {"output_path": str(base / "lake" / name), "format": "parquet"},
+        "sink": sink,
     }
     path = base / "configs" / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
