@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -212,24 +212,22 @@ class _BatchSender:
             log.debug("closing the producer of %s failed", self.options.description)
 
 
-def _write_rows(options: EventHubsOptions, columns: SinkColumns, rows: Iterator[Any]) -> Any:
+def _send_records(
+    options: EventHubsOptions, columns: SinkColumns, records: Iterator[tuple[Any, Any, Any, Any]]
+) -> EventHubsCommitMessage:
+    """Executor: send ``(body, properties, partition id, partition key)`` records in batches per route."""
     from azure.eventhub import EventData
 
     sender = _BatchSender(options)
     try:
-        for row in rows:
-            body = row[columns.body]
+        for body, props, pid, key in records:
             if body is None:
                 raise ValueError("Column 'body' is null in a row; every event needs a body.")
             event = EventData(body if isinstance(body, (bytes, bytearray)) else str(body))
-            if columns.properties is not None:
-                props = row[columns.properties]
-                if props:
-                    if any(k is None or v is None for k, v in props.items()):
-                        raise ValueError("Column 'properties' holds a null key or value.")
-                    event.properties = dict(props)
-            pid = row[columns.partition_id] if columns.partition_id is not None else None
-            key = row[columns.partition_key] if columns.partition_key is not None else None
+            if props:
+                if any(k is None or v is None for k, v in props):
+                    raise ValueError("Column 'properties' holds a null key or value.")
+                event.properties = dict(props)
             if pid is not None and key is not None:
                 raise ValueError(
                     f"A row sets both '{columns.partition_key}' ({key!r}) and "
@@ -248,19 +246,59 @@ def _write_rows(options: EventHubsOptions, columns: SinkColumns, rows: Iterator[
         sender.close()
 
 
-class _RowSender:
-    """What the batch and the stream writer share: the sink columns (driver) and sending rows (executor)."""
+def _write_rows(
+    options: EventHubsOptions, columns: SinkColumns, rows: Iterator[Any]
+) -> EventHubsCommitMessage:
+    """Executor: send rows (anything indexed by column name: Spark Rows, dicts)."""
+
+    def records() -> Iterator[tuple[Any, Any, Any, Any]]:
+        for row in rows:
+            props = row[columns.properties] if columns.properties is not None else None
+            yield (
+                row[columns.body],
+                list(props.items()) if props else None,
+                row[columns.partition_id] if columns.partition_id is not None else None,
+                row[columns.partition_key] if columns.partition_key is not None else None,
+            )
+
+    return _send_records(options, columns, records())
+
+
+def _write_batches(
+    options: EventHubsOptions, columns: SinkColumns, batches: Iterator[Any]
+) -> EventHubsCommitMessage:
+    """Executor: send Arrow record batches, a column at a time (no Spark Row per event)."""
+
+    def column(batch: Any, name: str | None, size: int) -> list[Any]:
+        return batch.column(name).to_pylist() if name is not None else [None] * size
+
+    def records() -> Iterator[tuple[Any, Any, Any, Any]]:
+        for batch in batches:
+            size = batch.num_rows
+            yield from zip(
+                column(batch, columns.body, size),
+                column(batch, columns.properties, size),  # a map is a list of (key, value) pairs
+                column(batch, columns.partition_id, size),
+                column(batch, columns.partition_key, size),
+                strict=True,
+            )
+
+    return _send_records(options, columns, records())
+
+
+class _EventSender:
+    """What the batch and the stream writer share: the sink columns (driver) and sending (executor)."""
 
     def __init__(self, options: EventHubsOptions, schema: StructType) -> None:
         self.options = options
         self.columns = sink_columns(schema)
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        """Executor: send this task's rows in batches; returns the counts."""
-        return _write_rows(self.options, self.columns, iterator)
+        """Executor: send this task's rows, which Spark hands over as Arrow record batches."""
+        return _write_batches(self.options, self.columns, iterator)
 
 
-class EventHubsBatchWriter(_RowSender, DataSourceWriter):
+class EventHubsBatchWriter(_EventSender, DataSourceArrowWriter):
     """``df.write.format("eventhubs").mode("append").save()``."""
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -268,7 +306,7 @@ class EventHubsBatchWriter(_RowSender, DataSourceWriter):
         log.info("Event hub %s: wrote %d events", self.options.description, events)
 
 
-class EventHubsStreamWriter(_RowSender, DataSourceStreamWriter):
+class EventHubsStreamWriter(_EventSender, DataSourceStreamArrowWriter):
     """``df.writeStream.format("eventhubs")``: each micro-batch's rows, at-least-once."""
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

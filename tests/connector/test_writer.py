@@ -46,3 +46,34 @@ def test_sends_are_retried_while_the_broker_refuses_connections(
     assert "retrying" in caplog.text
     bodies = _bodies(hub)
     assert set(bodies) == {f"k{i}".encode() for i in range(60)}  # at-least-once: none missing
+
+
+def test_arrow_batches_are_sent_like_rows(hub: Hub) -> None:
+    """What Spark hands the sink (Arrow record batches, a map column as key/value pairs) is routed
+    and sent as the same rows would be: integer partition ids, properties, empty maps."""
+    import pyarrow as pa
+
+    from pyspark_eventhubs.batch_reader import EventHubsBatchReader
+    from pyspark_eventhubs.receiver_cache import read_range
+    from pyspark_eventhubs.writer import _write_batches
+
+    columns = SinkColumns(body="body", partition_key=None, partition_id="pid", properties="props")
+    props = pa.array([[("k", "v")], None, []], pa.map_(pa.string(), pa.string()))
+    first = pa.record_batch(
+        {"body": pa.array([b"a", b"b", b"c"]), "pid": pa.array([0, 1, 0], pa.int32()), "props": props}
+    )
+    second = pa.record_batch(
+        {"body": pa.array([b"d"]), "pid": pa.array([1], pa.int32()), "props": pa.array([None], props.type)}
+    )
+    options = parse_options(hub.options())
+
+    message = _write_batches(options, columns, iter([first, second]))
+
+    assert message.events == 4
+    start, end = EventHubsBatchReader(options).resolve_ranges()
+    sent = {}
+    for pid in start:
+        for batch in read_range(options, pid, start[pid], end[pid]):
+            for row in batch.to_pylist():
+                sent[row["body"]] = (pid, dict(row["properties"] or {}))
+    assert sent == {b"a": ("0", {"k": "v"}), b"b": ("1", {}), b"c": ("0", {}), b"d": ("1", {})}
