@@ -45,6 +45,13 @@ class StandaloneCluster:
     processes: list[subprocess.Popen] = field(default_factory=list)
 
     def status(self) -> dict:
+        """The master's state as JSON.
+
+        Raises ``OSError`` while nothing answers and ``ValueError`` while the answer is not JSON: the
+        master's Jetty starts before its handlers are attached, so for a moment the root page's HTML
+        answers ``/json/`` (seen on a loaded CI machine). Callers polling for readiness treat both as
+        "not yet".
+        """
         with urllib.request.urlopen(f"{self.master_ui}/json/", timeout=5) as resp:
             return json.load(resp)
 
@@ -109,15 +116,15 @@ def start_cluster(work_dir: Path, worker_cores: int = 1, worker_memory: str = "1
 
 
 def _answers(cluster: StandaloneCluster) -> bool:
+    """True once the master answers ``/json/`` with JSON and has become the ALIVE leader."""
     try:
-        cluster.status()
-        return True
-    except OSError:
+        return cluster.status().get("status") == "ALIVE"
+    except (OSError, ValueError):
         return False
 
 
 def _alive_workers(cluster: StandaloneCluster) -> int:
     try:
         return sum(1 for w in cluster.status().get("workers", []) if w.get("state") == "ALIVE")
-    except OSError:
+    except (OSError, ValueError):
         return 0
