@@ -23,7 +23,7 @@ same (warm) session: wall time outside any trigger (planning set-up, query start
 the first batch.
 
 Usage: ``.venv/bin/python bench/connector_latency.py [--rate 1000] [--partitions 4] [--seconds 40]
-[--reps 3] [--available-now 3]``
+[--reps 3] [--available-now 3] [--min-events-per-task N]``
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ def run_side(spark: Any, side: str, conn: str, args: argparse.Namespace, workdir
         df = (
             spark.readStream.format("eventhubs")
             .option("eventhubs.connectionString", conn)
+            .options(**_task_options(args))
             .load()
             .selectExpr("enqueuedTime AS timestamp", "sequenceNumber AS value", "body")
         )
@@ -180,6 +181,13 @@ def run_side(spark: Any, side: str, conn: str, args: argparse.Namespace, workdir
         "triggerExecution": median_duration("triggerExecution"),
         "load": (load_before + load_after) / 2,
     }
+
+
+def _task_options(args: argparse.Namespace) -> dict[str, str]:
+    """``eventhubs.minEventsPerTask`` when ``--min-events-per-task`` is given (else the default)."""
+    if args.min_events_per_task is None:
+        return {}
+    return {"eventhubs.minEventsPerTask": str(args.min_events_per_task)}
 
 
 def available_now_overhead(spark: Any, conn: str, workdir: Path, runs: int) -> list[dict[str, float]]:
@@ -273,6 +281,12 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--body", type=int, default=100, help="body bytes per event/row")
     parser.add_argument(
+        "--min-events-per-task",
+        type=int,
+        default=None,
+        help="eventhubs.minEventsPerTask of the eventhubs side (0: one task per partition)",
+    )
+    parser.add_argument(
         "--available-now", type=int, default=0, help="also time this many Trigger.AvailableNow runs"
     )
     args = parser.parse_args()
@@ -331,6 +345,7 @@ def main() -> None:
 
     print(
         f"\n{args.rate} events/s, {args.partitions} partitions, {args.body} B bodies, local[2], "
+        f"eventhubs.minEventsPerTask {_task_options(args).get('eventhubs.minEventsPerTask', 'default')}, "
         f"trigger 0 s, parquet sink, {args.reps} reps x {args.seconds:g} s measured "
         f"(+{args.warmup:g} s warm-up)\n"
     )

@@ -18,10 +18,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .hub_metadata import HubMetadata
-from .offsets import plan_ranges
 from .options import EventHubsOptions
 from .positions import EventPosition
-from .stream_reader import EventHubsPartition
+from .read_tasks import EventHubsReadTask, plan_tasks, read_task
 
 
 class EventHubsBatchReader(DataSourceReader):
@@ -50,18 +49,14 @@ class EventHubsBatchReader(DataSourceReader):
             hub.close()
 
     def partitions(self) -> list[InputPartition]:
-        """One task per non-empty partition range (more with ``minPartitions``)."""
+        """One task per non-empty partition range (more with ``minPartitions``), small ranges
+        sharing a task (``eventhubs.minEventsPerTask``)."""
         start, end = self.resolve_ranges()
-        ranges = plan_ranges(start, end, self.options.min_partitions)
-        return [EventHubsPartition(pid, lo, hi) for pid, lo, hi in ranges]
+        return list(plan_tasks(self.options, start, end))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """Executor: Arrow batches with exactly the range (nothing for Spark's empty dummy)."""
-        from .receiver_cache import read_range
-
-        if not isinstance(partition, EventHubsPartition):
+        """Executor: Arrow batches with exactly the task's ranges (nothing for Spark's empty dummy)."""
+        if not isinstance(partition, EventHubsReadTask):
             return iter(())
-        batches: Iterator[pa.RecordBatch] = read_range(
-            self.options, partition.partition_id, partition.from_seq, partition.until_seq
-        )
+        batches: Iterator[pa.RecordBatch] = read_task(self.options, partition)
         return batches

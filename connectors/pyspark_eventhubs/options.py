@@ -46,6 +46,7 @@ KNOWN_OPTIONS: dict[str, str] = {
     "eventhubs.operationTimeout": "ISO-8601 duration for management calls, default PT300S",
     "eventhubs.prefetchCount": "receiver prefetch (link credit), 1..4000, default 500",
     "eventhubs.useExclusiveReceiver": "epoch (exclusive) receivers, default false",
+    "eventhubs.minEventsPerTask": "small ranges share tasks of about this many events (0: off), default 2000",
     "eventhubs.useFastReceiver": "bulk reads straight into Arrow (false: the SDK receive loop), default true",
     "eventhubs.useAadAuth": "true to use Azure AD (azure-identity) instead of a SAS key",
     "eventhubs.fullyQualifiedNamespace": "AAD: namespace host, e.g. myns.servicebus.windows.net",
@@ -92,6 +93,8 @@ DEFAULT_EVENTS_PER_TRIGGER_PER_PARTITION = 1000
 # The Scala connector's eventhubs.maxRatePerPartition default, used for the partitions that
 # eventhubs.maxRatesPerPartition leaves out when only the map is given.
 DEFAULT_MAX_RATE_PER_PARTITION = 1000
+# Events a Spark task should read before another task is worth its cost (see offsets.pack_ranges).
+DEFAULT_MIN_EVENTS_PER_TASK = 2000
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ class EventHubsOptions:
     use_fast_receiver: bool = True
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
+    min_events_per_task: int = DEFAULT_MIN_EVENTS_PER_TASK
     use_aad_auth: bool = False
     tenant_id: str | None = None
     client_id: str | None = None
@@ -164,6 +168,11 @@ def _positive_int(options: Mapping[str, str], key: str, low: int = 1, high: int 
     if raw is None:
         return None
     return _int_value(option_name(key), raw, low, high)
+
+
+def _min_events_per_task(options: Mapping[str, str]) -> int:
+    value = _positive_int(options, "eventhubs.mineventspertask", low=0)
+    return DEFAULT_MIN_EVENTS_PER_TASK if value is None else value
 
 
 def _int_value(name: str, raw: object, low: int = 1, high: int | None = None) -> int:
@@ -347,6 +356,7 @@ def parse_options(raw: Mapping[str, str]) -> EventHubsOptions:
         use_fast_receiver=_bool(options, "eventhubs.usefastreceiver", True),
         fail_on_data_loss=_bool(options, "failondataloss", True),
         min_partitions=_positive_int(options, "minpartitions"),
+        min_events_per_task=_min_events_per_task(options),
         use_aad_auth=use_aad,
         tenant_id=options.get("eventhubs.tenantid"),
         client_id=options.get("eventhubs.clientid"),

@@ -9,16 +9,15 @@ event fails the query or moves the start up), applies ``eventhubs.maxRate(s)PerP
 admission control (``maxEventsPerTrigger``, default 1000 x partitions, split by backlog) and,
 under ``Trigger.AvailableNow``, never goes past the target recorded when the run started.
 
-Executor side: ``read()`` gets a pickled reader plus one :class:`EventHubsPartition` and reads
-exactly ``[from, until)`` of one partition (see ``receiver_cache.read_range``). All resumable
-state is in the offset dict, which is all Spark's checkpoint holds for a Python source.
+Executor side: ``read()`` gets a pickled reader plus one :class:`~.read_tasks.EventHubsReadTask`
+and reads exactly ``[from, until)`` of each of its partition ranges (see ``read_tasks.py``). All
+resumable state is in the offset dict, which is all Spark's checkpoint holds for a Python source.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -33,23 +32,12 @@ from pyspark.sql.streaming.datasource import (
 
 from .data_loss import DATA_LOSS_KEY, DataLossLedger
 from .hub_metadata import HubMetadata
-from .offsets import SeqMap, make_offset, offset_seqs, plan_ranges, split_limit
+from .offsets import SeqMap, make_offset, offset_seqs, split_limit
 from .options import DEFAULT_EVENTS_PER_TRIGGER_PER_PARTITION, EventHubsOptions
 from .positions import PartitionBounds
+from .read_tasks import EventHubsReadTask, plan_tasks, read_task
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class EventHubsPartition(InputPartition):
-    """One Spark task: events ``[from_seq, until_seq)`` of Event Hubs partition ``partition_id``."""
-
-    partition_id: str
-    from_seq: int
-    until_seq: int
-
-    def __post_init__(self) -> None:
-        self.value = None
 
 
 class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -176,7 +164,8 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return report
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        """One task per partition range (more with ``minPartitions``).
+        """The batch's tasks: one per partition range (more with ``minPartitions``), small ranges
+        sharing a task (``eventhubs.minEventsPerTask``; see ``read_tasks.plan_tasks``).
 
         Called right after ``latestOffset`` with its start, or — for a batch planned before a
         restart — alone: then the retained ranges are read again and data loss decided here.
@@ -193,19 +182,12 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     begin[pid] = min(self._bounds[pid].earliest if pid in self._bounds else 0, until[pid])
             begin = self._data_loss.clamp(begin, self._earliest(), until)
         exclusive = self.options.use_exclusive_receiver
-        return [
-            EventHubsPartition(pid, lo, hi)
-            for pid, lo, hi in plan_ranges(
-                begin, until, self.options.min_partitions, max_pieces=1 if exclusive else None
-            )
-        ]
+        return list(plan_tasks(self.options, begin, until, max_pieces=1 if exclusive else None))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Executor: Arrow batches with exactly the partition's range, or an error."""
-        from .receiver_cache import read_range
-
-        assert isinstance(partition, EventHubsPartition)
-        return read_range(self.options, partition.partition_id, partition.from_seq, partition.until_seq)
+        """Executor: Arrow batches with exactly the task's ranges, or an error."""
+        assert isinstance(partition, EventHubsReadTask)
+        return read_task(self.options, partition)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: Spark's checkpoint is the only record of progress."""

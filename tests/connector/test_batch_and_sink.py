@@ -213,6 +213,22 @@ def test_min_partitions_splits_ranges_without_gaps_or_duplicates(eh_spark: Any, 
     )
 
 
+@pytest.mark.parametrize(("min_events_per_task", "tasks"), [(None, 1), ("0", 3), ("30", 2)])
+def test_small_ranges_share_tasks_and_every_event_is_read_once(
+    eh_spark: Any, hub: Hub, min_events_per_task: str | None, tasks: int
+) -> None:
+    """Default: 3 small ranges are one task; 0: one task per range; 30: tasks of about 30 events."""
+    sent = hub.send_per_partition({"0": 25, "1": 9, "2": 0, "3": 17})
+    extra = {} if min_events_per_task is None else {"eventhubs.minEventsPerTask": min_events_per_task}
+    df = eh_spark.read.format("eventhubs").options(**hub.options(**extra)).load()
+    assert df.rdd.getNumPartitions() == tasks
+    rows = df.select("partition", "sequenceNumber", "body").collect()
+    assert sorted(bytes(r.body).decode() for r in rows) == sorted(sent)
+    assert sorted((r.partition, r.sequenceNumber) for r in rows) == sorted(
+        [("0", i) for i in range(25)] + [("1", i) for i in range(9)] + [("3", i) for i in range(17)]
+    )
+
+
 def test_exclusive_receivers_read_the_same_events(eh_spark: Any, hub: Hub) -> None:
     sent = hub.send_per_partition({"2": 12})
     rows = (

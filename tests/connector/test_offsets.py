@@ -11,6 +11,7 @@ import pytest
 from pyspark_eventhubs.offsets import (
     make_offset,
     offset_seqs,
+    pack_ranges,
     plan_ranges,
     sorted_partitions,
     split_limit,
@@ -96,3 +97,40 @@ def test_exclusive_receivers_never_split_a_partition() -> None:
 
 def test_partitions_sort_numerically() -> None:
     assert sorted_partitions(["10", "2", "0"]) == ["0", "2", "10"]
+
+
+def _assert_each_range_once(tasks: list, ranges: list) -> None:
+    flat = [r for task in tasks for r in task]
+    assert sorted(flat) == sorted(ranges)
+    assert all(task for task in tasks)
+    for task in tasks:  # a task keeps the batch's order of its ranges
+        assert task == [r for r in ranges if r in task]
+
+
+def test_small_ranges_share_a_task_and_large_ones_keep_their_own() -> None:
+    small = [("0", 0, 140), ("1", 10, 150), ("2", 0, 130), ("3", 5, 145)]
+    assert pack_ranges(small, 2000) == [small]
+    # 4 x 1000 events with tasks of about 2000: two tasks of two ranges each.
+    medium = [(str(p), 0, 1000) for p in range(4)]
+    tasks = pack_ranges(medium, 2000)
+    _assert_each_range_once(tasks, medium)
+    assert sorted(sum(hi - lo for _, lo, hi in task) for task in tasks) == [2000, 2000]
+    large = [(str(p), 0, 5000) for p in range(4)]
+    assert pack_ranges(large, 2000) == [[r] for r in large]
+
+
+def test_packed_tasks_are_near_equal_largest_range_first() -> None:
+    ranges = [("0", 0, 900), ("1", 0, 100), ("2", 0, 800), ("3", 0, 300), ("4", 0, 100)]
+    tasks = pack_ranges(ranges, 1100)  # 2200 events: 2 tasks
+    _assert_each_range_once(tasks, ranges)
+    assert sorted(sum(hi - lo for _, lo, hi in task) for task in tasks) == [1100, 1100]
+
+
+def test_packing_off_and_min_partitions_keep_their_task_counts() -> None:
+    ranges = [(str(p), 0, 10) for p in range(6)]
+    assert pack_ranges(ranges, 0) == [[r] for r in ranges]
+    tasks = pack_ranges(ranges, 2000, min_tasks=4)
+    _assert_each_range_once(tasks, ranges)
+    assert len(tasks) == 4
+    assert pack_ranges(ranges, 2000, min_tasks=9) == [[r] for r in ranges]
+    assert pack_ranges([], 2000) == []

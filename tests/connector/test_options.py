@@ -46,6 +46,13 @@ def test_keys_are_case_insensitive_and_aliases_work() -> None:
     assert opts.receiver_timeout == 90 and opts.operation_timeout == 120
     assert opts.prefetch_count == 4000
     assert opts.min_partitions == 8
+    assert opts.min_events_per_task == 2000  # default
+    assert (
+        parse_options(
+            {"eventhubs.connectionString": CONN, "eventhubs.mineventspertask": "0"}
+        ).min_events_per_task
+        == 0
+    )
 
 
 def test_name_option_fills_missing_entity_path() -> None:
@@ -74,6 +81,8 @@ def test_name_option_fills_missing_entity_path() -> None:
         ("eventhubs.maxRatesPerPartition", '{"x": 5}', "eventhubs.maxRatesPerPartition"),
         ("eventhubs.maxRatesPerPartition", "[1]", "eventhubs.maxRatesPerPartition"),
         ("minPartitions", "-1", "minPartitions"),
+        ("eventhubs.minEventsPerTask", "-5", "eventhubs.minEventsPerTask"),
+        ("EventHubs.MinEventsPerTask", "many", "eventhubs.minEventsPerTask"),
         ("eventhubs.bogus", "1", "eventhubs.bogus"),
         ("eventhubs.aadAuthCallback", "com.x.Cb", "eventhubs.aadAuthCallback"),
     ],
