@@ -108,7 +108,7 @@ def job_snapshot(
         except Exception as exc:
             errors.append(f"cannot read a Delta table's log: {redact(str(exc))}")
     try:
-        _fill_status(snapshot, job, paths.status_dir, samples, now)
+        _fill_status(snapshot, job, paths.status_dir, samples, now, report)
     except Exception as exc:
         errors.append(f"cannot read the status folder: {redact(str(exc))}")
     if with_history:
@@ -142,9 +142,21 @@ def _fill_delta_tables(snapshot: dict[str, Any], paths: Any, report: Any) -> Non
 
 
 def _fill_status(
-    snapshot: dict[str, Any], job: Any, status_dir: str, samples: ProgressSamples, now: datetime
+    snapshot: dict[str, Any],
+    job: Any,
+    status_dir: str,
+    samples: ProgressSamples,
+    now: datetime,
+    report: Any = None,
 ) -> None:
-    from hubflow_jobs.status_folder import DRIVER_LOG_FILE, StatusFolder
+    """State, liveness, last batch and lag from the status folder (and the checkpoint's report).
+
+    A run that has not planned a batch yet (a restart that found nothing new) has no progress of
+    its own: its last batch is then the checkpoint's last committed one. Spark reports a trigger
+    that found no new input as idle (``onQueryIdle``), not as progress, so a live ``idle`` job with
+    no batch in flight has read everything its sources hold: its lag is 0.
+    """
+    from hubflow_jobs.status_folder import DRIVER_LOG_FILE, JobState, StatusFolder, parse_state
 
     folder = StatusFolder(status_dir)
     snapshot["driver_log"] = folder.exists(DRIVER_LOG_FILE)
@@ -174,6 +186,21 @@ def _fill_status(
     )
     if progress:
         snapshot["last_batch"] = {key: progress.get(key) for key in _LAST_BATCH_KEYS}
+    elif report is not None and report.latest_commit_batch_id is not None:
+        snapshot["last_batch"] = committed_batch(report)
+    in_flight = report is not None and report.latest_offsets_batch_id != report.latest_commit_batch_id
+    if live.alive and parse_state(status.get("state")) == JobState.IDLE and not in_flight:
+        snapshot["lag"] = 0
+
+
+def committed_batch(report: Any) -> dict[str, Any]:
+    """``last_batch`` from a checkpoint report: the last committed batch's id and commit time (the
+    checkpoint does not record rows or rates)."""
+    batch: dict[str, Any] = dict.fromkeys(_LAST_BATCH_KEYS)
+    batch["batch_id"] = report.latest_commit_batch_id
+    if report.latest_commit_time is not None:
+        batch["timestamp"] = report.latest_commit_time.isoformat()
+    return batch
 
 
 def data_loss_lines(data_loss: Any) -> list[str] | None:

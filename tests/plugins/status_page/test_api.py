@@ -252,3 +252,40 @@ def test_data_loss_in_status_json_is_listed_under_the_job(status_world: StatusWo
         assert f"<li>{line}" in html
     finally:
         folder.remove(STATUS_FILE)
+
+
+def test_a_restarted_idle_run_shows_the_checkpoints_last_batch_and_no_lag(status_world: StatusWorld) -> None:
+    """A run that found nothing new plans no batch: Spark reports it idle (``onQueryIdle``), not as
+    progress. The page shows the checkpoint's last committed batch and lag 0, unless a batch is in
+    flight; a run that is not idle gets no lag it cannot know."""
+    from hubflow_jobs.status_folder import STATUS_FILE, JobState, JobStatus, StatusFolder
+    from hubflow_plugins.core.registry import load_registry
+
+    paths = load_registry(status_world.registry).job("events_plain").paths
+    folder = StatusFolder(paths.status_dir)
+    saved = Path(folder.path(STATUS_FILE)).read_text()
+    last_committed = status_world.progress["events_plain"][-1]["batchId"]
+    offsets = Path(paths.checkpoint_location) / "offsets"
+    client = client_for(status_world)
+    try:
+        run = JobStatus(folder, "events_plain")  # a new run: this process is its driver
+        run.update(state=JobState.RUNNING)
+        job = client.get("/hubflow/api/jobs/events_plain").json()
+        assert job["alive"] is True and job["state"] == "running"
+        assert job["last_batch"]["batch_id"] == last_committed and job["last_batch"]["num_input_rows"] is None
+        assert job["last_batch"]["timestamp"] is not None
+        assert job["lag"] is None
+
+        run.update(state=JobState.IDLE)
+        job = client.get("/hubflow/api/jobs/events_plain").json()
+        assert job["state"] == "idle" and job["lag"] == 0
+        html = client.get("/hubflow/").text
+        assert f"#{last_committed}" in html
+
+        # A batch planned and not committed yet: idle is stale, the lag is not known.
+        (offsets / str(last_committed + 1)).write_text((offsets / str(last_committed)).read_text())
+        job = client.get("/hubflow/api/jobs/events_plain").json()
+        assert job["verdict"] == "batch-in-flight" and job["lag"] is None
+    finally:
+        (offsets / str(last_committed + 1)).unlink(missing_ok=True)
+        Path(folder.path(STATUS_FILE)).write_text(saved)

@@ -113,7 +113,7 @@
     }
     setCell(row, 4, job.heartbeat_age_seconds === null ? "–" : Math.round(job.heartbeat_age_seconds) + " s ago");
     setCell(row, 5, batch ? "#" + batch.batch_id : "–");
-    setCell(row, 6, batch ? String(batch.num_input_rows) : "–");
+    setCell(row, 6, batch ? shown(batch.num_input_rows) : "–");
     setCell(row, 7, batch && batch.input_rows_per_second !== null ? batch.input_rows_per_second.toFixed(1) : "–");
     setCell(row, 8, job.lag === null ? "–" : String(job.lag));
   }
