@@ -130,9 +130,10 @@ def main() -> int:
                 entry = backfill.setdefault(row[WINDOW_COLUMN], {"ids": [], "raw": []})
                 entry[key].append(row.order_id if key == "ids" else row.raw_record)
     else:  # Delta: a backfill replaces the interval's rows in the job's own tables
-        for table, key in ((orders, "ids"), (quarantine, "raw")):
+        # Lake rows name their file in ``_source_file``, quarantine rows in ``source_file``.
+        for table, key, column in ((orders, "ids", "_source_file"), (quarantine, "raw", "source_file")):
             for row in table.collect() if table is not None else []:
-                entry = backfill.setdefault(interval_label(row._source_file), {"ids": [], "raw": []})
+                entry = backfill.setdefault(interval_label(row[column]), {"ids": [], "raw": []})
                 entry[key].append(row.order_id if key == "ids" else row.raw_record)
     report["backfill"] = {
         window: {k: sorted(v) for k, v in entry.items()} for window, entry in backfill.items()
