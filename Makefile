@@ -24,7 +24,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 
 # The default run: everything but the slow soaks and the stack proof (≈40 min on 2 cores; with the
-# proof's ≈25 min it would not fit the suite's 45-minute budget: `make stack-test` runs it, so does
+# proof's ≈15 min it would not fit the suite's 45-minute budget: `make stack-test` runs it, so does
 # `make test-all`). The 30 slowest tests are listed at the end, for keeping within that budget.
 test: test-tools lint
 	$(VENV)/bin/pytest -m "not slow and not stack" --durations=30 $(PYTEST_ARGS)
