@@ -188,8 +188,10 @@ def _int_value(name: str, raw: object, low: int = 1, high: int | None = None) ->
     return value
 
 
-def parse_duration(key: str, raw: str) -> float:
-    """Seconds of an ISO-8601 duration such as ``PT60S`` or ``PT1M30S`` (the Scala format)."""
+def parse_iso_duration_option(key: str, raw: str) -> float:
+    """Seconds of an ISO-8601 duration option such as ``PT60S`` or ``PT1M30S``: the Scala connector's
+    option format, kept for compatibility; hubflow's own config durations ("30 s", "2 min") are
+    ``hubflow_jobs.durations.parse_duration``."""
     try:
         value = isodate.parse_duration(str(raw).strip())
     except (isodate.ISO8601Error, ValueError):
@@ -316,10 +318,12 @@ def parse_options(raw: Mapping[str, str]) -> EventHubsOptions:
 
     receiver_timeout = DEFAULT_RECEIVER_TIMEOUT.total_seconds()
     if "eventhubs.receivertimeout" in options:
-        receiver_timeout = parse_duration("eventhubs.receiverTimeout", options["eventhubs.receivertimeout"])
+        receiver_timeout = parse_iso_duration_option(
+            "eventhubs.receiverTimeout", options["eventhubs.receivertimeout"]
+        )
     operation_timeout = DEFAULT_OPERATION_TIMEOUT.total_seconds()
     if "eventhubs.operationtimeout" in options:
-        operation_timeout = parse_duration(
+        operation_timeout = parse_iso_duration_option(
             "eventhubs.operationTimeout", options["eventhubs.operationtimeout"]
         )
     if receiver_timeout > operation_timeout:
