@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pyspark_eventhubs.errors import EventHubsOptionError
-from pyspark_eventhubs.options import parse_duration, parse_options
+from pyspark_eventhubs.options import parse_iso_duration_option, parse_options
 
 CONN = (
     "Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=Root;"
@@ -187,7 +187,7 @@ def test_ignored_scala_options_are_accepted() -> None:
 
 
 def test_durations() -> None:
-    assert parse_duration("k", "PT0.5S") == 0.5
-    assert parse_duration("k", "P1DT1S") == 86401
+    assert parse_iso_duration_option("k", "PT0.5S") == 0.5
+    assert parse_iso_duration_option("k", "P1DT1S") == 86401
     with pytest.raises(EventHubsOptionError, match="'k'"):
-        parse_duration("k", "PT0S")
+        parse_iso_duration_option("k", "PT0S")
