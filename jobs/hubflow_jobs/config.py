@@ -101,6 +101,9 @@ class RuntimeConfig(StrictModel):
     lease_fence_after: str = "40 seconds"
     #: On a cluster, how long a starting job may wait for its first executor before it fails.
     executor_wait: str = "5 minutes"
+    #: How many times a run starts its query when Spark's Python worker for the source did not
+    #: connect back in time (:mod:`hubflow_jobs.query_start`); 1 = never again.
+    start_attempts: int = Field(default=3, ge=1, le=10)
 
     #: Keys of earlier versions: what to write instead.
     RENAMED: ClassVar[dict[str, str]] = {

@@ -99,6 +99,16 @@ class StatusListener(StreamingQueryListener):
         self.status = status
         self._written = threading.Condition()
         self._last_batch_id = -1
+        self._forgotten_runs: set[str] = set()
+
+    def forget_run(self, run_id: object) -> None:
+        """Ignore the events of query run ``run_id`` from now on: the runner starts the query
+        again (:mod:`hubflow_jobs.query_start`), and a late event of the failed start must not
+        mark the new one failed."""
+        self._forgotten_runs.add(str(run_id))
+
+    def _forgotten(self, run_id: object) -> bool:
+        return str(run_id) in self._forgotten_runs
 
     def wait_for_batch(self, batch_id: int, timeout: float) -> bool:
         """Wait until the progress of micro-batch ``batch_id`` (or a later one) has been written.
@@ -112,6 +122,8 @@ class StatusListener(StreamingQueryListener):
             return self._written.wait_for(lambda: self._last_batch_id >= batch_id, timeout)
 
     def onQueryStarted(self, event: Any) -> None:
+        if self._forgotten(event.runId):
+            return
         self._safely(
             lambda: self.status.update(
                 state=JobState.RUNNING, query_id=str(event.id), run_id=str(event.runId)
@@ -120,6 +132,8 @@ class StatusListener(StreamingQueryListener):
 
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
+        if self._forgotten(progress.runId):
+            return
         # Spark also reports progress for triggers that found no data: that is an idle job.
         state = JobState.RUNNING if progress.numInputRows else JobState.IDLE
         summary = summarize_progress(progress)
@@ -135,9 +149,13 @@ class StatusListener(StreamingQueryListener):
             self._written.notify_all()
 
     def onQueryIdle(self, event: Any) -> None:
+        if self._forgotten(event.runId):
+            return
         self._safely(lambda: self.status.update(state=JobState.IDLE))
 
     def onQueryTerminated(self, event: Any) -> None:
+        if self._forgotten(event.runId):
+            return
         if event.exception:
             self._safely(lambda: self.status.update(state=JobState.FAILED, exception=str(event.exception)))
         else:

@@ -84,6 +84,10 @@ class QueryGroup:
         return self.main.id
 
     @property
+    def runId(self) -> Any:
+        return self.main.runId
+
+    @property
     def name(self) -> Any:
         return self.main.name
 

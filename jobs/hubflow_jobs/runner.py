@@ -29,6 +29,7 @@ from .config import ConfigError, JobConfig, load_config
 from .executors import NoExecutorsError
 from .listener import StatusListener
 from .query_group import last_batch_id, stop_after_batch
+from .query_start import WorkerStartTimedOut, check_worker_start, start_attempts
 from .session import build_session
 from .status_folder import HOLD_MARKER, JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
 from .stop import SignalHandlers, StopRequest, install_jvm_sigterm_handler, restore_jvm_sigterm_handler
@@ -191,18 +192,61 @@ def run_job(
     spark.streams.addListener(listener)
     try:
         try:
-            query = start_query(spark, config, status)
-        except Exception as exc:
-            log.exception("job %s: starting the query failed", config.name)
+            query = _start_and_supervise(spark, config, start_query, stop, status, watchdog, listener)
+        except _QueryNotStarted as failed:
+            exc = failed.__cause__
             status.update(state=JobState.FAILED, exception=f"{type(exc).__name__}: {exc}")
             return EXIT_FAILED, f"job {config.name} failed to start its query: {one_line(exc)}"
-        log.info("job %s started query %s (checkpoint %s)", config.name, query.id, config.checkpoint_location)
-        _supervise(query, config, status, stop, watchdog)
         return _finish(query, config, status, stop, watchdog, listener)
     finally:
         spark.streams.removeListener(listener)
         if own_watchdog:
             watchdog.close()
+
+
+class _QueryNotStarted(Exception):
+    """``start_query`` raised (its error is the ``__cause__``); never retried."""
+
+
+def _start_and_supervise(
+    spark: Any,
+    config: ConfigT,
+    start_query: StartQuery,
+    stop: StopRequest,
+    status: JobStatus,
+    watchdog: Watchdog,
+    listener: StatusListener,
+) -> Any:
+    """Start the query and supervise it until it ends or a stop is requested; return the query.
+
+    A query that failed because Spark's Python worker for its source did not connect back in time
+    is started again (:mod:`hubflow_jobs.query_start`); the last attempt's query is returned, and
+    :func:`_finish` reports how it ended.
+    """
+
+    def prepare_retry(failed: Any, attempt: int) -> None:
+        listener.forget_run(failed.runId)
+        status.restart_query(attempt, one_line(failed.exception()))
+
+    query = None
+    try:
+        for attempt in start_attempts(config.name, config.runtime.start_attempts, stop, prepare_retry):
+            with attempt:
+                if query is not None and stop.requested:
+                    return query  # asked to stop during the pause: not started again
+                try:
+                    query = start_query(spark, config, status)
+                except Exception as exc:
+                    log.exception("job %s: starting the query failed", config.name)
+                    raise _QueryNotStarted() from exc
+                checkpoint = config.checkpoint_location
+                log.info("job %s started query %s (checkpoint %s)", config.name, query.id, checkpoint)
+                _supervise(query, config, status, stop, watchdog)
+                if watchdog.fenced is None:
+                    check_worker_start(query)
+    except WorkerStartTimedOut as last:
+        return last.query  # no attempt left, or a stop was requested: _finish reports the failure
+    return query
 
 
 def clear_leftover_requests(folder: StatusFolder) -> list[str]:

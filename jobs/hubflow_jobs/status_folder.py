@@ -459,6 +459,21 @@ class JobStatus:
             self._doc["heartbeat"] = utc_now()
             self.folder.write_json(STATUS_FILE, self._doc)
 
+    def restart_query(self, attempt: int, failure: str) -> None:
+        """Another attempt of this run to start its query (:mod:`hubflow_jobs.query_start`): the
+        state goes back to ``starting``, the one move backwards a run makes, with the attempt's
+        number and why the last start failed (``start_attempt``, ``start_failure``)."""
+        with self._lock:
+            self._doc.update(
+                state=JobState.STARTING.value,
+                exception=None,
+                query_terminated_at=None,
+                start_attempt=attempt,
+                start_failure=failure,
+                heartbeat=utc_now(),
+            )
+            self.folder.write_json(STATUS_FILE, self._doc)
+
     def add_input_rows(self, rows: int, **fields: Any) -> None:
         """Count ``rows`` more rows read by this run and apply ``fields`` (see :meth:`update`)."""
         with self._lock:

@@ -38,6 +38,10 @@ class StopRequest:
         """Whether a stop was asked for."""
         return self._event.is_set()
 
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, less if a stop is asked for meanwhile; whether one was."""
+        return self._event.wait(seconds)
+
 
 class SignalHandlers:
     """Python SIGTERM/SIGINT handlers that set a :class:`StopRequest`; restores the old ones on exit."""
