@@ -19,6 +19,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# The tests' Spark JVMs live seconds to minutes and process little data: with the C1 compiler alone
+# (no C2) a driver starts on half the CPU, which on 2 shared cores is most of the suite's time.
+# Drivers (spark-submit, PySpark's gateway) read SPARK_SUBMIT_OPTS and pass the executor option on
+# (a ``spark.*`` system property is Spark conf); the standalone master and worker read
+# SPARK_DAEMON_JAVA_OPTS. Test tuning only: the jobs' own settings are untouched.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault(
+    "SPARK_SUBMIT_OPTS", f"{TEST_JVM_OPTIONS} -Dspark.executor.defaultJavaOptions={TEST_JVM_OPTIONS}"
+)
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTIONS)
 
 from tests.support.airflow_db import AirflowHome, create_airflow_home, remove_airflow_home  # noqa: E402
 from tests.support.azurite import Azurite, azurite_problem, start_azurite  # noqa: E402
@@ -101,12 +111,23 @@ def blob_access(azurite: Azurite) -> Iterator:
 
 @pytest.hookimpl(trylast=True)  # after `-m` deselection: a deselected proof builds nothing
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The docker-compose stack proof runs last, and its images start building now, in the background,
-    so the minutes of building overlap the rest of the suite (tests/support/compose_stack.py)."""
+    """Where the docker-compose stack proof runs, so its minutes of building and waiting overlap the rest.
+
+    - In a pytest-xdist worker (``make test`` runs ``-n 2 --dist loadfile --no-loadscope-reorder``) the
+      proof's file is the first unit of work: one worker spends the proof's waits on it (its
+      ``scripts/stack.sh up`` makes any missing image) while the other runs the rest of the suite,
+      and then joins in.
+    - In a single process (``make stack-test``, ``make test-all``) the proof runs last and its images
+      start building now, in the background (tests/support/compose_stack.py).
+    """
     stack = [item for item in items if item.get_closest_marker("stack")]
     if not stack:
         return
-    items[:] = [item for item in items if not item.get_closest_marker("stack")] + stack
+    rest = [item for item in items if not item.get_closest_marker("stack")]
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker collects the same order
+        items[:] = stack + rest
+        return
+    items[:] = rest + stack
     from tests.support.compose_stack import start_image_build
 
     start_image_build()
