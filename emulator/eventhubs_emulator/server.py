@@ -381,3 +381,25 @@ class Emulator:
     def connection_count(self) -> int:
         """Open client connections."""
         return self._call(lambda: len(self._server.connections))
+
+    def consumer_count(self, hub: str, partition: str) -> int:
+        """Receivers attached to one partition, their starting position already resolved.
+
+        A client learns of its own attach only when the first event arrives; tests that start a
+        receiver at ``@latest`` wait on this before they send.
+        """
+        return self._call(lambda: self._consumer_count(hub, str(partition)))
+
+    def _consumer_count(self, hub: str, partition: str) -> int:
+        return sum(
+            1
+            for conn in self._server.connections
+            for session in conn.sessions.values()
+            for link in session.links.values()
+            if link.kind == "consumer"
+            and not link.closed
+            and link.log is not None
+            and link.hub is not None
+            and link.hub.name.lower() == hub.lower()
+            and link.partition_id == partition
+        )

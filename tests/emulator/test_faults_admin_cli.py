@@ -21,6 +21,7 @@ from azure.eventhub.exceptions import EventHubError
 from eventhubs_emulator import frames
 from eventhubs_emulator.codec import Symbol
 from tests.support.emulator import start_test_emulator
+from tests.support.processes import wait_until
 
 from .conftest import receive, send
 
@@ -96,7 +97,7 @@ def test_delay_deliveries_holds_events_back(emulator):
     conn = emulator.connection_string("hub1")
     receiver = Receiver(conn, starting_position="@latest")
     try:
-        time.sleep(2)  # the receiver is attached
+        wait_until(lambda: emulator.consumer_count("hub1", "0") == 1, 60, "the receiver to attach")
         emulator.faults.delay_deliveries(1.5)
         sent = time.monotonic()
         send(conn, ["late"], partition_id="0")
