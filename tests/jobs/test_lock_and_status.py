@@ -214,7 +214,8 @@ def test_a_lease_from_another_host_is_taken_only_after_it_stays_unchanged_for_it
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = StatusFolder(str(tmp_path / "job_a"))
-    timing = LeaseTiming(duration=1.5, refresh_interval=0.2, fence_after=1.0)
+    # The holder renews every 0.2 s; 5 s of lease leave a loaded machine room to show it alive.
+    timing = LeaseTiming(duration=5.0, refresh_interval=0.2, fence_after=3.0)
     monkeypatch.setattr(contract, "this_host", lambda: "host-a")
     holder = Lease(folder, "job_a", timing)
     holder.acquire()
