@@ -77,7 +77,7 @@ def _conflicting_replace(monkeypatch: pytest.MonkeyPatch, gate: Path, attempts: 
 
     def replace(frame: Any, path: str, *args: Any) -> int:
         # One task waits; local[2]'s other slot stays free for the stream's batch.
-        waiting = frame.coalesce(1).where(F.udf(wait_for_go, "boolean")(F.col("partition")))
+        waiting = frame.coalesce(1).where(F.udf(wait_for_go, "boolean", useArrow=False)(F.col("partition")))
         made = real(waiting, path, *args)
         attempts.append(made)
         return made
