@@ -390,14 +390,28 @@ def run(keep_running: bool) -> int:
     (data / "airflow").mkdir(parents=True, exist_ok=True)
     airflow(env, "db", "migrate")
     airflow(env, "dags", "reserialize")
+    sys.path.insert(0, str(REPO / "plugins"))
+    from hubflow_plugins.core.airflow_readiness import RUNS_DAGS, AirflowNotReady, wait_until_ready
+
+    started = datetime.now(UTC)
     standalone = start("airflow", [str(BIN / "airflow"), "standalone"], env)
     ui = f"http://127.0.0.1:{api_port}"
-    wait_for(
-        lambda: urllib.request.urlopen(f"{ui}/api/v2/monitor/health", timeout=2).status == 200,
-        900,
-        "the Airflow API server",
-        standalone,
-    )
+    # Triggered only once the API server, scheduler and DAG processor are all up: a task queued
+    # before the API server listens fails ("Connection refused").
+    try:
+        wait_until_ready(
+            ui,
+            RUNS_DAGS,
+            since=started,
+            timeout=900,
+            still_starting=lambda: (
+                None
+                if standalone.poll() is None
+                else f"`airflow standalone` exited with code {standalone.returncode}"
+            ),
+        )
+    except AirflowNotReady as exc:
+        raise SystemExit(f"demo: {exc}; logs in {DEMO / 'logs'}") from None
 
     dag_ids = ["landing_orders__available_now"] + (
         ["telemetry_bronze__available_now"] if with_eventhubs else []

@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +70,15 @@ def run_airflow(env: dict[str, str], *args: str, timeout: float = 600) -> subpro
 
 
 def start_airflow_services(env: dict[str, str], log_dir: Path) -> tuple[list, dict[str, str]]:
-    """Start a real api-server, scheduler and dag-processor (LocalExecutor) for ``env``.
+    """Start a real api-server, scheduler and dag-processor (LocalExecutor) for ``env``, and return
+    once all three are ready (``hubflow_plugins.core.airflow_readiness``): only then may a test
+    unpause or trigger a DAG, or its tasks meet an API server that is not listening yet.
 
     Returns the processes (stop them with ``tests.support.processes.stop_process``) and the
     environment pointing the workers at this api-server.
     """
-    import urllib.request
-
-    from tests.support.processes import free_port, start_background, wait_until
+    from hubflow_plugins.core.airflow_readiness import RUNS_DAGS, wait_until_ready
+    from tests.support.processes import free_port, start_background
 
     port = free_port()
     env = dict(env)
@@ -92,46 +95,69 @@ def start_airflow_services(env: dict[str, str], log_dir: Path) -> tuple[list, di
         }
     )
     log_dir.mkdir(parents=True, exist_ok=True)
-    processes = [
-        start_background([AIRFLOW, "api-server", "--port", str(port)], log_dir / "api-server.log", env),
-        start_background([AIRFLOW, "scheduler"], log_dir / "scheduler.log", env),
-        start_background([AIRFLOW, "dag-processor"], log_dir / "dag-processor.log", env),
-    ]
+    started = datetime.now(UTC)
+    commands = {
+        "api-server": [AIRFLOW, "api-server", "--port", str(port)],
+        "scheduler": [AIRFLOW, "scheduler"],
+        "dag-processor": [AIRFLOW, "dag-processor"],
+    }
+    processes = {name: start_background(cmd, log_dir / f"{name}.log", env) for name, cmd in commands.items()}
 
-    def healthy() -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=2) as resp:
-                return resp.status == 200
-        except OSError:
-            return False
+    def exited() -> str | None:
+        for name, process in processes.items():
+            if process.poll() is not None:
+                log = (log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+                return f"airflow {name} exited with code {process.returncode}:\n{log}"
+        return None
 
-    wait_until(healthy, 180, "the Airflow api-server")
-    return processes, env
+    try:
+        wait_until_ready(
+            f"http://127.0.0.1:{port}", RUNS_DAGS, since=started, timeout=300, still_starting=exited
+        )
+    except BaseException:
+        from tests.support.processes import stop_process
+
+        for process in processes.values():
+            stop_process(process)
+        raise
+    return list(processes.values()), env
 
 
-def dag_runs(env: dict[str, str], dag_id: str) -> list[dict[str, Any]]:
-    """The DAG's runs as ``airflow dags list-runs -o json`` lists them."""
-    result = run_airflow(env, "dags", "list-runs", dag_id, "-o", "json")
-    for line in reversed(result.stdout.splitlines()):
-        if line.startswith("[{") or line.strip() == "[]":
-            return json.loads(line)
-    return []
+@dataclass(frozen=True)
+class RunSnapshot:
+    """One DAG run and the states of its tasks, as one query saw them together."""
+
+    run_id: str
+    run_type: str
+    state: str
+    end_date: datetime | None
+    tasks: dict[str, str | None]
 
 
-def task_states(airflow_home: Any, dag_id: str) -> dict[str, dict[str, str]]:
-    """run id -> task id -> state of the DAG's task instances, read from the metadata database."""
+def run_snapshot(airflow_home: Any, dag_id: str) -> list[RunSnapshot]:
+    """The DAG's runs with their task states, read from the metadata DB in one statement.
+
+    One statement sees one moment: a run and its tasks never come from two different moments (a run
+    read as ``success`` beside tasks read earlier, while they were still ``running``).
+    """
     import sqlalchemy
 
     engine = sqlalchemy.create_engine(airflow_home.sql_alchemy_conn)
     try:
         with engine.connect() as connection:
             rows = connection.execute(
-                sqlalchemy.text("SELECT run_id, task_id, state FROM task_instance WHERE dag_id = :dag"),
+                sqlalchemy.text(
+                    "SELECT r.run_id, r.run_type, r.state, r.end_date, t.task_id, t.state "
+                    "FROM dag_run r LEFT JOIN task_instance t ON t.dag_id = r.dag_id AND t.run_id = r.run_id "
+                    "WHERE r.dag_id = :dag ORDER BY r.run_id"
+                ),
                 {"dag": dag_id},
             ).all()
     finally:
         engine.dispose()
-    states: dict[str, dict[str, str]] = {}
-    for run_id, task_id, state in rows:
-        states.setdefault(run_id, {})[task_id] = state
-    return states
+    runs: dict[str, RunSnapshot] = {}
+    for run_id, run_type, state, end_date, task_id, task_state in rows:
+        run = runs.setdefault(run_id, RunSnapshot(run_id, str(run_type), str(state), end_date, {}))
+        if task_id is not None:
+            run.tasks[task_id] = task_state
+    return list(runs.values())

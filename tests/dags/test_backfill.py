@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests.dags.helpers import (
+    RunSnapshot,
     airflow_env,
-    dag_runs,
     run_airflow,
+    run_snapshot,
     start_airflow_services,
-    task_states,
     write_registry,
 )
 from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config
@@ -78,11 +78,13 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
         env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
         # The scheduler starts no run of a paused DAG, backfill runs included. Once unpaused it also
         # runs the newest finished interval as of the DAG's serialization, and a backfill skips dates
-        # that have a run: serialize and unpause only when that interval lies after the two.
+        # that have a run: serialize and unpause only when that interval lies after the two. The
+        # services are ready (API server, scheduler, DAG processor) before the DAG is unpaused, so no
+        # task is queued while its API server does not answer yet.
         _sleep_until(first + timedelta(seconds=3 * INTERVAL + 1))
         assert run_airflow(env, "dags", "reserialize").returncode == 0
-        assert run_airflow(env, "dags", "unpause", DAG_ID).returncode == 0
         processes, env = start_airflow_services(env, tmp_path / "airflow-logs")
+        assert run_airflow(env, "dags", "unpause", DAG_ID).returncode == 0
 
         def backfill(last: datetime, *extra: str) -> None:
             args = ["backfill", "create", "--dag-id", DAG_ID, "--from-date", first.isoformat()]
@@ -96,14 +98,18 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
                 time.sleep(3)
             assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
 
-        def runs(kind: str) -> list[dict]:
-            return [r for r in dag_runs(env, DAG_ID) if r["run_id"].startswith(f"{kind}__")]
+        def runs(snapshot: list[RunSnapshot], kind: str) -> list[RunSnapshot]:
+            return [run for run in snapshot if run.run_type == kind]
 
-        def finished(count: int, after: str = "") -> bool:
+        def finished(count: int, after: datetime | None = None) -> bool:
             """``count`` backfill runs ended well after ``after``; no run of either kind failed."""
-            every = runs("backfill") + runs("scheduled")
-            assert not any(r["state"] == "failed" for r in every), every
-            done = [r for r in runs("backfill") if r["state"] == "success" and (r["end_date"] or "") > after]
+            snapshot = run_snapshot(airflow_home, DAG_ID)
+            assert not any(run.state == "failed" for run in snapshot), snapshot
+            done = [
+                run
+                for run in runs(snapshot, "backfill")
+                if run.state == "success" and (after is None or (run.end_date and run.end_date > after))
+            ]
             return len(done) >= count
 
         def check() -> None:
@@ -116,21 +122,26 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
         backfill(first + timedelta(seconds=INTERVAL))  # logical dates from..to: two intervals
         wait_until(lambda: finished(2), 600, "two successful backfill runs", interval=5)
         check()
-        first_end = max(r["end_date"] for r in runs("backfill"))
+        first_end = max(run.end_date for run in runs(run_snapshot(airflow_home, DAG_ID), "backfill"))
 
         # Rerun the first interval (reprocess a completed run): its partition is replaced, not added to.
         backfill(first, "--reprocess-behavior", "completed")
         wait_until(lambda: finished(1, after=first_end), 600, "the rerun backfill run", interval=5)
         check()
 
-        wait_until(lambda: bool(runs("scheduled")) and finished(0), 300, "a scheduled run beside", interval=5)
-        states = task_states(airflow_home, DAG_ID)
-        backfill_states = [states[r["run_id"]] for r in runs("backfill")]
-        assert len(backfill_states) == 2, "the rerun reuses its interval's run"
-        for tasks in backfill_states:
-            assert tasks == {"run_job": "success", "check_health": "skipped"}, backfill_states
-        scheduled = [states[r["run_id"]] for r in runs("scheduled") if r["state"] == "success"]
-        assert scheduled and all(t["check_health"] == "success" for t in scheduled), scheduled
+        # Every judgement below reads one snapshot: the runs and their tasks as one query saw them.
+        def scheduled_done() -> list[RunSnapshot] | None:
+            snapshot = run_snapshot(airflow_home, DAG_ID)
+            assert not any(run.state == "failed" for run in snapshot), snapshot
+            return snapshot if any(r.state == "success" for r in runs(snapshot, "scheduled")) else None
+
+        snapshot = wait_until(scheduled_done, 300, "a scheduled run beside", interval=5)
+        backfill_tasks = [run.tasks for run in runs(snapshot, "backfill")]
+        assert len(backfill_tasks) == 2, "the rerun reuses its interval's run"
+        for tasks in backfill_tasks:
+            assert tasks == {"run_job": "success", "check_health": "skipped"}, snapshot
+        scheduled = [run.tasks for run in runs(snapshot, "scheduled") if run.state == "success"]
+        assert scheduled and all(t["check_health"] == "success" for t in scheduled), snapshot
     finally:
         for process in processes:
             stop_process(process)

@@ -124,10 +124,16 @@ def stack() -> Iterator[ComposeStack]:
 
 @pytest.fixture(scope="module")
 def api(stack: ComposeStack) -> AirflowApi:
+    """A client of the stack's API server, once Airflow is ready: the same gate as every test that
+    starts Airflow (``stack.sh up`` waited for the containers' health checks; this asks Airflow)."""
+    from hubflow_plugins.core.airflow_readiness import Service, wait_until_ready
+
+    url = f"http://127.0.0.1:{stack.ports['airflow']}"
+    wait_until_ready(url, tuple(Service), timeout=300, interval=2)
     users = stack.exec(
         "airflow-apiserver", "cat", "/opt/airflow/simple_auth_manager_passwords.json.generated"
     )
-    return AirflowApi(f"http://127.0.0.1:{stack.ports['airflow']}", "admin", json.loads(users)["admin"])
+    return AirflowApi(url, "admin", json.loads(users)["admin"])
 
 
 # --- what goes in ---------------------------------------------------------------------------------

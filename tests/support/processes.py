@@ -9,8 +9,11 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from hubflow_jobs.detached_process import start_detached
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -42,11 +45,13 @@ def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> None:
             proc.wait(timeout=timeout)
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
-    """Poll ``predicate`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
+    """Poll ``predicate`` until it returns something true, and return that; fail naming ``what``
+    after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return
+        result = predicate()
+        if result:
+            return result
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
