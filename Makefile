@@ -10,7 +10,7 @@ export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: venv test-tools test test-all lint demo demo-stop lock lock-jvm bench clean stack-up stack-down stack-test
+.PHONY: venv test-tools test test-stress test-all lint demo demo-stop lock lock-jvm bench clean stack-up stack-down stack-test
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -30,6 +30,15 @@ lint: venv
 # keeping within the 45-minute budget.
 test: test-tools lint
 	$(VENV)/bin/pytest -m "not slow" -n 2 --dist loadfile --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
+
+# The load mode: the Airflow, Delta and stack test files (STRESS_TESTS) on two workers beside two
+# spinning processes (pytest --cpu-burn, tests/support/cpu_burner.py), so each test process gets about
+# half the CPU it gets in `make test`: timing assumptions fail here before they fail in CI.
+STRESS_TESTS ?= tests/dags tests/jobs/test_delta_backfill.py tests/jobs/test_delta_sinks.py \
+  tests/jobs/test_delta_source.py tests/deploy/test_stack.py
+test-stress: test-tools lint
+	$(VENV)/bin/pytest -m "not slow" -n 2 --dist loadfile --no-loadscope-reorder --cpu-burn 2 --durations=15 \
+	  $(STRESS_TESTS) $(PYTEST_ARGS)
 
 # Every test, the slow soaks and the stack proof included.
 test-all: test-tools lint

@@ -30,9 +30,12 @@ os.environ.setdefault(
 )
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTIONS)
 
+from tests.support import cpu_burner  # noqa: E402
 from tests.support.airflow_db import AirflowHome, create_airflow_home, remove_airflow_home  # noqa: E402
 from tests.support.azurite import Azurite, azurite_problem, start_azurite  # noqa: E402
 from tests.support.spark_cluster import StandaloneCluster, start_cluster  # noqa: E402
+
+_BURNERS = pytest.StashKey[list]()
 
 
 @pytest.fixture(scope="session")
@@ -107,6 +110,19 @@ def blob_access(azurite: Azurite) -> Iterator:
     use_access(access)
     yield access
     forget_accesses()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    cpu_burner.add_option(parser)
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter, which says that the burners run
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_BURNERS] = cpu_burner.start(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cpu_burner.stop(config.stash.get(_BURNERS, []))
 
 
 @pytest.hookimpl(trylast=True)  # after `-m` deselection: a deselected proof builds nothing
