@@ -7,6 +7,8 @@ For each job ``<name>``:
 - scheduled jobs: ``<name>__available_now`` on ``schedule``: run the job (availableNow), check the
   checkpoint is healthy (a run that found no input is idle, not stalled), then archive the processed
   landing files when ``archive`` is set. Backfill runs skip the health check and the archive.
+  Its tasks are retried (the job's ``retries``, with a growing delay): a retry resumes from the
+  checkpoint or replaces the interval again, so it never does committed work twice.
 And once: ``hubflow__oncall`` (manual, a Params form: job, action, dry run) and
 ``hubflow__cleanup`` (daily: archive retention, checkpoint backups, and compaction, VACUUM and log
 checkpoints of the Delta tables of every job that writes the lake; a Params form has a dry run).
@@ -46,6 +48,10 @@ PRESETS = {
     "@annually": "0 0 1 1 *",
 }
 ONCALL_ACTIONS = ["restart", "stop", "start", "rewind"]
+#: Airflow's ``retry_exponential_backoff`` for scheduled runs: each retry's delay doubles (Airflow
+#: waits between 1 and 2 times ``retry_delay * 2 ** (try - 1)``, fixed per task instance), capped
+#: at the job's ``max_retry_delay``.
+RETRY_BACKOFF = 2.0
 
 
 def build_dags(registry: Registry) -> dict[str, DAG]:
@@ -61,11 +67,37 @@ def build_dags(registry: Registry) -> dict[str, DAG]:
 
 
 def _default_args() -> dict[str, Any]:
+    """No retries: the supervisor's next run comes within ``supervise_every`` and a run that is
+    waiting to retry would hold it back (one run at a time); on-call actions and cleanup are run
+    again by a person or the next day. Scheduled runs get :func:`retry_args`."""
     return {"owner": "hubflow", "retries": 0}
 
 
-def _job_dag(job: RegisteredJob, suffix: str, description: str, schedule: Any, kind: str) -> DAG:
-    """A job's own DAG ``<name>__<suffix>``: one run at a time, no catch-up, tagged with its kind."""
+def retry_args(job: RegisteredJob) -> dict[str, Any]:
+    """The registry's retries of a scheduled job, as task arguments of its ``__available_now`` DAG.
+
+    Every task of that DAG may be retried: ``run_job`` resumes from the checkpoint (a backfill run
+    replaces its interval again), ``check_health`` only reads (and its bad verdicts and time-outs
+    fail without retry), and archiving is safe to rerun. Failures no retry can cure fail at once.
+    """
+    return {
+        "retries": job.retries,
+        "retry_delay": parse_duration(job.retry_delay),
+        "retry_exponential_backoff": RETRY_BACKOFF,
+        "max_retry_delay": parse_duration(job.max_retry_delay),
+    }
+
+
+def _job_dag(
+    job: RegisteredJob,
+    suffix: str,
+    description: str,
+    schedule: Any,
+    kind: str,
+    task_args: dict[str, Any] | None = None,
+) -> DAG:
+    """A job's own DAG ``<name>__<suffix>``: one run at a time, no catch-up, tagged with its kind;
+    ``task_args`` change the default task arguments."""
     return DAG(
         dag_id=f"{job.name}__{suffix}",
         description=description,
@@ -73,7 +105,7 @@ def _job_dag(job: RegisteredJob, suffix: str, description: str, schedule: Any, k
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
-        default_args=_default_args(),
+        default_args={**_default_args(), **(task_args or {})},
         tags=["hubflow", kind, *job.tags],
     )
 
@@ -109,6 +141,7 @@ def available_now_dag(job: RegisteredJob) -> DAG:
         f"Run the job {job.name} with the availableNow trigger, then check and archive",
         schedule=interval_timetable(job.schedule or ""),
         kind="scheduled",
+        task_args=retry_args(job),
     ) as dag:
         run = SparkJobOperator(task_id="run_job", job_name=job.name)
         health = CheckpointHealthSensor(

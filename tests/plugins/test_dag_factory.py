@@ -101,3 +101,27 @@ def test_oncall_offers_the_streaming_jobs_and_renders_its_form_into_the_operator
 
 def test_an_empty_registry_builds_no_dags() -> None:
     assert build_dags(Registry(jobs=[])) == {}
+
+
+def test_scheduled_runs_and_backfills_retry_as_the_registry_says_other_dags_never(tmp_path: Path) -> None:
+    jobs = [
+        landing_job(tmp_path, "clicks", streaming=True),
+        landing_job(tmp_path, "orders", archive=True),  # the registry's defaults
+        landing_job(tmp_path, "returns", retries=5, retry_delay="10 seconds", max_retry_delay="3 minutes"),
+        landing_job(tmp_path, "refunds", retries=0),
+    ]
+    dags = build_dags(load_registry(write_registry(tmp_path, jobs)))
+
+    def retries(dag_id: str) -> set[tuple]:
+        return {
+            (t.retries, t.retry_delay, t.retry_exponential_backoff, t.max_retry_delay)
+            for t in dags[dag_id].tasks
+        }
+
+    # Every task of the availableNow DAG: run_job (backfill runs too), check_health, the archive.
+    assert len(dags["orders__available_now"].tasks) == 3
+    assert retries("orders__available_now") == {(2, timedelta(seconds=30), 2.0, timedelta(minutes=10))}
+    assert retries("returns__available_now") == {(5, timedelta(seconds=10), 2.0, timedelta(minutes=3))}
+    assert {t.retries for t in dags["refunds__available_now"].tasks} == {0}
+    for dag_id in ("clicks__supervisor", "hubflow__oncall", "hubflow__cleanup"):
+        assert {t.retries for t in dags[dag_id].tasks} == {0}, dag_id

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from hubflow_jobs.durations import parse_duration
+from hubflow_jobs.durations import parse_duration, parse_positive_duration
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Where the registry is read from unless HUBFLOW_REGISTRY names another file.
@@ -92,6 +92,11 @@ class RegisteredJob(_Strict):
     supervise_every: str = "5 minutes"
     stalled_after: str = "30 minutes"
     max_restarts_per_hour: int = Field(default=3, ge=1)
+    retries: int = Field(
+        default=2, ge=0, description="scheduled jobs: retries of a failed run or backfill run (0: none)"
+    )
+    retry_delay: str = Field(default="30 seconds", description="the delay before the first retry")
+    max_retry_delay: str = Field(default="10 minutes", description="the longest delay between retries")
     archive: bool = False
     archive_retention: str | None = None
     checkpoint_backup_retention: str = "30 days"
@@ -125,6 +130,21 @@ class RegisteredJob(_Strict):
     def _duration(cls, value: str | None) -> str | None:
         if value is not None:
             parse_duration(value)
+        return value
+
+    @field_validator("retry_delay")
+    @classmethod
+    def _positive_duration(cls, value: str) -> str:
+        parse_positive_duration(value)
+        return value
+
+    @field_validator("max_retry_delay")
+    @classmethod
+    def _not_below_retry_delay(cls, value: str, info: ValidationInfo) -> str:
+        longest = parse_positive_duration(value)
+        first = info.data.get("retry_delay")  # absent when retry_delay itself was refused
+        if first is not None and longest < parse_duration(first):
+            raise ValueError(f"{value!r} is shorter than retry_delay {first!r}; it caps the growing delay")
         return value
 
     @property

@@ -240,3 +240,35 @@ def test_the_stack_proofs_overrides_fit_the_shipped_registry(tmp_path: Path) -> 
     registry = load_registry(overrides=_write(tmp_path / "overrides.yaml", data))
     for name in data["jobs"]:
         assert registry.job(name).paths.name == name
+
+
+def test_scheduled_runs_retry_with_a_short_growing_delay_by_default(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    job = load_registry(_write(tmp_path / "a.yaml", {"jobs": [_entry(config)]})).job("orders")
+    assert (job.retries, job.retry_delay, job.max_retry_delay) == (2, "30 seconds", "10 minutes")
+    changed = load_registry(
+        _write(
+            tmp_path / "b.yaml",
+            {"jobs": [_entry(config, retries=0, retry_delay="5 seconds", max_retry_delay="5 seconds")]},
+        )
+    ).job("orders")
+    assert (changed.retries, changed.retry_delay, changed.max_retry_delay) == (0, "5 seconds", "5 seconds")
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"retries": -1}, r"jobs\[orders\]\.retries: Input should be greater than or equal to 0"),
+        ({"retries": "two"}, r"jobs\[orders\]\.retries: Input should be a valid integer"),
+        ({"retry_delay": "soon"}, r"jobs\[orders\]\.retry_delay: .*'soon' is not a duration"),
+        ({"retry_delay": "0 seconds"}, r"jobs\[orders\]\.retry_delay: .*must be longer than zero"),
+        ({"max_retry_delay": "forever"}, r"jobs\[orders\]\.max_retry_delay: .*'forever' is not a duration"),
+        (
+            {"retry_delay": "1 minute", "max_retry_delay": "30 seconds"},
+            r"jobs\[orders\]\.max_retry_delay: .*'30 seconds' is shorter than retry_delay '1 minute'",
+        ),
+    ],
+)
+def test_bad_retry_keys_are_refused_naming_the_key(tmp_path: Path, keys: dict, message: str) -> None:
+    with pytest.raises(RegistryError, match=message):
+        load_registry(_write(tmp_path / "registry.yaml", {"jobs": [_entry(_config(tmp_path), **keys)]}))
