@@ -28,6 +28,16 @@ EVENTHUBS_CONNECTION_STRING_ENV = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
 class JobSubmitHook(SparkSubmitHook):
     """SparkSubmitHook that can also start spark-submit in its own session and return at once."""
 
+    @property
+    def returncode(self) -> int | None:
+        """spark-submit's exit code once :meth:`submit` has waited for it, else ``None``.
+
+        ``submit`` raises ``AirflowException`` for any nonzero code with the code only in its text;
+        the job's exit code (``hubflow_jobs``) decides whether the run is worth a retry.
+        """
+        process = getattr(self, "_submit_sp", None)
+        return process.returncode if process is not None else None
+
     def launch_detached(
         self, application: str, log_path: Path, ship_to: str | None = None
     ) -> subprocess.Popen:

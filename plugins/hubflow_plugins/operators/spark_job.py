@@ -6,9 +6,10 @@ import time
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from hubflow_jobs.applications import BACKFILL_APPLICATIONS
+from hubflow_plugins.core.job_exit import judge_failed_run
 from hubflow_plugins.core.registry import RegisteredJob, load_registry
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.run_context import backfill_window
@@ -22,6 +23,11 @@ class SparkJobOperator(BaseOperator):
     enqueued-time window; files: the interval's landing or archive folders) and replaces the
     interval's rows - in the job's own Delta table (one ``replaceWhere`` transaction), or in the
     parquet side table's partition - so reruns never duplicate.
+
+    Both kinds of run are safe to retry (the DAG factory gives them the registry's ``retries``). A
+    failure a retry cannot cure - an invalid config, an on-call hold, a kill request (the job's exit
+    code, see :mod:`hubflow_plugins.core.job_exit`) - raises ``AirflowFailException``, which Airflow
+    never retries; any other failure is retried.
 
     :param job_name: the job's name in the registry (``dags/registry.yaml``).
     :param stop_grace: on task kill, how long the job gets to finish its batch after the STOP
@@ -46,7 +52,7 @@ class SparkJobOperator(BaseOperator):
             return self._backfill(job, *window)
         self._hook = build_submit_hook(job, secrets=driver_secrets(job))
         self.log.info("running job %s: %s --config %s", job.name, job.application_path(), job.config_path())
-        self._hook.submit(str(job.application_path()))
+        self._submit(job, str(job.application_path()))
         status = StatusFolder(job.paths.status_dir).status() or {}
         progress = status.get("last_progress") or {}
         self.log.info(
@@ -74,8 +80,19 @@ class SparkJobOperator(BaseOperator):
         self._hook = build_submit_hook(
             job, secrets=driver_secrets(job), extra_args=["--application", job.application, *window]
         )
-        self._hook.submit(str(job.application_path().with_name("backfill.py")))
+        self._submit(job, str(job.application_path().with_name("backfill.py")), backfill=True)
         return {"job": job.name, "backfill": {"window_start": start, "window_end": end}}
+
+    def _submit(self, job: RegisteredJob, application: str, backfill: bool = False) -> None:
+        """spark-submit ``application``; a failure no retry can cure becomes ``AirflowFailException``."""
+        try:
+            self._hook.submit(application)
+        except AirflowException as exc:
+            verdict = judge_failed_run(job.name, self._hook.returncode, backfill=backfill)
+            if not verdict.retry:
+                raise AirflowFailException(verdict.message) from exc
+            self.log.error("%s", verdict.message)
+            raise
 
     def on_kill(self) -> None:
         from hubflow_jobs.status_folder import StatusFolder
