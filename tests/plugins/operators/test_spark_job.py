@@ -1,5 +1,6 @@
-"""SparkJobOperator's backfill rules, called directly (no scheduler, no Spark): a backfill run needs
-a data interval and an application that can read one again. Real runs are in tests/dags."""
+"""SparkJobOperator called directly (no scheduler): a backfill run needs a data interval and an
+application that can read one again; a real spark-submit whose failure no retry can cure fails the
+task at once, any other failure leaves it to Airflow's retries. Whole DAG runs are in tests/dags."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+import yaml
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from hubflow_jobs.status_folder import StatusFolder
 from hubflow_plugins.operators.spark_job import SparkJobOperator
 from tests.dags.helpers import landing_job, write_registry
+from tests.jobs.helpers import write_json_landing_file
 
 pytestmark = pytest.mark.integration
 
@@ -48,3 +52,48 @@ def test_a_backfill_of_an_application_that_cannot_reread_its_input_is_refused(
         match="backfill runs are supported for eventhubs_to_lake, files_to_lake jobs, not lake_to_eventhubs",
     ):
         SparkJobOperator(task_id="run_job", job_name="replay").execute(_backfill(start, end))
+
+
+def _local_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **source: Any) -> dict[str, Any]:
+    """Register the files_to_lake job ``orders`` (``source`` keys changed) on local Spark."""
+    entry = landing_job(tmp_path, "orders", **({"source": source} if source else {}))
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(write_registry(tmp_path, [entry])))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
+    return entry
+
+
+def _scheduled_run() -> dict[str, Any]:
+    return {"dag_run": SimpleNamespace(run_type="scheduled", run_id="scheduled__1"), "run_id": "scheduled__1"}
+
+
+def test_a_job_whose_config_or_hold_refuses_every_run_fails_at_once_saying_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real spark-submits that end before Spark starts: exit 2 (config), exit 4 (on-call hold)."""
+    entry = _local_job(tmp_path, monkeypatch)
+    config = Path(entry["config"])
+    good = config.read_text(encoding="utf-8")
+    broken = {**yaml.safe_load(good), "trigger": {"availableNow": True, "processingTime": "1 minute"}}
+    config.write_text(yaml.safe_dump(broken), encoding="utf-8")
+    operator = SparkJobOperator(task_id="run_job", job_name="orders")
+    with pytest.raises(
+        AirflowFailException, match=r"the run of job orders refused its config \(exit 2\)"
+    ) as e:
+        operator.execute(_scheduled_run())
+    assert "Error code is: 2" in str(e.value.__cause__), "the provider's error, with the log tail, is kept"
+
+    config.write_text(good, encoding="utf-8")
+    StatusFolder(str(tmp_path / "orders" / "status" / "orders")).place_hold("disk full", by="test")
+    with pytest.raises(AirflowFailException, match=r"job orders is held by on-call \(exit 4\).*action start"):
+        operator.execute(_scheduled_run())
+
+
+def test_a_run_that_fails_while_running_is_left_to_airflows_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real run whose query cannot start: exit 1, an ordinary AirflowException, so Airflow retries it."""
+    _local_job(tmp_path, monkeypatch, schema="id BIGNUMBER, name STRING")
+    write_json_landing_file(tmp_path / "orders" / "landing", "a.json", 1, good=1, bad=0)
+    with pytest.raises(AirflowException, match="Error code is: 1") as e:
+        SparkJobOperator(task_id="run_job", job_name="orders").execute(_scheduled_run())
+    assert not isinstance(e.value, AirflowFailException)
