@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_FAILED, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
+from hubflow_jobs.status_folder import pid_alive
 from tests.support.processes import wait_until
 
 from .helpers import (
@@ -187,10 +188,14 @@ def test_a_kill_request_ends_the_driver_hard(spark: Any, tmp_path: Path) -> None
     job = spark_submit(config, log)
     try:
         _wait_started(job, log, tmp_path)  # spark-submit's pid is the driver JVM the status names
+        python_driver = read_status(tmp_path)["pid"]
         (status_dir / "KILL").write_text(json.dumps({"by": "tester", "reason": "stuck"}))
         killed_at = time.monotonic()
         assert _wait(job, log, timeout=60) == EXIT_KILLED
         assert time.monotonic() - killed_at < 30
+        # spark-submit ends with the JVM, which goes first; the Python driver then records why and
+        # releases the lease before it exits itself: judge the folder once that process is gone.
+        wait_until(lambda: not pid_alive(python_driver), 30, "the Python driver to finish its hard exit")
     finally:
         if job.poll() is None:
             job.kill()
