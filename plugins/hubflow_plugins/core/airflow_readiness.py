@@ -14,9 +14,11 @@ import json
 import time
 import urllib.request
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
+
+from hubflow_jobs.status_folder import age_seconds
 
 #: The API server's health endpoint, relative to its base URL.
 HEALTH_PATH = "/api/v2/monitor/health"
@@ -63,10 +65,10 @@ def not_ready(
         problems.append("the metadata database is not healthy")
     for service in services:
         report = health.get(service.value) or {}
-        heartbeat = _parse_time(report.get(f"latest_{service.value}_heartbeat"))
+        heartbeat = report.get(f"latest_{service.value}_heartbeat")
         if report.get("status") != HEALTHY:
             problems.append(f"the {service.value} is {report.get('status') or 'not running'}")
-        elif since is not None and (heartbeat is None or heartbeat < since):
+        elif since is not None and not _beat_since(heartbeat, since):
             problems.append(f"the {service.value} has not heartbeaten since {since.isoformat()}")
     return problems
 
@@ -106,11 +108,7 @@ def wait_until_ready(
         time.sleep(interval)
 
 
-def _parse_time(text: Any) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(str(text))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+def _beat_since(heartbeat: Any, since: datetime) -> bool:
+    """Whether the ISO time ``heartbeat`` (naive = UTC) is at or after ``since``."""
+    before = age_seconds(heartbeat, now=since)  # seconds from the heartbeat to ``since``
+    return before is not None and before <= 0
