@@ -78,10 +78,11 @@ RUN set -eux; \
     rm -rf /tmp/hubflow-build
 
 # DAGs, plugins, job entry scripts and configs (spark-submit runs jobs/*.py from $HUBFLOW_JOBS_DIR),
-# and the deployment's settings.
+# the users' pipeline modules ($HUBFLOW_PIPELINES_DIR, docs/pipelines.md) and the deployment's settings.
 COPY --chown=50000:0 dags /opt/airflow/dags
 COPY --chown=50000:0 plugins /opt/airflow/plugins
 COPY --chown=50000:0 jobs /opt/airflow/jobs
+COPY --chown=50000:0 pipelines /opt/airflow/pipelines
 COPY deploy/airflow/airflow.cfg /opt/airflow/config/airflow.cfg
 COPY deploy/spark/spark-defaults.conf /opt/hubflow/spark-conf/spark-defaults.conf
 COPY deploy/eventhubs/Config.json /opt/hubflow/eventhubs/Config.json
@@ -94,6 +95,7 @@ ENV AIRFLOW_HOME=/opt/airflow \
     AIRFLOW_CONFIG=/opt/airflow/config/airflow.cfg \
     HUBFLOW_REGISTRY=/opt/airflow/dags/registry.yaml \
     HUBFLOW_JOBS_DIR=/opt/airflow/jobs \
+    HUBFLOW_PIPELINES_DIR=/opt/airflow/pipelines \
     PYSPARK_PYTHON=/opt/hubflow/venv/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/hubflow/venv/bin/python \
     SPARK_CONF_DIR=/opt/hubflow/spark-conf

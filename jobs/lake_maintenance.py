@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
-from hubflow_jobs.applications import CONFIG_MODELS
+from hubflow_jobs.applications import CONFIG_MODELS, config_model
 from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.lake_maintenance import maintain_table
 from hubflow_jobs.runner import configure_logging, run_batch
@@ -24,14 +24,19 @@ log = logging.getLogger("hubflow_jobs")
 def main(argv: list[str]) -> int:
     configure_logging()
     parser = argparse.ArgumentParser(description="compact, vacuum and checkpoint a job's Delta tables")
-    parser.add_argument("--application", required=True, choices=sorted(CONFIG_MODELS))
+    parser.add_argument(
+        "--application", required=True, help=f"one of {', '.join(sorted(CONFIG_MODELS))} or module:function"
+    )
     parser.add_argument("--config", required=True, help="the job's YAML config file")
     parser.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
     parser.add_argument("--vacuum-retention-hours", type=float, default=168.0)
     parser.add_argument("--checkpoint-after-commits", type=int, default=100)
     args = parser.parse_args(argv)
+    model = config_model(args.application)
+    if model is None:
+        parser.error(f"--application {args.application!r}: not one of {', '.join(sorted(CONFIG_MODELS))}")
     try:
-        config = load_config(args.config, CONFIG_MODELS[args.application])
+        config = load_config(args.config, model)
     except ConfigError as exc:
         log.error("%s", exc)
         return EXIT_CONFIG_ERROR

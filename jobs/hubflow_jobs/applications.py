@@ -4,6 +4,9 @@ The one list everyone shares: ``jobs/backfill.py`` and ``jobs/lake_maintenance.p
 ``--application`` and read the job's config with its model from here; the Airflow plugins import
 the name lists (which applications backfill, which write lake tables) from here too.
 
+A registry entry may also name a pipeline function ``module:function`` (:mod:`.pipeline`): its
+config model is :class:`~.pipeline.declarations.PipelineConfig` (:func:`config_model`).
+
 The name lists import nothing. ``APPLICATIONS`` (config model, start function, summary of each
 streaming application; the entry scripts run them with ``runner.run_application``) and
 ``CONFIG_MODELS`` are built on first use (module ``__getattr__``): they import the job modules, and
@@ -70,6 +73,28 @@ def _applications() -> dict[str, Application]:
             "bronze Delta table -> silver Delta table (parsed bodies)",
         ),
     }
+
+
+def is_pipeline(application: str) -> bool:
+    """Whether a registry ``application`` names a pipeline function (``module:function``), not a built-in."""
+    from .pipeline.binding import is_pipeline_reference
+
+    return is_pipeline_reference(application)
+
+
+def writes_lake_tables(application: str) -> bool:
+    """Whether jobs of ``application`` may write lake tables (a pipeline's sinks always are)."""
+    return application in LAKE_WRITING_APPLICATIONS or is_pipeline(application)
+
+
+def config_model(application: str) -> type[JobConfig] | None:
+    """The config model of ``application``: a built-in's, ``PipelineConfig`` for ``module:function``,
+    None for an unknown name (imports the job modules of the built-ins, not Spark)."""
+    if is_pipeline(application):
+        from .pipeline.declarations import PipelineConfig
+
+        return PipelineConfig
+    return __getattr__("CONFIG_MODELS").get(application)
 
 
 def __getattr__(name: str) -> Any:

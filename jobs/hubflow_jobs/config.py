@@ -197,6 +197,11 @@ class JobConfig(StrictModel):
         """
         return [(table, self.checkpoint_location) for table in self.delta_tables()]
 
+    def file_landing(self) -> tuple[str, str | None] | None:
+        """``(path, archive_dir)`` of the folder the job's ``source`` reads, None when it reads none."""
+        path = getattr(getattr(self, "source", None), "path", None)
+        return None if path is None else (path, getattr(self.source, "archive_dir", None))
+
     @property
     def checkpoint_location(self) -> str:
         """``<checkpoint_root>/<name>``: the folder Spark owns."""

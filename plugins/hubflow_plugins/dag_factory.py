@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, DeltaDataIntervalTimetable, Param
 
-from hubflow_jobs.applications import LAKE_WRITING_APPLICATIONS
+from hubflow_jobs.applications import writes_lake_tables
 from hubflow_jobs.durations import parse_duration
 from hubflow_plugins.core.health import HEALTHY, HEALTHY_STREAMING
 from hubflow_plugins.core.registry import RegisteredJob, Registry
@@ -252,7 +252,7 @@ def cleanup_dag(registry: Registry) -> DAG:
                     purge_older_than=job.archive_retention,
                 )
             CheckpointBackupRetentionOperator(task_id=f"checkpoint_backups_{job.name}", job_name=job.name)
-            if job.application in LAKE_WRITING_APPLICATIONS:
+            if writes_lake_tables(job.application):
                 DeltaMaintenanceOperator(
                     task_id=f"delta_maintenance_{job.name}", job_name=job.name, dry_run="{{ params.dry_run }}"
                 )

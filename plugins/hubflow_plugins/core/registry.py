@@ -57,7 +57,6 @@ class JobPaths(_Strict):
     status_dir: str
     landing_root: str | None = None
     archive_dir: str | None = None
-    reads_eventhubs: bool = False
     delta_sinks: list[DeltaSinkPaths] = Field(default_factory=list)
 
     @property
@@ -85,7 +84,9 @@ class RegisteredJob(_Strict):
     """One entry of the registry."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    application: str = Field(description="entry script in jobs/, e.g. files_to_lake")
+    application: str = Field(
+        description="a built-in (entry script in jobs/, e.g. files_to_lake) or a pipeline module:function"
+    )
     config: str = Field(description="the job's YAML config, relative to jobs/ or absolute")
     mode: Literal["streaming", "scheduled"]
     schedule: str | None = Field(default=None, description="cron or preset, scheduled jobs only")
@@ -161,8 +162,22 @@ class RegisteredJob(_Strict):
         """Silence after which a supervisor counts the job in a live state as dead."""
         return max(timedelta(minutes=2), parse_duration(self.supervise_every) / 2)
 
+    @property
+    def is_pipeline(self) -> bool:
+        """Whether the job runs a pipeline function (``application: module:function``)."""
+        from hubflow_jobs.applications import is_pipeline
+
+        return is_pipeline(self.application)
+
     def application_path(self, jobs_dir: Path | None = None) -> Path:
-        return (jobs_dir or jobs_folder()) / f"{self.application}.py"
+        """The entry script spark-submit runs: ``jobs/<application>.py`` (``jobs/pipeline.py``)."""
+        script = "pipeline" if self.is_pipeline else self.application
+        return (jobs_dir or jobs_folder()) / f"{script}.py"
+
+    @property
+    def run_args(self) -> list[str]:
+        """Arguments of a run besides ``--config``: ``--pipeline module:function`` for a pipeline."""
+        return ["--pipeline", self.application] if self.is_pipeline else []
 
     def config_path(self, jobs_dir: Path | None = None) -> Path:
         path = Path(self.config)
@@ -286,15 +301,14 @@ def read_job_paths(config_path: Path, application: str, expected_name: str | Non
     The config is validated whole, except what only the job's own machine can check (its secret
     environment variable, its local folders): see ``hubflow_jobs.config.load_config``.
     """
-    from hubflow_jobs.applications import CONFIG_MODELS
+    from hubflow_jobs.applications import CONFIG_MODELS, config_model
     from hubflow_jobs.config import ConfigError, load_config
-    from hubflow_jobs.eventhubs_config import EventHubConnectionConfig
 
-    model = CONFIG_MODELS.get(application)
+    model = config_model(application)
     if model is None:
         raise RegistryError(
             f"job config {config_path}: unknown application {application!r}; registered jobs run one of "
-            f"{', '.join(sorted(CONFIG_MODELS))}"
+            f"{', '.join(sorted(CONFIG_MODELS))}, or a pipeline function module:function"
         )
     try:
         config_path.stat()
@@ -309,15 +323,14 @@ def read_job_paths(config_path: Path, application: str, expected_name: str | Non
             f"job config {config_path} has name {config.name!r} but the registry entry is {expected_name!r}: "
             "the registry name, the config name, the checkpoint folder and the status folder must agree"
         )
-    source = getattr(config, "source", None)
+    landing_root, archive_dir = config.file_landing() or (None, None)
     return JobPaths(
         name=config.name,
         trigger="availableNow" if config.trigger.available_now else "processingTime",
         checkpoint_location=config.checkpoint_location,
         status_dir=config.status_dir,
-        landing_root=getattr(source, "path", None),
-        archive_dir=getattr(source, "archive_dir", None),
-        reads_eventhubs=isinstance(source, EventHubConnectionConfig),
+        landing_root=landing_root,
+        archive_dir=archive_dir,
         delta_sinks=[
             DeltaSinkPaths(table=table, checkpoint=writer) for table, writer in config.delta_table_writers()
         ],

@@ -50,7 +50,7 @@ class SparkJobOperator(BaseOperator):
         window = backfill_window(context)
         if window is not None:
             return self._backfill(job, *window)
-        self._hook = build_submit_hook(job, secrets=driver_secrets(job))
+        self._hook = build_submit_hook(job, secrets=driver_secrets(job), extra_args=job.run_args)
         self.log.info("running job %s: %s --config %s", job.name, job.application_path(), job.config_path())
         self._submit(job, str(job.application_path()))
         status = StatusFolder(job.paths.status_dir).status() or {}

@@ -200,7 +200,7 @@ class StreamingJobOperator(BaseOperator):
 
         log_path, ship_to = control.driver_log_target()
         control.prepare_start(count_restart)
-        hook = build_submit_hook(job, secrets=driver_secrets(job))
+        hook = build_submit_hook(job, secrets=driver_secrets(job), extra_args=job.run_args)
         process = hook.launch_detached(str(job.application_path()), log_path, ship_to=ship_to)
         control.mark_starting(process.pid)
         where = control.folder.path("driver.log")

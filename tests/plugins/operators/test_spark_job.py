@@ -1,6 +1,7 @@
 """SparkJobOperator called directly (no scheduler): a backfill run needs a data interval and an
 application that can read one again; a real spark-submit whose failure no retry can cure fails the
-task at once, any other failure leaves it to Airflow's retries. Whole DAG runs are in tests/dags."""
+task at once, any other failure leaves it to Airflow's retries; a pipeline of one's own runs like a
+built-in job. Whole DAG runs are in tests/dags."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 import yaml
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from hubflow_jobs.status_folder import StatusFolder
+from hubflow_jobs.pipeline import QUARANTINE_REASON
+from hubflow_jobs.status_folder import JobState, StatusFolder
 from hubflow_plugins.operators.spark_job import SparkJobOperator
 from tests.dags.helpers import landing_job, write_registry
 from tests.jobs.helpers import write_json_landing_file
@@ -97,3 +99,70 @@ def test_a_run_that_fails_while_running_is_left_to_airflows_retries(
     with pytest.raises(AirflowException, match="Error code is: 1") as e:
         SparkJobOperator(task_id="run_job", job_name="orders").execute(_scheduled_run())
     assert not isinstance(e.value, AirflowFailException)
+
+
+PIPELINE_MODULE = '''
+from pyspark.sql import functions as F
+
+from hubflow_jobs.pipeline import QUARANTINE_REASON, RAW_RECORD
+
+
+def transform(orders, params):
+    """Orders named in upper case; a record that does not parse or has no id goes to quarantine."""
+    bad = F.when(F.col(RAW_RECORD).isNotNull(), F.lit("not json")).when(F.col("id").isNull(), F.lit("no id"))
+    return orders.select("id", F.upper("name").alias("name"), RAW_RECORD, bad.alias(QUARANTINE_REASON))
+'''
+
+
+def test_a_pipeline_of_ones_own_runs_through_spark_submit_and_quarantines_its_bad_rows(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry entry ``application: module:function`` with its module in $HUBFLOW_PIPELINES_DIR: a
+    real spark-submit of jobs/pipeline.py; every good record once in the output, the bad ones in
+    the quarantine."""
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "shout.py").write_text(PIPELINE_MODULE, encoding="utf-8")
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    config = {
+        "name": "shout",
+        "trigger": {"availableNow": True},
+        "checkpoint_root": str(tmp_path / "checkpoints"),
+        "status_root": str(tmp_path / "status"),
+        "spark_conf": {"spark.sql.shuffle.partitions": 2, "spark.ui.enabled": False},
+        "sources": {
+            "orders": {
+                "kind": "files",
+                "path": str(landing),
+                "format": "json",
+                "schema": "id BIGINT, name STRING",
+            }
+        },
+        "sinks": {
+            "upper": {
+                "kind": "delta",
+                "output_path": str(tmp_path / "upper"),
+                "quarantine_path": str(tmp_path / "bad"),
+            }
+        },
+    }
+    (tmp_path / "shout.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    entry = {
+        "name": "shout",
+        "application": "shout:transform",
+        "config": str(tmp_path / "shout.yaml"),
+        "mode": "scheduled",
+        "schedule": "@hourly",
+    }
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(write_registry(tmp_path, [entry])))
+    monkeypatch.setenv("HUBFLOW_PIPELINES_DIR", str(tmp_path / "pipelines"))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
+    ids = write_json_landing_file(landing, "a.json", 1, good=3, bad=2)
+
+    result = SparkJobOperator(task_id="run_job", job_name="shout").execute(_scheduled_run())
+
+    assert result["state"] == JobState.STOPPED and result["input_rows"] == 5
+    rows = spark.read.format("delta").load(str(tmp_path / "upper")).collect()
+    assert sorted((row["id"], row["name"]) for row in rows) == [(i, f"N{i}") for i in sorted(ids)]
+    bad = spark.read.format("delta").load(str(tmp_path / "bad")).collect()
+    assert sorted(row[QUARANTINE_REASON] for row in bad) == ["no id", "not json"]

@@ -1,0 +1,15 @@
+"""Pipelines of your own: a Python function over DataFrames, its sources and sinks declared in YAML.
+
+The public API (docs/pipelines.md): a registry entry's ``application: module:function`` names the
+function (:mod:`.binding` binds it), its config declares ``sources:``, ``sinks:`` and ``params:``
+(:mod:`.declarations`), and hubflow reads, writes, checkpoints and supervises (:mod:`.streams`,
+:mod:`.job`). The column names a function uses are here: set :data:`QUARANTINE_REASON` on rows that
+belong in the sink's quarantine; a files source gives :data:`SOURCE_FILE` and :data:`RAW_RECORD`.
+Importing this package imports no Spark.
+"""
+
+from .binding import PipelineError
+from .columns import QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
+from .declarations import PipelineConfig
+
+__all__ = ["QUARANTINE_REASON", "RAW_RECORD", "SOURCE_FILE", "PipelineConfig", "PipelineError"]

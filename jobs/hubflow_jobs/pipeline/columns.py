@@ -1,0 +1,8 @@
+"""The column names of the pipeline API: what a pipeline function sets and what a source adds."""
+
+#: The column a pipeline sets (non-null: why) on rows that belong in the sink's quarantine.
+QUARANTINE_REASON = "_quarantine_reason"
+#: The column of a json or csv files source holding a record that does not parse (null otherwise).
+RAW_RECORD = "_raw_record"
+#: The column of a files source naming the file each record came from.
+SOURCE_FILE = "_source_file"

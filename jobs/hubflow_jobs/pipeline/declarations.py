@@ -1,0 +1,234 @@
+"""The config of a pipeline job: the common keys plus named ``sources:``, named ``sinks:`` and ``params:``.
+
+A pipeline is the user's function over DataFrames (:mod:`.binding`); this config declares what it
+reads and where its results go, so hubflow does every ``readStream`` and ``writeStream``::
+
+    name: hot_devices
+    trigger: {availableNow: true}
+    checkpoint_root: /lake/_checkpoints
+    status_root: /lake/_status
+    sources:
+      telemetry:                     # the function's parameter ``telemetry``
+        kind: eventhubs              # eventhubs | files | delta, with that kind's source keys
+        connection_string_env: TELEMETRY_EVENTHUBS_CONNECTION
+    sinks:
+      hot:                           # the function returns this DataFrame (or {"hot": ...})
+        kind: delta                  # delta | parquet
+        output_path: /lake/silver/hot_devices
+    params:
+      threshold: 80
+
+Each source kind takes the keys of today's ``source:`` of that kind (docs/jobs.md, docs/delta.md);
+a files source's ``archive_dir`` is optional. The first sink's query is the job's query, with its
+checkpoint at ``<checkpoint_root>/<name>``; each further sink's query keeps its own checkpoint in
+``<checkpoint_root>/<name>/sinks/<sink>`` (:func:`sink_checkpoint`). Imports no Spark.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from ..config import (
+    JOB_NAME_PATTERN,
+    JobConfig,
+    KeyedValueError,
+    StrictModel,
+    TextMap,
+    declared_column_names,
+    existing_local_folder,
+    join_path,
+)
+from ..delta_source import DeltaSourceConfig
+from ..eventhubs_config import EventHubSourceConfig
+from ..interval_folders import check_pattern
+from ..lake_tables import LakeFormat
+
+#: Options a files source sets itself from its keys; ``options`` may not set them.
+FILES_RESERVED_OPTIONS = frozenset(
+    {
+        "mode",
+        "columnnameofcorruptrecord",
+        "cleansource",
+        "sourcearchivedir",
+        "maxfilespertrigger",
+        "recursivefilelookup",
+        "path",
+    }
+)
+#: The folder, inside the job's checkpoint, that holds the checkpoints of its further sinks.
+SINK_CHECKPOINTS = "sinks"
+
+
+class EventHubsSource(EventHubSourceConfig):
+    """``kind: eventhubs``: an Event Hub read through ``format("eventhubs")``."""
+
+    kind: Literal["eventhubs"]
+
+
+class DeltaSource(DeltaSourceConfig):
+    """``kind: delta``: the rows each commit of a Delta table added."""
+
+    kind: Literal["delta"]
+
+
+class FilesSource(StrictModel):
+    """``kind: files``: records of files landing in a folder (json, csv or parquet, declared schema).
+
+    Each row has the declared columns, ``_source_file`` and, for json and csv, ``_raw_record`` (the
+    text of a record that does not parse with the schema, null for a good one). With ``archive_dir``
+    each file is moved there once its batch is committed (Spark's ``cleanSource=archive``).
+    """
+
+    kind: Literal["files"]
+    path: str = Field(min_length=1)
+    format: Literal["json", "csv", "parquet"]
+    schema_ddl: str = Field(alias="schema", min_length=1)
+    options: TextMap = Field(default_factory=dict)
+    max_files_per_trigger: int = Field(default=100, gt=0)
+    archive_dir: str | None = Field(default=None, min_length=1)
+    #: strftime pattern (UTC) of the folder under ``path`` holding one interval's files.
+    interval_folder: str | None = None
+
+    @field_validator("interval_folder")
+    @classmethod
+    def _interval_folder(cls, value: str | None) -> str | None:
+        return None if value is None else check_pattern(value)
+
+    @field_validator("path")
+    @classmethod
+    def _landing_exists(cls, value: str, info: ValidationInfo) -> str:
+        return existing_local_folder(value, "landing folder", info)
+
+    @model_validator(mode="after")
+    def _no_reserved_options(self) -> FilesSource:
+        for key in self.options:
+            if key.lower() in FILES_RESERVED_OPTIONS:
+                raise KeyedValueError(
+                    f"options.{key}", "is set by hubflow from the source's keys (see docs/pipelines.md)"
+                )
+        declared_column_names(self.schema_ddl)
+        return self
+
+
+Source = Annotated[EventHubsSource | FilesSource | DeltaSource, Field(discriminator="kind")]
+
+
+class LakeSink(StrictModel):
+    """``kind: delta`` or ``kind: parquet``: a lake table, with an optional quarantine table beside it.
+
+    Rows the function marks bad (a non-null ``_quarantine_reason`` column) go to ``quarantine_path``;
+    a sink without one refuses such a column.
+    """
+
+    kind: LakeFormat
+    output_path: str = Field(min_length=1)
+    quarantine_path: str | None = Field(default=None, min_length=1)
+    partition_by: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> LakeSink:
+        if self.quarantine_path and self.quarantine_path.rstrip("/") == self.output_path.rstrip("/"):
+            raise KeyedValueError("quarantine_path", "must differ from output_path")
+        return self
+
+    def tables(self) -> list[str]:
+        """The output table and the quarantine table, when there is one."""
+        return [self.output_path] + ([self.quarantine_path] if self.quarantine_path else [])
+
+
+Sink = Annotated[LakeSink, Field(discriminator="kind")]
+NamedSources = dict[Annotated[str, Field(pattern=JOB_NAME_PATTERN)], Source]
+NamedSinks = dict[Annotated[str, Field(pattern=JOB_NAME_PATTERN)], Sink]
+
+
+class PipelineConfig(JobConfig):
+    """The whole config of a pipeline job."""
+
+    sources: NamedSources = Field(min_length=1)
+    sinks: NamedSinks = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> PipelineConfig:
+        """Validate, with each problem of a source or sink keyed as the user wrote it.
+
+        pydantic keys a tagged union's errors by the tag (``sources.orders.files.bogus``) and a bad or
+        missing ``kind`` by the entry (``sources.orders``); :func:`_as_written` rewrites both to the
+        YAML's own keys (``sources.orders.bogus``, ``sources.orders.kind``).
+        """
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            rewritten = [_as_written(error) for error in errors]
+            if rewritten == errors:
+                raise
+            raise ValidationError.from_exception_data(exc.title, rewritten) from None  # type: ignore[arg-type]
+
+    @model_validator(mode="after")
+    def _archive_with_one_sink(self) -> PipelineConfig:
+        if len(self.sinks) > 1:
+            for name, source in self.sources.items():
+                if isinstance(source, FilesSource) and source.archive_dir:
+                    raise KeyedValueError(
+                        f"sources.{name}.archive_dir",
+                        f"a files source is archived by the query that reads it, and each of the "
+                        f"{len(self.sinks)} sinks ({', '.join(self.sinks)}) has its own query; archive "
+                        "only a pipeline with one sink, or remove archive_dir",
+                    )
+        return self
+
+    def extra_spark_conf(self) -> dict[str, str]:
+        """With an Event Hubs source: mask its connection string wherever Spark prints options."""
+        if not any(isinstance(source, EventHubsSource) for source in self.sources.values()):
+            return {}
+        from pyspark_eventhubs import redaction_conf
+
+        return redaction_conf()
+
+    def sink_checkpoint(self, sink: str) -> str:
+        """The checkpoint of the query writing ``sink``: the job's own for the first sink."""
+        if sink == next(iter(self.sinks)):
+            return self.checkpoint_location
+        return join_path(self.checkpoint_location, SINK_CHECKPOINTS, sink)
+
+    def delta_tables(self) -> list[str]:
+        """Every Delta table of the sinks (outputs and quarantines), which the cleanup DAG maintains."""
+        return [table for sink in self.sinks.values() if sink.kind == "delta" for table in sink.tables()]
+
+    def delta_table_writers(self) -> list[tuple[str, str]]:
+        """Each Delta table with the checkpoint of the query that writes it."""
+        return [
+            (table, self.sink_checkpoint(name))
+            for name, sink in self.sinks.items()
+            if sink.kind == "delta"
+            for table in sink.tables()
+        ]
+
+    def file_landing(self) -> tuple[str, str | None] | None:
+        """``(path, archive_dir)`` of the pipeline's only files source; None without exactly one."""
+        files = [s for s in self.sources.values() if isinstance(s, FilesSource)]
+        return (files[0].path, files[0].archive_dir) if len(files) == 1 else None
+
+
+#: The kinds each named section accepts, for the message of a wrong or missing ``kind``.
+_KINDS = {"sources": ("eventhubs", "files", "delta"), "sinks": ("delta", "parquet")}
+
+
+def _as_written(error: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic error of ``sources.<name>`` or ``sinks.<name>`` keyed by the YAML's keys."""
+    loc = tuple(error["loc"])
+    if len(loc) < 2 or loc[0] not in _KINDS:
+        return error
+    kinds = _KINDS[str(loc[0])]
+    if len(loc) == 2 and error["type"] == "union_tag_invalid":
+        expected = ", ".join(repr(kind) for kind in kinds)
+        tag = (error.get("ctx") or {}).get("tag")
+        return {"type": "literal_error", "loc": (*loc, "kind"), "input": tag, "ctx": {"expected": expected}}
+    if len(loc) == 2 and error["type"] == "union_tag_not_found":
+        return {"type": "missing", "loc": (*loc, "kind"), "input": error["input"]}
+    if len(loc) >= 3 and loc[2] in kinds:
+        return {**error, "loc": (*loc[:2], *loc[3:])}
+    return error

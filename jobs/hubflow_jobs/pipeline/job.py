@@ -1,0 +1,82 @@
+"""A pipeline run from the command line.
+
+``spark-submit jobs/pipeline.py --pipeline MODULE:FUNCTION --config FILE``.
+
+The config (:class:`.declarations.PipelineConfig`) is validated and the function found and bound
+(:mod:`.binding`) before Spark starts: any problem is one message and exit 2, nothing started.
+Then the shared runtime (:func:`hubflow_jobs.runner.main`) runs it like every hubflow job: lease,
+hold, watchdog, status.json, graceful stop; :func:`.streams.start_pipeline` starts its queries.
+Runs on the driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import EXIT_CONFIG_ERROR
+from ..config import ConfigError, load_config
+from ..runner import configure_logging, main
+from ..status_folder import JobStatus
+from .binding import Binding, PipelineError, bind, load_function, pipelines_folder
+from .declarations import PipelineConfig
+
+log = logging.getLogger("hubflow_jobs")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """``--pipeline MODULE:FUNCTION --config FILE``."""
+    parser = argparse.ArgumentParser(description="Run a hubflow pipeline (docs/pipelines.md).")
+    parser.add_argument("--pipeline", required=True, help="the pipeline function, e.g. hot_devices:transform")
+    parser.add_argument("--config", required=True, help="the pipeline's YAML config file")
+    return parser.parse_args(list(argv))
+
+
+def load_pipeline(
+    reference: str, config_path: str, *, check_environment: bool = True
+) -> tuple[PipelineConfig, Binding]:
+    """The validated config and the bound function (else ConfigError or PipelineError)."""
+    config = load_config(config_path, PipelineConfig, check_environment=check_environment)
+    binding = bind(load_function(reference), reference, list(config.sources))
+    binding.validated_params(config.params)
+    return config, binding
+
+
+def run_pipeline(argv: Sequence[str]) -> int:
+    """The ``main`` of ``jobs/pipeline.py``: the exit code (see :mod:`hubflow_jobs`)."""
+    configure_logging()
+    args = parse_args(argv)
+    try:
+        _, binding = load_pipeline(args.pipeline, args.config)
+    except (ConfigError, PipelineError) as exc:
+        log.error("%s", exc)
+        return EXIT_CONFIG_ERROR
+    start = functools.partial(_start, binding=binding)
+    return main(["--config", args.config], PipelineConfig, start, description=f"pipeline {args.pipeline}")
+
+
+def _start(spark: Any, config: PipelineConfig, status: JobStatus, *, binding: Binding) -> Any:
+    from .streams import start_pipeline
+
+    ship_module(spark, binding)
+    return start_pipeline(spark, config, status, binding)
+
+
+def ship_module(spark: Any, binding: Binding) -> None:
+    """Give the executors the pipeline's module when it is a file of the pipelines folder (for its UDFs).
+
+    An installed package is on the executors' path already; a module of ``pipelines/`` is not.
+    """
+    path = inspect.getsourcefile(binding.function)
+    folder = pipelines_folder().resolve()
+    if not path or folder not in Path(path).resolve().parents:
+        return
+    try:
+        spark.sparkContext.addPyFile(path)
+    except Exception as exc:  # added by an earlier start attempt of this run
+        log.debug("pipeline module %s not added again: %s", path, exc)
