@@ -106,8 +106,10 @@ def spark_submit(
     extra_args: list[str] | None = None,
     script: Path = FILES_TO_LAKE,
     extra_env: dict[str, str] | None = None,
+    script_args: list[str] | None = None,
 ) -> subprocess.Popen:
-    """Start ``spark-submit <script> --config <config>`` on local[2], output going to ``log_path``.
+    """Start ``spark-submit <script> --config <config> [script_args]`` on local[2], output going to
+    ``log_path``.
 
     The process leads its own session, so ``os.killpg(process.pid, SIGKILL)`` kills the driver JVM,
     the Python driver and the Python workers at once, as a lost machine would.
@@ -122,6 +124,7 @@ def spark_submit(
         str(script),
         "--config",
         str(config),
+        *(script_args or []),
     ]
     env = spark_env({"PYTHONPATH": str(JOBS_DIR), **(extra_env or {})})
     return start_detached(command, log_path, env, append=False)

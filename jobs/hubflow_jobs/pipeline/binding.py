@@ -110,9 +110,10 @@ def _import_failure(reference: str, exc: BaseException, folder: Path) -> str:
     where = f" ({frame.filename}, line {frame.lineno})" if frame else ""
     message = f"pipeline {reference!r}: importing its module failed{where}: {type(exc).__name__}: {exc}"
     if NO_SESSION_ERROR in str(exc):
-        message += (
+        message = message.rstrip(".") + (
             "; hubflow imports the module before Spark starts, to check it: give a module-level udf its "
-            "return type as a DataType (LongType(), not 'long'), or create what needs Spark inside the function"
+            "return type as a DataType (LongType(), not 'long'), or create what needs Spark inside the "
+            "function"
         )
     return message
 
@@ -138,19 +139,34 @@ class Binding:
         return self.function(**arguments)
 
     def validated_params(self, params: Mapping[str, Any]) -> Any:
-        """``params`` as the function's model (a plain dict without one); each problem names its key."""
-        if self.params_model is None:
+        """``params`` as the function's model (a plain dict without one); each problem names its key.
+
+        A key the model does not declare is a problem too (a misspelt key would otherwise fall back
+        to its default silently), unless the model says what to do with more (``extra``).
+        """
+        model = self.params_model
+        if model is None:
             return dict(params)
+        problems = []
+        if model.model_config.get("extra") is None:
+            known = set(model.model_fields) | {f.alias for f in model.model_fields.values() if f.alias}
+            problems = [
+                f"params.{key}: unknown key; {model.__name__} takes {', '.join(model.model_fields) or 'none'}"
+                for key in params
+                if key not in known
+            ]
         try:
-            return self.params_model.model_validate(dict(params))
+            value = model.model_validate(dict(params))
         except ValidationError as exc:
-            problems = "; ".join(
+            problems += [
                 f"params.{'.'.join(str(p) for p in error['loc']) or '(top level)'}: {error['msg']}"
                 for error in exc.errors()
-            )
+            ]
+        if problems:
             raise PipelineError(
-                f"pipeline {self.reference!r}: params do not fit {self.params_model.__name__}: {problems}"
-            ) from None
+                f"pipeline {self.reference!r}: params do not fit {model.__name__}: {'; '.join(problems)}"
+            )
+        return value
 
 
 def bind(function: Callable[..., Any], reference: str, source_names: Sequence[str]) -> Binding:

@@ -52,10 +52,18 @@ def run_pipeline(argv: Sequence[str]) -> int:
     configure_logging()
     args = parse_args(argv)
     try:
-        _, binding = load_pipeline(args.pipeline, args.config)
+        config, binding = load_pipeline(args.pipeline, args.config)
     except (ConfigError, PipelineError) as exc:
         log.error("%s", exc)
         return EXIT_CONFIG_ERROR
+    log.info(
+        "job %s runs pipeline %s (%s): sources %s, sinks %s",
+        config.name,
+        args.pipeline,
+        inspect.getsourcefile(binding.function) or "?",
+        ", ".join(config.sources),
+        ", ".join(config.sinks),
+    )
     start = functools.partial(_start, binding=binding)
     return main(["--config", args.config], PipelineConfig, start, description=f"pipeline {args.pipeline}")
 

@@ -70,12 +70,13 @@ def start_pipeline(spark: Any, config: PipelineConfig, status: JobStatus, bindin
     """Start the pipeline's queries and return the job's query (a :class:`QueryGroup` for several sinks)."""
     names = list(config.sinks)
     first = pipeline_frames(spark, config, binding)
-    main = start_sink(spark, first[names[0]], config, names[0])
+    main = start_sink(spark, first[names[0]], config, names[0], binding.reference)
     helpers: list[Any] = []
     try:
         for name in names[1:]:
             session = helper_session(spark)
-            helpers.append(start_sink(session, pipeline_frames(session, config, binding)[name], config, name))
+            frame = pipeline_frames(session, config, binding)[name]
+            helpers.append(start_sink(session, frame, config, name, binding.reference))
     except Exception:
         for query in [main, *helpers]:
             query.stop()
@@ -85,8 +86,8 @@ def start_pipeline(spark: Any, config: PipelineConfig, status: JobStatus, bindin
     return QueryGroup(main, helpers, config.runtime.seconds("stop_timeout"))
 
 
-def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str) -> Any:
-    """Start the query writing ``frame`` to the sink ``name``; return it."""
+def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str, reference: str) -> Any:
+    """Start the query writing ``frame`` (of the pipeline ``reference``) to the sink ``name``; return it."""
     sink = config.sinks[name]
     for key, path in (("output_path", sink.output_path), ("quarantine_path", sink.quarantine_path)):
         if path:
@@ -106,7 +107,7 @@ def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str) -> Any
         )
     if not sink.quarantine_path:
         raise PipelineError(
-            f"pipeline {config.name}: sink {name!r} gets a {QUARANTINE_REASON} column but has no "
+            f"pipeline {reference!r}: sink {name!r} gets a {QUARANTINE_REASON} column but has no "
             f"quarantine_path; add sinks.{name}.quarantine_path or drop the column"
         )
     writer = QuarantineSplit(spark, sink)

@@ -1,0 +1,224 @@
+"""The config of a pipeline job: named sources and sinks, each mistake one message keyed as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hubflow_jobs.config import ConfigError, load_config
+from hubflow_jobs.pipeline import PipelineConfig
+from hubflow_jobs.pipeline.declarations import DeltaSource, EventHubsSource, FilesSource
+
+from .helpers import write_config
+
+ENV_VAR = "HUBFLOW_TEST_PIPELINE_CONFIG_CONNECTION"
+
+
+def _raw(base: Path, **overrides: Any) -> dict[str, Any]:
+    """A valid pipeline config under ``base`` (a files source, a Delta sink); ``overrides`` replace keys."""
+    (base / "landing").mkdir(exist_ok=True)
+    config: dict[str, Any] = {
+        "name": "orders_pipeline",
+        "trigger": {"availableNow": True},
+        "checkpoint_root": str(base / "checkpoints"),
+        "status_root": str(base / "status"),
+        "sources": {
+            "orders": {
+                "kind": "files",
+                "path": str(base / "landing"),
+                "format": "json",
+                "schema": "id BIGINT",
+            }
+        },
+        "sinks": {"lake": {"kind": "delta", "output_path": str(base / "lake" / "orders")}},
+    }
+    config.update(overrides)
+    return config
+
+
+def _load(base: Path, **overrides: Any) -> PipelineConfig:
+    return load_config(write_config(base / "job.yaml", _raw(base, **overrides)), PipelineConfig)
+
+
+def _error(base: Path, **overrides: Any) -> str:
+    with pytest.raises(ConfigError) as caught:
+        _load(base, **overrides)
+    return str(caught.value)
+
+
+def _files(base: Path, **keys: Any) -> dict[str, Any]:
+    return {"kind": "files", "path": str(base / "landing"), "format": "json", "schema": "id BIGINT", **keys}
+
+
+def test_each_kind_of_source_and_sink_loads_in_the_written_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_VAR, "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=s;EntityPath=hub")
+    (tmp_path / "table" / "_delta_log").mkdir(parents=True)
+    config = _load(
+        tmp_path,
+        sources={
+            "telemetry": {
+                "kind": "eventhubs",
+                "connection_string_env": ENV_VAR,
+                "max_events_per_trigger": 50,
+            },
+            "orders": _files(tmp_path),
+            "devices": {"kind": "delta", "path": str(tmp_path / "table"), "starting_version": 3},
+        },
+        sinks={
+            "hot": {"kind": "delta", "output_path": "/lake/hot", "partition_by": ["day"]},
+            "all": {"kind": "parquet", "output_path": "/lake/all", "quarantine_path": "/lake/all_bad"},
+        },
+        params={"threshold": 80, "sites": ["a", "b"]},
+    )
+
+    assert list(config.sources) == ["telemetry", "orders", "devices"]
+    assert [type(s) for s in config.sources.values()] == [EventHubsSource, FilesSource, DeltaSource]
+    assert config.sources["telemetry"].spark_options()["maxEventsPerTrigger"] == "50"
+    assert config.sources["devices"].delta_options()["startingVersion"] == "3"
+    assert list(config.sinks) == ["hot", "all"]
+    assert config.params == {"threshold": 80, "sites": ["a", "b"]}
+    assert config.file_landing() == (str(tmp_path / "landing"), None)
+    assert "spark.redaction.regex" in config.extra_spark_conf()
+
+
+def test_sink_checkpoints_the_first_sink_is_the_jobs_the_others_under_sinks(tmp_path: Path) -> None:
+    config = _load(
+        tmp_path,
+        sinks={
+            "hot": {"kind": "delta", "output_path": "/lake/hot", "quarantine_path": "/lake/hot_bad"},
+            "all": {"kind": "delta", "output_path": "/lake/all"},
+            "archive": {"kind": "parquet", "output_path": "/lake/archive"},
+        },
+    )
+
+    checkpoint = f"{tmp_path}/checkpoints/orders_pipeline"
+    assert config.checkpoint_location == checkpoint
+    assert config.sink_checkpoint("hot") == checkpoint
+    assert config.sink_checkpoint("all") == f"{checkpoint}/sinks/all"
+    assert config.sink_checkpoint("archive") == f"{checkpoint}/sinks/archive"
+    # Only Delta tables, the quarantine included, each with the checkpoint of the query writing it.
+    assert config.delta_tables() == ["/lake/hot", "/lake/hot_bad", "/lake/all"]
+    assert config.delta_table_writers() == [
+        ("/lake/hot", checkpoint),
+        ("/lake/hot_bad", checkpoint),
+        ("/lake/all", f"{checkpoint}/sinks/all"),
+    ]
+    assert config.extra_spark_conf() == {}
+
+
+@pytest.mark.parametrize(
+    ("section", "entry", "expected"),
+    [
+        (
+            "sources",
+            {"kind": "kafka", "path": "/x"},
+            "jobs config error: sources.orders.kind: 'kafka' is not one of 'eventhubs', 'files', 'delta'",
+        ),
+        ("sources", {"path": "/x"}, "jobs config error: sources.orders.kind: is required"),
+        (
+            "sinks",
+            {"kind": "csv", "output_path": "/x"},
+            "jobs config error: sinks.lake.kind: 'csv' is not one of 'delta', 'parquet'",
+        ),
+        ("sinks", {"output_path": "/x"}, "jobs config error: sinks.lake.kind: is required"),
+    ],
+)
+def test_a_wrong_or_missing_kind_names_the_key_and_the_valid_kinds(
+    tmp_path: Path, section: str, entry: dict[str, Any], expected: str
+) -> None:
+    name = "orders" if section == "sources" else "lake"
+    assert _error(tmp_path, **{section: {name: entry}}) == expected
+
+
+def test_a_problem_inside_a_source_or_sink_is_keyed_as_written(tmp_path: Path) -> None:
+    assert _error(tmp_path, sources={"orders": _files(tmp_path, archive="/a")}) == (
+        "jobs config error: sources.orders.archive: unknown key"
+    )
+    assert _error(tmp_path, sources={"orders": _files(tmp_path, max_files_per_trigger=0)}) == (
+        "jobs config error: sources.orders.max_files_per_trigger: must be > 0"
+    )
+    assert _error(tmp_path, sources={"orders": _files(tmp_path, options={"mode": "FAILFAST"})}) == (
+        "jobs config error: sources.orders.options.mode: is set by hubflow from the source's keys "
+        "(see docs/pipelines.md)"
+    )
+    missing = tmp_path / "nowhere"
+    assert _error(tmp_path, sources={"orders": {**_files(tmp_path), "path": str(missing)}}) == (
+        f"jobs config error: sources.orders.path: landing folder {missing} does not exist; create it or fix "
+        "the path"
+    )
+    assert _error(tmp_path, sources={"devices": {"kind": "delta", "path": str(missing)}}) == (
+        f"jobs config error: sources.devices.path: {missing} is not a Delta table (no _delta_log/): run "
+        "the job that writes it first, or fix the path"
+    )
+    assert _error(tmp_path, sinks={"lake": {"kind": "delta", "output_path": "/x", "partition": ["d"]}}) == (
+        "jobs config error: sinks.lake.partition: unknown key"
+    )
+    assert _error(tmp_path, sinks={"Lake-1": {"kind": "delta", "output_path": "/x"}}) == (
+        "jobs config error: sinks.Lake-1.[key]: 'Lake-1' must match ^[a-z][a-z0-9_]*$"
+    )
+    assert _error(tmp_path, source={"path": "/x"}) == "jobs config error: source: unknown key"
+    assert _error(tmp_path, sinks={}) == (
+        "jobs config error: sinks: dictionary should have at least 1 item after validation, not 0"
+    )
+
+
+def test_an_eventhubs_source_needs_its_variable_and_refuses_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    source = {"kind": "eventhubs", "connection_string_env": ENV_VAR}
+    assert _error(tmp_path, sources={"telemetry": source}) == (
+        f"jobs config error: sources.telemetry.connection_string_env: environment variable {ENV_VAR} is "
+        "not set; export the Event Hubs connection string in it"
+    )
+    monkeypatch.setenv(ENV_VAR, "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=s;EntityPath=hub")
+    secret = {**source, "options": {"eventhubs.connectionString": "TOPSECRET"}}
+    message = _error(tmp_path, sources={"telemetry": secret})
+    assert message.startswith("jobs config error: sources.telemetry.options.eventhubs.connectionString: ")
+    assert "TOPSECRET" not in message
+
+
+def test_archive_dir_is_refused_with_two_sinks(tmp_path: Path) -> None:
+    two_sinks = {
+        "hot": {"kind": "delta", "output_path": "/lake/hot"},
+        "all": {"kind": "delta", "output_path": "/lake/all"},
+    }
+    archived = {"orders": _files(tmp_path, archive_dir=str(tmp_path / "archive"))}
+
+    assert _error(tmp_path, sources=archived, sinks=two_sinks) == (
+        "jobs config error: sources.orders.archive_dir: a files source is archived by the query that reads "
+        "it, and each of the 2 sinks (hot, all) has its own query; archive only a pipeline with one sink, or "
+        "remove archive_dir"
+    )
+    assert _load(tmp_path, sources=archived).file_landing() == (
+        str(tmp_path / "landing"),
+        str(tmp_path / "archive"),
+    )
+
+
+def test_the_quarantine_must_differ_from_the_output(tmp_path: Path) -> None:
+    sink = {"kind": "delta", "output_path": "/lake/orders", "quarantine_path": "/lake/orders/"}
+    assert _error(tmp_path, sinks={"lake": sink}) == (
+        "jobs config error: sinks.lake.quarantine_path: must differ from output_path"
+    )
+
+
+def test_environment_checks_can_be_skipped_for_readers_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow reads a pipeline's paths where the driver's variable and local folders are absent."""
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    raw = _raw(
+        tmp_path,
+        sources={
+            "telemetry": {"kind": "eventhubs", "connection_string_env": ENV_VAR},
+            "devices": {"kind": "delta", "path": "/not/here"},
+            "orders": {**_files(tmp_path), "path": "/not/here/either"},
+        },
+    )
+    config = load_config(write_config(tmp_path / "job.yaml", raw), PipelineConfig, check_environment=False)
+    assert list(config.sources) == ["telemetry", "devices", "orders"]
