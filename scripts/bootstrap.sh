@@ -31,7 +31,7 @@ check_java() {
 
 wanted_stamp() {
   cat "$root/requirements.lock" "$root"/connectors/pyproject.toml "$root"/emulator/pyproject.toml \
-    "$root"/jobs/pyproject.toml \
+    "$root"/jobs/pyproject.toml "$root"/cli/pyproject.toml \
     "$root/scripts/bootstrap.sh" "$root/jvm-deps.lock" "$root/scripts/jvm_deps.py" \
     2>/dev/null | sha256sum | cut -d' ' -f1
 }
@@ -112,7 +112,8 @@ fi
 # connector and registers format("eventhubs") by itself, and the Airflow side imports the jobs'
 # status-folder contract (hubflow_jobs.status_folder) from the working copy.
 "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps \
-  --config-settings editable_mode=compat -e "$root/connectors" -e "$root/emulator" -e "$root/jobs"
+  --config-settings editable_mode=compat -e "$root/connectors" -e "$root/emulator" -e "$root/jobs" \
+  -e "$root/cli"
 # The locked JVM jars (Delta, Azure storage drivers) into pyspark's jars folder, checksums verified;
 # jobs never fetch jars at run time.
 "$venv/bin/python" "$root/scripts/jvm_deps.py" install

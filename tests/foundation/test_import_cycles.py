@@ -19,6 +19,7 @@ PACKAGES = {
     "eventhubs_emulator": ROOT / "emulator",
     "hubflow_jobs": ROOT / "jobs",
     "hubflow_plugins": ROOT / "plugins",
+    "hubflow_cli": ROOT / "cli",
 }
 
 

@@ -10,7 +10,6 @@ whose driver must outlive the Airflow task that started it.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from hubflow_jobs.detached_process import start_detached
 from hubflow_plugins.core.registry import RegisteredJob
+from hubflow_plugins.core.spark_submit_command import job_environment, spark_submit_binary
 
 #: The environment variable through which a job receives the Event Hubs connection string.
 EVENTHUBS_CONNECTION_STRING_ENV = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
@@ -74,26 +74,6 @@ def driver_secrets(job: RegisteredJob) -> dict[str, str]:
     from hubflow_plugins.hooks.eventhubs import EventHubsHook
 
     return {EVENTHUBS_CONNECTION_STRING_ENV: EventHubsHook(job.eventhubs_conn_id).connection_string()}
-
-
-def spark_submit_binary() -> str | None:
-    """The spark-submit beside this interpreter (a pip-installed pyspark), else the one on PATH."""
-    beside = Path(sys.executable).parent / "spark-submit"
-    if beside.exists():
-        return str(beside)
-    return shutil.which("spark-submit")
-
-
-def job_environment(secrets: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for the job's driver: this interpreter for Spark's Python workers, plus secrets."""
-    env = {
-        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-        "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
-    }
-    if os.environ.get("SPARK_LOCAL_IP"):
-        env["SPARK_LOCAL_IP"] = os.environ["SPARK_LOCAL_IP"]
-    env.update(secrets or {})
-    return env
 
 
 def build_submit_hook(

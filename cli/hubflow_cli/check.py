@@ -1,0 +1,119 @@
+"""``hubflow check``: every registered job's config and every pipeline's binding, without Spark.
+
+For each job of the registry: its application is known, its config reads and validates with that
+application's model (``hubflow_plugins.core.registry.read_job_paths``, the check Airflow makes at run
+time), its name agrees with the registry's, and for a pipeline (``application: module:function``) the
+function imports, its parameters bind to the config's sources and ``params:`` fit its model
+(``hubflow_jobs.pipeline.job.load_pipeline``, the check ``jobs/pipeline.py`` makes before Spark).
+Each problem names the file and the key or parameter, with the valid names.
+
+What only the job's own machine can check (its local folders exist, its secret environment variable
+is set) is a warning unless ``local`` is asked for (``--local``; ``hubflow run`` always asks): the
+registry's configs usually describe the deployment's machines, not the one running ``hubflow check``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK, applications
+from hubflow_jobs.config import ConfigError, load_config
+from hubflow_jobs.pipeline.binding import PipelineError
+from hubflow_jobs.pipeline.job import load_pipeline
+from hubflow_plugins.core.registry import RegistryError, load_registry, read_job_paths
+
+#: The ``application`` of a job config checked without a registry, for messages.
+NO_REGISTRY = "--application"
+
+
+@dataclass
+class CheckResult:
+    """The verdict on one job: problems make it fail, warnings are only this machine's."""
+
+    name: str
+    application: str
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def failed(self, local: bool) -> bool:
+        """Whether the job has problems (with ``local``, warnings count too)."""
+        return bool(self.problems or (local and self.warnings))
+
+    def lines(self, local: bool) -> list[str]:
+        """The report: ``ok``/``FAIL``/``warn`` and the job, then one indented line per finding."""
+        label = "FAIL" if self.failed(local) else ("warn" if self.warnings else "ok")
+        lines = [f"{label:<5} {self.name}  ({self.application})"]
+        lines += [f"      {problem}" for problem in self.problems]
+        lines += [f"      {'' if local else 'on this machine: '}{warning}" for warning in self.warnings]
+        return lines
+
+
+def check_job_config(
+    application: str,
+    config_path: Path,
+    *,
+    name: str | None = None,
+    registry_path: Path | None = None,
+) -> CheckResult:
+    """Check one job: its config with the model of ``application``, and a pipeline's function.
+
+    ``name`` is the registry entry's name (the config's must equal it); ``registry_path`` is named in
+    the message about an unknown application, which is the registry's mistake.
+    """
+    result = CheckResult(name or str(config_path), application)
+    model = applications.config_model(application)
+    if model is None:
+        where = f"registry {registry_path}: jobs[{name}].application" if registry_path else NO_REGISTRY
+        result.problems.append(
+            f"{where}: unknown application {application!r}; the built-in applications are "
+            f"{', '.join(sorted(applications.CONFIG_MODELS))}, or name a pipeline function as module:function"
+        )
+        return result
+    try:
+        paths = read_job_paths(config_path, application, expected_name=name)
+    except RegistryError as exc:
+        result.problems.append(str(exc))
+        return result
+    result.name = name or paths.name
+    if applications.is_pipeline(application):
+        try:
+            load_pipeline(application, str(config_path), check_environment=False)
+        except (ConfigError, PipelineError) as exc:
+            result.problems.append(f"job config {config_path}: {exc}")
+            return result
+    try:
+        load_config(config_path, model, check_environment=True)
+    except ConfigError as exc:
+        result.warnings.append(f"job config {config_path}: {exc}")
+    return result
+
+
+def check_registry(registry_path: Path, only: str | None = None) -> tuple[list[CheckResult], str | None]:
+    """Check every job of the registry (or the job ``only``); the results, or the registry's own problem."""
+    try:
+        registry = load_registry(registry_path)
+        jobs = [registry.job(only)] if only else registry.jobs
+    except RegistryError as exc:
+        return [], str(exc)
+    results = [
+        check_job_config(job.application, job.config_path(), name=job.name, registry_path=registry_path)
+        for job in jobs
+    ]
+    return results, None
+
+
+def report(results: list[CheckResult], local: bool) -> int:
+    """Print each result; the exit code: 0 when none failed, 2 otherwise."""
+    for result in results:
+        print("\n".join(result.lines(local)))
+    failed = [r.name for r in results if r.failed(local)]
+    if failed:
+        print(f"{len(failed)} of {len(results)} jobs have problems: {', '.join(failed)}")
+        return EXIT_CONFIG_ERROR
+    warned = sum(1 for r in results if r.warnings)
+    summary = f"all {len(results)} jobs ok" if len(results) != 1 else "ok"
+    if warned:
+        summary += f"; {warned} with warnings about this machine (--local counts them as problems)"
+    print(summary)
+    return EXIT_OK

@@ -1,0 +1,140 @@
+"""The ``hubflow`` command line: ``check``, ``new pipeline``, ``run``, ``status`` (docs/cli.md).
+
+Exit codes: 0 when all is well, 2 for a problem in the registry, a config, a pipeline or the
+command line itself (nothing was started), and for ``run`` the job's own exit code (:mod:`hubflow_jobs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hubflow_jobs import EXIT_CONFIG_ERROR
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="hubflow", description="Check, scaffold, run and watch hubflow jobs (docs/cli.md)."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    registry_help = "the job registry (default: $HUBFLOW_REGISTRY, else the repository's dags/registry.yaml)"
+
+    check = commands.add_parser(
+        "check",
+        help="validate the registry, every job's config and every pipeline's binding (no Spark)",
+        description="Validate the registry, every job's config and every pipeline's binding (no Spark).",
+    )
+    check.add_argument("--registry", type=Path, help=registry_help)
+    check.add_argument("--job", help="check only this registered job")
+    check.add_argument("--config", type=Path, help="check this job config alone, without a registry")
+    check.add_argument("--pipeline", metavar="MODULE:FUNCTION", help="with --config: the pipeline function")
+    check.add_argument("--application", help="with --config: a built-in application, e.g. files_to_lake")
+    check.add_argument(
+        "--local",
+        action="store_true",
+        help="also count what only this machine can check (local folders, environment variables) as problems",
+    )
+
+    new = commands.add_parser("new", help="create something new from a template")
+    kinds = new.add_subparsers(dest="what", required=True, metavar="WHAT")
+    pipeline = kinds.add_parser(
+        "pipeline",
+        help="a pipeline: its function, config, unit test and registry entry",
+        description="Write a pipeline's function, config and unit test, and append its registry entry.",
+    )
+    pipeline.add_argument("name", help="the pipeline's name: module, job, checkpoint and status folder name")
+    pipeline.add_argument(
+        "--source-kind", choices=("files", "eventhubs", "delta"), default="files", help="default: files"
+    )
+    pipeline.add_argument("--force", action="store_true", help="overwrite the pipeline's files if they exist")
+    pipeline.add_argument(
+        "--dir",
+        type=Path,
+        help="the pipelines folder (default: $HUBFLOW_PIPELINES_DIR, else the repository's pipelines/)",
+    )
+    pipeline.add_argument(
+        "--data-dir", type=Path, help="the config's local data folder (default: DIR/../data)"
+    )
+    pipeline.add_argument("--registry", type=Path, help=registry_help)
+
+    run = commands.add_parser(
+        "run",
+        help="run a registered job in the foreground on local Spark",
+        description="Run a registered job in the foreground on local Spark; Ctrl-C stops it gracefully.",
+    )
+    run.add_argument("job", help="the registered job's name")
+    run.add_argument("--once", action="store_true", help="process what is available now, then exit")
+    run.add_argument("--registry", type=Path, help=registry_help)
+    run.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    run.add_argument(
+        "--every", type=float, default=5.0, metavar="SECONDS", help="progress line interval (default: 5)"
+    )
+
+    status = commands.add_parser(
+        "status",
+        help="the status page's facts of every job (or one)",
+        description="State, last batch, lag, hold and lease of every registered job (or one).",
+    )
+    status.add_argument("job", nargs="?", help="one registered job (default: all)")
+    status.add_argument("--registry", type=Path, help=registry_help)
+    status.add_argument("--json", action="store_true", help="print the snapshots as JSON")
+    return parser
+
+
+def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from hubflow_cli.check import check_job_config, check_registry, report
+    from hubflow_plugins.core.registry import registry_path
+
+    if args.config is None:
+        if args.pipeline or args.application:
+            parser.error("--pipeline and --application go with --config")
+        path = args.registry or registry_path()
+        results, problem = check_registry(path, args.job)
+        if problem:
+            print(f"FAIL  {problem}")
+            return EXIT_CONFIG_ERROR
+        return report(results, args.local)
+    if bool(args.pipeline) == bool(args.application):
+        parser.error("--config needs one of --pipeline MODULE:FUNCTION or --application NAME")
+    if args.registry or args.job:
+        parser.error("--config checks one config without a registry; leave out --registry and --job")
+    application = args.pipeline or args.application
+    if args.pipeline and ":" not in args.pipeline:
+        parser.error(f"--pipeline {args.pipeline!r}: write it as module:function")
+    return report([check_job_config(application, args.config)], args.local)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``hubflow`` console script; returns (and exits with) the command's exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "check":
+        code = _check(args, parser)
+    elif args.command == "new":
+        from hubflow_cli.new import new_pipeline
+
+        code = new_pipeline(
+            args.name,
+            args.source_kind,
+            folder=args.dir,
+            data=args.data_dir,
+            registry=args.registry,
+            force=args.force,
+        )
+    elif args.command == "run":
+        from hubflow_cli.run import run_job
+
+        code = run_job(args.job, registry=args.registry, once=args.once, master=args.master, every=args.every)
+    else:
+        from hubflow_cli.status import show_status
+
+        code = show_status(args.job, registry=args.registry, as_json=args.json)
+    sys.stdout.flush()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""``hubflow run JOB``: a registered job in the foreground, on local Spark, as Airflow would run it.
+
+The job is checked first (``hubflow check --local`` for that job: nothing starts on a problem), then
+``spark-submit jobs/<application>.py --config FILE`` (``jobs/pipeline.py --pipeline module:function``
+for a pipeline) runs with the job's ``--conf`` from the registry on ``local[*]``. Its output goes to
+``driver.log`` in the job's status folder (the file the status page shows), and every few seconds a
+progress line is printed from its ``status.json``. ``--once`` runs a copy of the config with
+``trigger: {availableNow: true}``: everything available is processed, then the job exits.
+
+Ctrl-C or SIGTERM asks the job to stop gracefully (SIGTERM to spark-submit: the jobs runtime lets
+the running batch finish, :mod:`hubflow_jobs.stop`); a second one kills it (SIGKILL to its process
+group; Spark replays the unfinished batch from the checkpoint on the next run). The exit code is the
+job's (:mod:`hubflow_jobs`), or 128 + the signal that ended spark-submit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+
+from hubflow_cli.check import check_job_config
+from hubflow_jobs import (
+    EXIT_CONFIG_ERROR,
+    EXIT_FAILED,
+    EXIT_HELD,
+    EXIT_KILLED,
+    EXIT_LEASE_LOST,
+    EXIT_LOCKED,
+    EXIT_OK,
+)
+from hubflow_jobs.detached_process import start_detached
+from hubflow_jobs.status_folder import StatusFolder
+from hubflow_plugins.core.job_control import JobControl
+from hubflow_plugins.core.registry import (
+    RegisteredJob,
+    RegistryError,
+    load_registry,
+    read_job_paths,
+    registry_path,
+)
+from hubflow_plugins.core.spark_submit_command import job_environment, spark_submit_binary
+from hubflow_plugins.status_page.progress_history import progress_lag
+
+#: What each of the job's exit codes means, for the last line of a run.
+EXIT_MEANINGS = {
+    EXIT_OK: "finished (availableNow ran dry) or stopped gracefully",
+    EXIT_FAILED: "failed: the reason is the last line of the driver log",
+    EXIT_CONFIG_ERROR: "the config was refused; nothing ran",
+    EXIT_LOCKED: "another instance holds the job's lease; nothing ran",
+    EXIT_HELD: "held by on-call (HOLD marker in the status folder); nothing ran",
+    EXIT_LEASE_LOST: "lost its lease and exited hard",
+    EXIT_KILLED: "killed on request (KILL marker)",
+}
+#: Lines of the driver log printed when a run fails.
+LOG_TAIL_LINES = 20
+
+
+def driver_environment() -> dict[str, str]:
+    """The driver's environment: this one plus what every job's driver gets, on loopback Spark."""
+    env = {**os.environ, **job_environment()}
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return env
+
+
+def submit_command(job: RegisteredJob, config: Path, master: str) -> list[str]:
+    """``spark-submit --master M --conf ... jobs/<application>.py [--pipeline ...] --config FILE``."""
+    conf = [part for key, value in job.submit_conf.items() for part in ("--conf", f"{key}={value}")]
+    return [
+        spark_submit_binary() or "spark-submit",
+        "--master",
+        master,
+        *conf,
+        str(job.application_path()),
+        *job.run_args,
+        "--config",
+        str(config),
+    ]
+
+
+def once_config(config_path: Path, folder: Path) -> Path:
+    """A copy of the config in ``folder`` with ``trigger: {availableNow: true}``."""
+    data = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    data["trigger"] = {"availableNow": True}
+    copy = folder / config_path.name
+    copy.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return copy
+
+
+def progress_line(status: dict[str, Any]) -> str:
+    """What a run's status.json says: state, last batch, rows read by this run, lag if known."""
+    progress = status.get("last_progress") if isinstance(status.get("last_progress"), dict) else None
+    parts = [f"state {status.get('state')}"]
+    if progress and progress.get("batch_id") is not None:
+        parts.append(f"batch {progress['batch_id']} ({progress.get('num_input_rows', 0)} rows)")
+    parts.append(f"input rows {status.get('input_rows') or 0}")
+    lag = progress_lag(progress)
+    if lag is not None:
+        parts.append(f"lag {lag}")
+    if status.get("exception"):
+        parts.append(f"error: {status['exception']}")
+    return ", ".join(parts)
+
+
+class Foreground:
+    """spark-submit started in its own session, and what Ctrl-C / SIGTERM do to it."""
+
+    def __init__(self, process: subprocess.Popen, say: Callable[[str], None]) -> None:
+        self.process = process
+        self.say = say
+        self.requests = 0
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """First signal: SIGTERM to spark-submit (graceful stop); second: SIGKILL to its process group."""
+        if self.process.poll() is not None:
+            return
+        self.requests += 1
+        with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+            if self.requests == 1:
+                self.say("stopping the job gracefully (the running batch finishes); Ctrl-C again to kill it")
+                os.kill(self.process.pid, signal.SIGTERM)
+            else:
+                self.say("killing the job (its unfinished batch is replayed from the checkpoint next time)")
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def run_job(
+    name: str, *, registry: Path | None, once: bool, master: str = "local[*]", every: float = 5.0
+) -> int:
+    """The ``hubflow run`` command: the job's exit code."""
+    registry = registry or registry_path()
+    try:
+        job = load_registry(registry).job(name)
+    except RegistryError as exc:
+        print(f"hubflow run: {exc}")
+        return EXIT_CONFIG_ERROR
+    checked = check_job_config(job.application, job.config_path(), name=job.name, registry_path=registry)
+    if checked.failed(local=True):
+        print("\n".join(checked.lines(local=True)))
+        return EXIT_CONFIG_ERROR
+    paths = read_job_paths(job.config_path(), job.application, expected_name=job.name)
+    with tempfile.TemporaryDirectory(prefix=f"hubflow-run-{name}-") as temp:
+        config = job.config_path()
+        if once and paths.trigger != "availableNow":
+            config = once_config(config, Path(temp))
+            print(f"--once: running {config} (a copy of {job.config_path()} with availableNow)")
+        log_path, _ = JobControl(job.name, paths.status_dir).driver_log_target()
+        folder = StatusFolder(paths.status_dir)
+        return _supervise(job, submit_command(job, config, master), log_path, folder, every)
+
+
+def _supervise(
+    job: RegisteredJob, command: list[str], log_path: Path, folder: StatusFolder, every: float
+) -> int:
+    """Start spark-submit, print progress until it exits, and return its exit code."""
+    earlier = (folder.status() or {}).get("started_at")
+    print(f"starting job {job.name}: {' '.join(command)}")
+    print(f"driver log: {log_path}")
+    process = start_detached(command, log_path, driver_environment(), append=False)
+    foreground = Foreground(process, lambda text: print(text, flush=True))
+    previous = {sig: signal.signal(sig, foreground.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    shown = None
+    try:
+        while True:
+            try:
+                code = process.wait(timeout=every)
+            except subprocess.TimeoutExpired:
+                code = None
+            status = folder.status()
+            if status and status.get("started_at") != earlier:
+                line = progress_line(status)
+                if line != shown:
+                    print(f"[{datetime.now():%H:%M:%S}] {job.name}: {line}", flush=True)
+                    shown = line
+            if code is not None:
+                break
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    code = code if code >= 0 else 128 - code
+    print(f"job {job.name} exited {code}: {EXIT_MEANINGS.get(code, 'spark-submit failed')}")
+    if code != EXIT_OK:
+        print(f"--- the last lines of {log_path} ---")
+        print(_tail(log_path, LOG_TAIL_LINES))
+    return code
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"(cannot read it: {exc.strerror})"

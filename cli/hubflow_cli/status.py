@@ -1,0 +1,103 @@
+"""``hubflow status [JOB]``: what the status page shows of each registered job, in the terminal.
+
+The facts come from the status page's own snapshot (``hubflow_plugins.status_page.job_snapshots``,
+Airflow-free): the checkpoint's verdict, the state and liveness from ``status.json``, the last batch,
+the lag, the on-call hold. The lease holder is read from the job's status folder (its ``lease``
+document, :mod:`hubflow_jobs.status_folder`). Nothing is changed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow_jobs.status_folder import LEASE_FILE, StatusFolder
+from hubflow_plugins.core.registry import RegisteredJob, RegistryError, load_registry, registry_path
+from hubflow_plugins.status_page.job_snapshots import job_snapshot, redact
+from hubflow_plugins.status_page.progress_history import ProgressSamples
+
+
+def lease_holder(job: RegisteredJob) -> dict[str, Any] | None:
+    """The job's lease document (who runs it: pid, host, since, last renewal), None when free."""
+    lease = StatusFolder(job.paths.status_dir).read_json(LEASE_FILE)
+    if not lease:
+        return None
+    keys = ("pid", "host", "started_at", "renewed_at")
+    return {key: redact(lease.get(key)) for key in keys}
+
+
+def snapshot(job: RegisteredJob, samples: ProgressSamples) -> dict[str, Any]:
+    """The status page's snapshot of ``job`` with its lease holder added (``lease``)."""
+    found = job_snapshot(job, samples)
+    found["lease"] = None
+    if not found.get("error"):
+        try:
+            found["lease"] = lease_holder(job)
+        except Exception as exc:  # storage unreachable: say so on the job's lines
+            found["error"] = f"cannot read the lease: {redact(str(exc))}"
+    return found
+
+
+def describe(found: dict[str, Any]) -> list[str]:
+    """The lines printed for one job's snapshot."""
+    schedule = f" {found['schedule']}" if found.get("schedule") else ""
+    lines = [f"{found['name']}  ({found['application']}, {found['mode']}{schedule})"]
+
+    def add(label: str, value: Any) -> None:
+        lines.append(f"  {label:<11} {value}")
+
+    state = found.get("state") or "unknown"
+    add("state", f"{state} ({found['liveness']})" if found.get("liveness") else state)
+    if found.get("verdict"):
+        add("checkpoint", f"{found['verdict']}: {found.get('reason')}")
+    batch = found.get("last_batch")
+    if batch:
+        rows = batch.get("num_input_rows")
+        add(
+            "last batch",
+            f"{batch.get('batch_id')} at {batch.get('timestamp')}"
+            + (f", {rows} input rows" if rows is not None else ""),
+        )
+    else:
+        add("last batch", "none yet")
+    if found.get("lag") is not None:
+        add("lag", found["lag"])
+    hold = found.get("hold")
+    add("held", f"yes, by {hold.get('by')} at {hold.get('at')}: {hold.get('reason')}" if hold else "no")
+    lease = found.get("lease")
+    if lease:
+        add(
+            "lease",
+            f"pid {lease['pid']} on host {lease['host']} since {lease['started_at']}, "
+            f"renewed {lease['renewed_at']}",
+        )
+    elif not found.get("error"):
+        add("lease", "free")
+    for table in found.get("delta_tables") or []:
+        add("delta table", f"{table.get('table')} version {table.get('version')}: {table.get('agreement')}")
+    if found.get("exception"):
+        add("exception", found["exception"])
+    for line in found.get("data_loss") or []:
+        add("data loss", line)
+    if found.get("error"):
+        add("error", found["error"])
+    return lines
+
+
+def show_status(name: str | None, *, registry: Path | None, as_json: bool = False) -> int:
+    """The ``hubflow status`` command: 0, or 2 when the registry or the job name is wrong."""
+    try:
+        loaded = load_registry(registry or registry_path())
+        jobs = [loaded.job(name)] if name else loaded.jobs
+    except RegistryError as exc:
+        print(f"hubflow status: {exc}")
+        return EXIT_CONFIG_ERROR
+    samples = ProgressSamples()
+    found = [snapshot(job, samples) for job in jobs]
+    if as_json:
+        print(json.dumps(found, indent=2, default=str))
+    else:
+        print("\n\n".join("\n".join(describe(item)) for item in found))
+    return EXIT_OK

@@ -1,0 +1,140 @@
+"""``hubflow check``: each kind of mistake named with its file and the valid names, exit 2; else exit 0.
+
+Every test runs the installed executable (``.venv/bin/hubflow``) on files in a temporary folder; no
+Spark starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from tests.cli.helpers import add_pipeline, hubflow, output, pipeline_config, write_registry
+from tests.jobs.helpers import landing_config, write_config
+
+
+def _job_lines(text: str, name: str) -> str:
+    """The report's lines of job ``name``: its label line and the indented lines under it."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[1:2] == [name])
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("      "):
+            break
+        block.append(line)
+    return "\n".join(block)
+
+
+def test_a_good_registry_passes(tmp_path: Path) -> None:
+    builtin = write_config(tmp_path / "files_to_lake.yaml", landing_config(tmp_path / "builtin"))
+    registry = write_registry(
+        tmp_path / "registry.yaml",
+        [
+            add_pipeline(tmp_path, "good"),
+            {
+                "name": "files_to_lake",
+                "application": "files_to_lake",
+                "config": str(builtin),
+                "mode": "streaming",
+            },
+        ],
+    )
+
+    result = hubflow("check", "--registry", registry, pipelines=tmp_path / "pipelines")
+
+    assert result.returncode == 0, output(result)
+    assert "ok    good  (good:transform)" in result.stdout
+    assert "ok    files_to_lake  (files_to_lake)" in result.stdout
+    assert "all 2 jobs ok" in result.stdout
+
+
+def test_each_mistake_is_named_with_its_file(tmp_path: Path) -> None:
+    pipelines = tmp_path / "pipelines"
+    jobs = [
+        add_pipeline(tmp_path, "good"),
+        add_pipeline(tmp_path, "misspelt", module="def transform(ordres, params):\n    return ordres\n"),
+        add_pipeline(tmp_path, "absent", module=None),
+        add_pipeline(tmp_path, "explodes", module="raise RuntimeError('no database here')\n"),
+        add_pipeline(
+            tmp_path,
+            "wrong_kind",
+            sources={"orders": {"kind": "kafka", "path": str(tmp_path), "format": "json"}},
+        ),
+        add_pipeline(tmp_path, "bad_params", params={"threshold": "hot"}),
+        add_pipeline(tmp_path, "unknown_app", application="file_to_lake"),
+    ]
+    registry = write_registry(tmp_path / "registry.yaml", jobs)
+
+    result = hubflow("check", "--registry", registry, pipelines=pipelines)
+
+    text = output(result)
+    assert result.returncode == 2, text
+    configs = {job["name"]: job["config"] for job in jobs}
+    assert _job_lines(text, "good").startswith("ok    good")
+
+    misspelt = _job_lines(text, "misspelt")
+    assert misspelt.startswith("FAIL  misspelt")
+    assert configs["misspelt"] in misspelt
+    assert "parameter 'ordres' names no source of the config; valid names: orders, params, spark" in misspelt
+
+    absent = _job_lines(text, "absent")
+    assert configs["absent"] in absent
+    assert f"no module 'absent' in {pipelines}" in absent
+    assert str(pipelines / "absent.py") in absent
+
+    explodes = _job_lines(text, "explodes")
+    assert configs["explodes"] in explodes
+    assert "importing its module failed" in explodes
+    assert str(pipelines / "explodes.py") in explodes
+    assert "RuntimeError: no database here" in explodes
+
+    wrong_kind = _job_lines(text, "wrong_kind")
+    assert configs["wrong_kind"] in wrong_kind
+    assert "sources.orders" in wrong_kind and "'kafka'" in wrong_kind
+    assert all(kind in wrong_kind for kind in ("'eventhubs'", "'files'", "'delta'"))
+
+    bad_params = _job_lines(text, "bad_params")
+    assert configs["bad_params"] in bad_params
+    assert "params do not fit Params: params.threshold:" in bad_params
+
+    unknown_app = _job_lines(text, "unknown_app")
+    assert f"registry {registry}: jobs[unknown_app].application: unknown application 'file_to_lake'" in (
+        unknown_app
+    )
+    assert "files_to_lake" in unknown_app.split("built-in applications are", 1)[1]
+
+    assert "6 of 7 jobs have problems" in text
+
+
+def test_one_config_without_a_registry(tmp_path: Path) -> None:
+    pipelines = tmp_path / "pipelines"
+    good = Path(add_pipeline(tmp_path, "solo")["config"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(pipeline_config(tmp_path, "solo", params={})), encoding="utf-8")
+
+    passed = hubflow("check", "--config", good, "--pipeline", "solo:transform", pipelines=pipelines)
+    failed = hubflow("check", "--config", bad, "--pipeline", "solo:transform", pipelines=pipelines)
+
+    assert passed.returncode == 0, output(passed)
+    assert failed.returncode == 2, output(failed)
+    assert f"job config {bad}" in failed.stdout and "params.threshold: Field required" in failed.stdout
+
+
+def test_what_only_this_machine_can_check_is_a_warning_unless_local(tmp_path: Path) -> None:
+    entry = add_pipeline(tmp_path, "elsewhere")
+    config = Path(entry["config"])
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    data["sources"]["orders"]["path"] = str(tmp_path / "not-here")
+    config.write_text(yaml.safe_dump(data), encoding="utf-8")
+    registry = write_registry(tmp_path / "registry.yaml", [entry])
+
+    relaxed = hubflow("check", "--registry", registry, pipelines=tmp_path / "pipelines")
+    local = hubflow("check", "--registry", registry, "--local", pipelines=tmp_path / "pipelines")
+
+    assert relaxed.returncode == 0, output(relaxed)
+    assert "warn  elsewhere" in relaxed.stdout
+    assert f"on this machine: job config {config}" in relaxed.stdout
+    assert f"landing folder {tmp_path / 'not-here'} does not exist" in relaxed.stdout
+    assert local.returncode == 2, output(local)
+    assert "FAIL  elsewhere" in local.stdout

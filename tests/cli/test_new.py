@@ -1,0 +1,119 @@
+"""``hubflow new pipeline``: what it writes passes ``hubflow check``, ruff and its own unit test; what
+it refuses, it refuses with nothing written.
+
+The installed executable writes into a temporary pipelines folder and registry (``--dir``,
+``--registry``). The generated unit tests start one local Spark (a single pytest run for all three).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.cli.helpers import hubflow, output
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RUFF = Path(sys.executable).parent / "ruff"
+REGISTRY_HEAD = "# the team's registry: keep this comment\njobs: []\n"
+
+
+def _new(pipelines: Path, registry: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
+    return hubflow("new", "pipeline", name, "--dir", pipelines, "--registry", registry, *extra)
+
+
+@pytest.mark.integration
+def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_path: Path) -> None:
+    pipelines, registry = tmp_path / "pipelines", tmp_path / "registry.yaml"
+    registry.write_text(REGISTRY_HEAD, encoding="utf-8")
+
+    printed = {}
+    for name, kind in (("orders", "files"), ("clicks", "eventhubs"), ("silver", "delta")):
+        result = _new(pipelines, registry, name, "--source-kind", kind)
+        assert result.returncode == 0, output(result)
+        printed[name] = result.stdout
+
+    for written in ("orders.py", "configs/orders.yaml", "tests/test_orders.py", "tests/conftest.py"):
+        assert f"wrote {pipelines / written}" in printed["orders"]
+    assert f"appended the job's entry to {registry}" in printed["orders"]
+    assert f"HUBFLOW_PIPELINES_DIR={pipelines} hubflow check --registry {registry}" in printed["orders"]
+    assert f"HUBFLOW_PIPELINES_DIR={pipelines} hubflow run orders --once --registry" in printed["orders"]
+    text = registry.read_text(encoding="utf-8")
+    assert text.startswith("# the team's registry: keep this comment\njobs:\n")
+    entries = {job["name"]: job for job in yaml.safe_load(text)["jobs"]}
+    assert list(entries) == ["orders", "clicks", "silver"]
+    assert entries["orders"] == {
+        "name": "orders",
+        "application": "orders:transform",
+        "config": str(pipelines / "configs" / "orders.yaml"),
+        "mode": "scheduled",
+        "schedule": "@hourly",
+    }
+    config = yaml.safe_load((pipelines / "configs" / "orders.yaml").read_text(encoding="utf-8"))
+    assert config["trigger"] == {"availableNow": True}
+    assert config["sources"]["landing"]["path"] == str(tmp_path / "data" / "landing" / "orders")
+    assert config["sinks"]["output"]["kind"] == "delta"
+
+    checked = hubflow("check", "--registry", registry, pipelines=pipelines)
+    assert checked.returncode == 0, output(checked)
+    assert "ok    orders  (orders:transform)" in checked.stdout
+    # Only this machine's facts are missing for the others: the hub's variable, the upstream table.
+    assert "warn  clicks" in checked.stdout and "CLICKS_EVENTHUBS_CONNECTION is not set" in checked.stdout
+    assert "warn  silver" in checked.stdout and "is not a Delta table" in checked.stdout
+
+    config_file = str(REPO_ROOT / "pyproject.toml")
+    for command in (["check"], ["format", "--check", "--diff"]):
+        ruff = subprocess.run(
+            [str(RUFF), *command, "--config", config_file, str(pipelines)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert ruff.returncode == 0, f"ruff {command[0]}:\n{ruff.stdout}{ruff.stderr}"
+
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(pipelines / "tests")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+    assert "3 passed" in tests.stdout
+
+
+def test_refusals_write_nothing(tmp_path: Path) -> None:
+    pipelines, registry = tmp_path / "pipelines", tmp_path / "registry.yaml"
+    registry.write_text(REGISTRY_HEAD, encoding="utf-8")
+    assert _new(pipelines, registry, "orders").returncode == 0
+    after_first = registry.read_text(encoding="utf-8")
+    (pipelines / "orders.py").write_text("# edited by hand\n", encoding="utf-8")
+
+    refused = {
+        "Orders-2": "must match ^[a-z][a-z0-9_]*$",
+        "class": "is a Python keyword",
+        "json": "is the name of a module Python imports already",
+        "orders": f"job registry {registry} has a job named 'orders' already",
+    }
+    for name, message in refused.items():
+        result = _new(pipelines, registry, name)
+        assert result.returncode == 2, output(result)
+        assert message in result.stdout, output(result)
+    other = tmp_path / "other.yaml"
+    exists = _new(pipelines, other, "orders")
+    assert exists.returncode == 2, output(exists)
+    assert f"{pipelines / 'orders.py'}" in exists.stdout and "pass --force" in exists.stdout
+
+    assert registry.read_text(encoding="utf-8") == after_first
+    assert not other.exists()
+    assert (pipelines / "orders.py").read_text(encoding="utf-8") == "# edited by hand\n"
+    assert sorted(p.name for p in pipelines.glob("*.py")) == ["orders.py"]
+
+    forced = _new(pipelines, other, "orders", "--force")
+    assert forced.returncode == 0, output(forced)
+    assert "def transform(landing" in (pipelines / "orders.py").read_text(encoding="utf-8")
+    assert yaml.safe_load(other.read_text(encoding="utf-8"))["jobs"][0]["name"] == "orders"
