@@ -40,6 +40,9 @@ BIN = Path(sys.executable).parent
 HUB = "telemetry"
 PARTITIONS = 4
 EVENTS = 2_000
+#: The demo emulator's connection string to hub ``telemetry``, for pipelines of one's own that read it
+#: (docs/pipelines.md); readable by its owner only, removed when the demo stops.
+CONNECTION_FILE = DEMO / "eventhubs_connection"
 LANDING_FILES = 5
 ORDERS_PER_FILE = 40
 BAD_PER_FILE = 2
@@ -77,8 +80,17 @@ def start(name: str, command: list[str], env: dict[str, str]) -> subprocess.Pope
     return process
 
 
+def write_connection_file(conn: str) -> None:
+    """Keep the emulator's connection string where a pipeline's run can read it (owner only)."""
+    CONNECTION_FILE.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(CONNECTION_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(conn)
+
+
 def stop_stack(quiet: bool = False) -> None:
     """Stop every process the demo started (each in its own process group)."""
+    CONNECTION_FILE.unlink(missing_ok=True)
     if not PIDS.exists():
         if not quiet:
             console.print("no demo stack is running")
@@ -378,6 +390,7 @@ def run(keep_running: bool) -> int:
         emulator,
     )
     conn = config.connection_string("127.0.0.1", amqp_port, HUB)
+    write_connection_file(conn)
 
     sent = send_events(conn)
     good, bad = write_landing_files(data / "landing" / "orders")
@@ -436,6 +449,7 @@ def run(keep_running: bool) -> int:
     console.print(f"Airflow UI: {ui} (no login: the demo runs with every user as admin)")
     console.print(f"logs: {DEMO / 'logs'}; Airflow task logs under {data / 'airflow' / 'logs'}")
     if keep_running:
+        console.print(f"the Event Hub {HUB!r}: its connection string is in {CONNECTION_FILE}")
         console.print("the stack keeps running; stop it with `make demo-stop`")
     else:
         stop_stack(quiet=True)
