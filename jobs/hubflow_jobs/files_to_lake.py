@@ -55,16 +55,15 @@ RESERVED_OPTIONS = {
 }
 
 
-class FileSourceConfig(StrictModel):
-    """``source:`` of files_to_lake."""
+class LandingFilesKeys(StrictModel):
+    """The keys of every source that reads a landing folder: files_to_lake's ``source:`` and a
+    pipeline's ``kind: files`` source."""
 
     path: str = Field(min_length=1)
     format: Literal["json", "csv", "parquet"]
     schema_ddl: str = Field(alias="schema", min_length=1)
     options: TextMap = Field(default_factory=dict)
     max_files_per_trigger: int = Field(default=100, gt=0)
-    archive_dir: str = Field(min_length=1)
-    required_columns: list[str] = Field(default_factory=list)
     #: strftime pattern (UTC) of the folder under ``path`` holding one interval's files, e.g.
     #: ``%Y/%m/%d/%H``; needed by backfills only (see :mod:`hubflow_jobs.interval_folders`).
     interval_folder: str | None = None
@@ -80,12 +79,23 @@ class FileSourceConfig(StrictModel):
         return existing_local_folder(value, "landing folder", info)
 
     @model_validator(mode="after")
-    def _consistent(self) -> FileSourceConfig:
+    def _no_reserved_options(self) -> LandingFilesKeys:
         for key in self.options:
             if key.lower() in RESERVED_OPTIONS:
                 raise KeyedValueError(
                     f"options.{key}", "is set by the job itself; use the source keys (see docs/jobs.md)"
                 )
+        return self
+
+
+class FileSourceConfig(LandingFilesKeys):
+    """``source:`` of files_to_lake."""
+
+    archive_dir: str = Field(min_length=1)
+    required_columns: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FileSourceConfig:
         columns = declared_column_names(self.schema_ddl)
         for column in self.required_columns:
             if column not in columns:

@@ -142,8 +142,8 @@ def test_a_problem_inside_a_source_or_sink_is_keyed_as_written(tmp_path: Path) -
         "jobs config error: sources.orders.max_files_per_trigger: must be > 0"
     )
     assert _error(tmp_path, sources={"orders": _files(tmp_path, options={"mode": "FAILFAST"})}) == (
-        "jobs config error: sources.orders.options.mode: is set by hubflow from the source's keys "
-        "(see docs/pipelines.md)"
+        "jobs config error: sources.orders.options.mode: is set by the job itself; use the source keys "
+        "(see docs/jobs.md)"
     )
     missing = tmp_path / "nowhere"
     assert _error(tmp_path, sources={"orders": {**_files(tmp_path), "path": str(missing)}}) == (

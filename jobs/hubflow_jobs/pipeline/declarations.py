@@ -28,35 +28,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from ..config import (
     JOB_NAME_PATTERN,
     JobConfig,
     KeyedValueError,
     StrictModel,
-    TextMap,
-    declared_column_names,
-    existing_local_folder,
     join_path,
 )
 from ..delta_source import DeltaSourceConfig
 from ..eventhubs_config import EventHubSourceConfig
-from ..interval_folders import check_pattern
+from ..files_to_lake import LandingFilesKeys
 from ..lake_tables import LakeFormat
 
-#: Options a files source sets itself from its keys; ``options`` may not set them.
-FILES_RESERVED_OPTIONS = frozenset(
-    {
-        "mode",
-        "columnnameofcorruptrecord",
-        "cleansource",
-        "sourcearchivedir",
-        "maxfilespertrigger",
-        "recursivefilelookup",
-        "path",
-    }
-)
 #: The folder, inside the job's checkpoint, that holds the checkpoints of its further sinks.
 SINK_CHECKPOINTS = "sinks"
 
@@ -73,7 +58,7 @@ class DeltaSource(DeltaSourceConfig):
     kind: Literal["delta"]
 
 
-class FilesSource(StrictModel):
+class FilesSource(LandingFilesKeys):
     """``kind: files``: records of files landing in a folder (json, csv or parquet, declared schema).
 
     Each row has the declared columns, ``_source_file`` and, for json and csv, ``_raw_record`` (the
@@ -82,34 +67,7 @@ class FilesSource(StrictModel):
     """
 
     kind: Literal["files"]
-    path: str = Field(min_length=1)
-    format: Literal["json", "csv", "parquet"]
-    schema_ddl: str = Field(alias="schema", min_length=1)
-    options: TextMap = Field(default_factory=dict)
-    max_files_per_trigger: int = Field(default=100, gt=0)
     archive_dir: str | None = Field(default=None, min_length=1)
-    #: strftime pattern (UTC) of the folder under ``path`` holding one interval's files.
-    interval_folder: str | None = None
-
-    @field_validator("interval_folder")
-    @classmethod
-    def _interval_folder(cls, value: str | None) -> str | None:
-        return None if value is None else check_pattern(value)
-
-    @field_validator("path")
-    @classmethod
-    def _landing_exists(cls, value: str, info: ValidationInfo) -> str:
-        return existing_local_folder(value, "landing folder", info)
-
-    @model_validator(mode="after")
-    def _no_reserved_options(self) -> FilesSource:
-        for key in self.options:
-            if key.lower() in FILES_RESERVED_OPTIONS:
-                raise KeyedValueError(
-                    f"options.{key}", "is set by hubflow from the source's keys (see docs/pipelines.md)"
-                )
-        declared_column_names(self.schema_ddl)
-        return self
 
 
 Source = Annotated[EventHubsSource | FilesSource | DeltaSource, Field(discriminator="kind")]
