@@ -76,7 +76,8 @@ def test_each_mistake_is_named_with_its_file(tmp_path: Path) -> None:
     misspelt = _job_lines(text, "misspelt")
     assert misspelt.startswith("FAIL  misspelt")
     assert configs["misspelt"] in misspelt
-    assert "parameter 'ordres' names no source of the config; valid names: orders, params, spark" in misspelt
+    valid = "valid names: orders, params, spark, context"
+    assert f"parameter 'ordres' names no source of the config; {valid}" in misspelt
 
     absent = _job_lines(text, "absent")
     assert configs["absent"] in absent

@@ -133,8 +133,8 @@ def test_a_parameter_that_names_no_source_lists_the_valid_names() -> None:
 
     assert message == (
         "pipeline 'typo:transform': parameter 'devcies' names no source of the config; valid names: "
-        "telemetry, devices, params, spark; source 'devices' of the config is taken by no parameter; "
-        "add a parameter of that name or remove the source"
+        "telemetry, devices, params, spark, context; source 'devices' of the config is taken by no "
+        "parameter; add a parameter of that name or remove the source"
     )
 
 
@@ -250,3 +250,22 @@ def test_the_function_runs_on_batch_frames_as_a_users_unit_test_would(spark: Any
     )
     assert sorted(row["reading"] for row in frames["hot"].collect()) == [90.0, 95.0]
     assert frames["all"].count() == 5
+
+
+def test_a_function_that_takes_context_reads_its_sources_through_it() -> None:
+    def own(context: Any, params: dict) -> Any:
+        return context
+
+    binding = bind(own, "own:start", ["orders", "devices"])
+    assert binding.takes_context and binding.sources == () and binding.takes_params
+    assert binding.call({}, {"k": 1}, spark="S", context="C") == "C"
+
+    def mixed(context: Any, orders: Any, spark: Any) -> Any:
+        return context
+
+    message = _error(bind, mixed, "own:mixed", ["orders"])
+    assert message == (
+        "pipeline 'own:mixed': a function that takes 'context' starts its own queries and reads its "
+        "sources and session through it (context.read(name), context.spark); remove parameter "
+        "'orders', 'spark'"
+    )

@@ -85,6 +85,33 @@ def split(orders, params):
     return {"everything": good, "fives": good.where(F.col("id") % params["every"] == 0).select("id", "name")}
 """
 
+#: The escape hatch: the function starts its own queries. The first through hubflow's writer of a
+#: declared sink; the second its own foreachBatch writer (counts per batch into a JSON file per batch
+#: id, idempotent), on a helper session, with the second sink's checkpoint.
+OWN_QUERIES = """
+import json
+from pathlib import Path
+
+
+def start(context, params):
+    orders = context.read("orders")
+    first = context.write(orders.select("id", "name").where(orders.id.isNotNull()), "lake")
+
+    def count(batch, batch_id):
+        out = Path(params["counts"]) / f"{batch_id}.json"
+        out.write_text(json.dumps({"rows": batch.count()}))
+
+    helper = context.helper_session()
+    counts = (
+        context.read("orders", session=helper)
+        .writeStream.foreachBatch(count)
+        .option("checkpointLocation", context.checkpoint("counts"))
+        .trigger(**context.trigger)
+        .start()
+    )
+    return [first, counts]
+"""
+
 #: Numbers each event with a Python UDF: its module must reach the executors (``ship_module``). The
 #: return type is a DataType: a DDL string ("long") needs a session when the module is imported.
 NUMBER_EVENTS = """
@@ -350,6 +377,44 @@ def test_two_sinks_from_one_function_each_hold_their_rows_once_with_their_own_ch
     assert code == EXIT_OK, reason
     check(expected | more)
     assert log_ids(checkpoint / "commits") == [0, 1, 2] and log_ids(helper / "commits") == [0, 1, 2]
+
+
+def test_a_function_that_takes_context_starts_its_own_queries_and_they_are_supervised(
+    spark: Any, tmp_path: Path, pipelines: Path
+) -> None:
+    _module(pipelines, "runs_own", OWN_QUERIES)
+    landing, lake, counts = tmp_path / "landing", tmp_path / "lake" / "own", tmp_path / "counts"
+    landing.mkdir()
+    counts.mkdir()
+    files = {"kind": "files", "path": str(landing), "format": "json", "schema": "id BIGINT, name STRING"}
+    config = _config(
+        tmp_path,
+        "own_queries",
+        sources={"orders": {**files, "max_files_per_trigger": 1}},
+        sinks={
+            "lake": {"kind": "delta", "output_path": str(lake)},
+            "counts": {"kind": "parquet", "output_path": str(counts / "unused")},
+        },
+        params={"counts": str(counts)},
+    )
+    expected = write_json_landing_file(landing, "a.json", 1, good=4, bad=1)
+    expected |= write_json_landing_file(landing, "b.json", 10, good=3, bad=0)
+
+    code, reason = _run(spark, "runs_own:start", config)
+
+    assert code == EXIT_OK, reason
+    assert not spark.streams.active, "both queries ended with the job"
+    ids = [r[0] for r in spark_rows(spark, lake, {"id": "value"})]
+    assert sorted(ids) == sorted(expected), "every good record once through hubflow's writer"
+    per_batch = {int(f.stem): json.loads(f.read_text())["rows"] for f in counts.glob("*.json")}
+    assert per_batch == {0: 5, 1: 3}, "the function's own query read each file once, one per batch"
+    checkpoint = tmp_path / "checkpoints" / "own_queries"
+    assert log_ids(checkpoint / "commits") == [0, 1] and log_ids(
+        checkpoint / "sinks" / "counts" / "commits"
+    ) == [0, 1]
+    assert read_status(tmp_path, "own_queries")["query_id"] == _query_id(checkpoint), (
+        "status follows the first"
+    )
 
 
 def test_a_quarantine_column_without_a_quarantine_path_fails_the_start_with_what_to_do(

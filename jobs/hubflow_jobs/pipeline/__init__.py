@@ -5,11 +5,20 @@ function (:mod:`.binding` binds it), its config declares ``sources:``, ``sinks:`
 (:mod:`.declarations`), and hubflow reads, writes, checkpoints and supervises (:mod:`.streams`,
 :mod:`.job`). The column names a function uses are here: set :data:`QUARANTINE_REASON` on rows that
 belong in the sink's quarantine; a files source gives :data:`SOURCE_FILE` and :data:`RAW_RECORD`.
+A function that starts its own queries takes a :class:`PipelineContext` as ``context``.
 Importing this package imports no Spark.
 """
 
 from .binding import PipelineError
 from .columns import QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
 from .declarations import PipelineConfig
+from .streams import PipelineContext
 
-__all__ = ["QUARANTINE_REASON", "RAW_RECORD", "SOURCE_FILE", "PipelineConfig", "PipelineError"]
+__all__ = [
+    "QUARANTINE_REASON",
+    "RAW_RECORD",
+    "SOURCE_FILE",
+    "PipelineConfig",
+    "PipelineContext",
+    "PipelineError",
+]

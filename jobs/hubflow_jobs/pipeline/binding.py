@@ -26,8 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-#: Parameter names hubflow binds besides the sources.
-PARAMS, SPARK = "params", "spark"
+#: Parameter names hubflow binds besides the sources; ``context`` makes a function that starts its
+#: own queries (:class:`~hubflow_jobs.pipeline.streams.PipelineContext`).
+PARAMS, SPARK, CONTEXT = "params", "spark", "context"
 #: The environment variable naming the folder of the user's pipeline modules (default: ``pipelines/``
 #: of the repository).
 PIPELINES_DIR_ENV = "HUBFLOW_PIPELINES_DIR"
@@ -128,14 +129,21 @@ class Binding:
     takes_params: bool
     takes_spark: bool
     params_model: type[BaseModel] | None
+    #: The function takes ``context`` and starts its own queries (no source parameters then).
+    takes_context: bool = False
 
-    def call(self, frames: Mapping[str, Any], params: Mapping[str, Any], spark: Any = None) -> Any:
-        """Call the function with each bound source's frame, the params (as its model) and the session."""
+    def call(
+        self, frames: Mapping[str, Any], params: Mapping[str, Any], spark: Any = None, context: Any = None
+    ) -> Any:
+        """Call the function with each bound source's frame, the params (as its model), the session
+        and the context, as its parameters ask."""
         arguments = {name: frames[name] for name in self.sources}
         if self.takes_params:
             arguments[PARAMS] = self.validated_params(params)
         if self.takes_spark:
             arguments[SPARK] = spark
+        if self.takes_context:
+            arguments[CONTEXT] = context
         return self.function(**arguments)
 
     def validated_params(self, params: Mapping[str, Any]) -> Any:
@@ -175,10 +183,10 @@ def bind(function: Callable[..., Any], reference: str, source_names: Sequence[st
         signature = inspect.signature(function)
     except (TypeError, ValueError) as exc:
         raise PipelineError(f"pipeline {reference!r}: cannot read its parameters: {exc}") from None
-    valid = [*source_names, PARAMS, SPARK]
+    valid = [*source_names, PARAMS, SPARK, CONTEXT]
     problems: list[str] = []
     bound: list[str] = []
-    takes_params = takes_spark = False
+    takes_params = takes_spark = takes_context = False
     for parameter in signature.parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.POSITIONAL_ONLY):
             problems.append(
@@ -190,12 +198,20 @@ def bind(function: Callable[..., Any], reference: str, source_names: Sequence[st
             takes_params = True
         elif parameter.name == SPARK:
             takes_spark = True
+        elif parameter.name == CONTEXT:
+            takes_context = True
         elif parameter.default is parameter.empty:
             problems.append(
                 f"parameter {parameter.name!r} names no source of the config; valid names: {', '.join(valid)}"
             )
+    if takes_context and (bound or takes_spark):
+        others = ", ".join(repr(n) for n in [*bound, *([SPARK] if takes_spark else [])])
+        problems.append(
+            f"a function that takes {CONTEXT!r} starts its own queries and reads its sources and session "
+            f"through it (context.read(name), context.spark); remove parameter {others}"
+        )
     unused = [name for name in source_names if name not in bound]
-    if unused:
+    if unused and not takes_context:
         problems.append(
             f"source {', '.join(repr(n) for n in unused)} of the config is taken by no parameter; "
             f"add a parameter of that name or remove the source"
@@ -203,7 +219,7 @@ def bind(function: Callable[..., Any], reference: str, source_names: Sequence[st
     if problems:
         raise PipelineError(f"pipeline {reference!r}: " + "; ".join(problems))
     model = _params_model(function, reference) if takes_params else None
-    return Binding(reference, function, tuple(bound), takes_params, takes_spark, model)
+    return Binding(reference, function, tuple(bound), takes_params, takes_spark, model, takes_context)
 
 
 def _params_model(function: Callable[..., Any], reference: str) -> type[BaseModel] | None:

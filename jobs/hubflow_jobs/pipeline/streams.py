@@ -68,6 +68,8 @@ def pipeline_frames(spark: Any, config: PipelineConfig, binding: Binding) -> dic
 
 def start_pipeline(spark: Any, config: PipelineConfig, status: JobStatus, binding: Binding) -> Any:
     """Start the pipeline's queries and return the job's query (a :class:`QueryGroup` for several sinks)."""
+    if binding.takes_context:
+        return start_own_queries(spark, config, binding)
     names = list(config.sinks)
     first = pipeline_frames(spark, config, binding)
     main = start_sink(spark, first[names[0]], config, names[0], binding.reference)
@@ -118,6 +120,78 @@ def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str, refere
         .trigger(**trigger)
         .start()
     )
+
+
+class PipelineContext:
+    """What a pipeline function that starts its own queries gets as ``context`` (the escape hatch).
+
+    It reads the config's sources (:meth:`read`), starts hubflow's writer of a declared sink
+    (:meth:`write`) or its own ``writeStream`` with the sink's :meth:`checkpoint` and the config's
+    :attr:`trigger`, and returns the query, or a list of queries whose first is the job's: the
+    runtime supervises them like any job's (lease, watchdog, stop markers, exit code). status.json
+    follows the queries of :attr:`spark`; run further queries on :meth:`helper_session` so that it
+    follows the first one only. Runs on the driver.
+    """
+
+    def __init__(self, spark: Any, config: PipelineConfig, reference: str) -> None:
+        self.spark = spark
+        self.config = config
+        self.reference = reference
+
+    @property
+    def trigger(self) -> dict[str, Any]:
+        """The config's trigger as ``writeStream.trigger(**context.trigger)`` takes it."""
+        return self.config.trigger.spark_kwargs()
+
+    def read(self, source: str, session: Any = None) -> Any:
+        """The declared source ``source`` as a streaming DataFrame (on ``session``, else :attr:`spark`)."""
+        if source not in self.config.sources:
+            raise PipelineError(
+                f"pipeline {self.reference!r}: context.read({source!r}): no such source; the config's "
+                f"sources: {', '.join(self.config.sources)}"
+            )
+        return read_source(session or self.spark, self.config.sources[source])
+
+    def checkpoint(self, sink: str) -> str:
+        """The checkpoint of the query writing the declared sink ``sink`` (docs/pipelines.md)."""
+        self._declared(sink)
+        return self.config.sink_checkpoint(sink)
+
+    def write(self, frame: Any, sink: str) -> Any:
+        """Start hubflow's exactly-once writer of ``frame`` to the declared sink ``sink``; the query."""
+        self._declared(sink)
+        return start_sink(frame.sparkSession, frame, self.config, sink, self.reference)
+
+    def helper_session(self) -> Any:
+        """A session for a further query: same conf and data sources, listeners of its own."""
+        return helper_session(self.spark)
+
+    def _declared(self, sink: str) -> None:
+        if sink not in self.config.sinks:
+            declared = ", ".join(self.config.sinks)
+            problem = f"no sink {sink!r}; the config's sinks: {declared}"
+            raise PipelineError(f"pipeline {self.reference!r}: {problem}")
+
+
+def start_own_queries(spark: Any, config: PipelineConfig, binding: Binding) -> Any:
+    """Call a function that takes ``context``; return the query it started (a group for several)."""
+    result = binding.call({}, config.params, spark, context=PipelineContext(spark, config, binding.reference))
+    queries = list(result) if isinstance(result, list | tuple) else [result]
+    if not queries or not all(_is_query(query) for query in queries):
+        for query in queries:
+            if _is_query(query) and query.isActive:
+                query.stop()
+        raise PipelineError(
+            f"pipeline {binding.reference!r}: a function that takes 'context' returns the streaming query it "
+            f"started, or a list of them (the job's first); it returned {type(result).__name__}"
+        )
+    main, *helpers = queries
+    return main if not helpers else QueryGroup(main, helpers, config.runtime.seconds("stop_timeout"))
+
+
+def _is_query(value: Any) -> bool:
+    """Whether ``value`` looks like a StreamingQuery (what the runner supervises)."""
+    return all(hasattr(value, name) for name in ("awaitTermination", "isActive", "stop", "exception"))
 
 
 class QuarantineSplit:
