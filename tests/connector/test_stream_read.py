@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pyspark_eventhubs.schema import EVENTHUBS_SCHEMA
+from tests.support.query_attempts import run_query
 
 pytestmark = pytest.mark.integration
 
@@ -18,21 +19,24 @@ EARLIEST = '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": t
 
 def run_available_now(spark: Any, options: dict[str, str], checkpoint: Path, out: Path) -> list[dict]:
     """One availableNow run into parquet; returns the progress of every micro-batch."""
-    df = spark.readStream.format("eventhubs").options(**options).load()
-    query = (
-        df.writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
+
+    def start() -> Any:
+        df = spark.readStream.format("eventhubs").options(**options).load()
+        return (
+            df.writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    def finish(query: Any) -> list[dict]:
         assert query.awaitTermination(180), "availableNow query did not finish"
         if query.exception():
             raise query.exception()  # type: ignore[misc]
         return [p for p in query.recentProgress]
-    finally:
-        query.stop()
+
+    return run_query(start, finish)
 
 
 def read_bodies(spark: Any, out: Path) -> list[str]:

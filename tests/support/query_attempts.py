@@ -1,0 +1,37 @@
+"""Starting a test's streaming query again when Spark's Python worker for its source did not connect
+back in time, as the jobs' runner does (``hubflow_jobs.query_start``).
+
+Spark waits a fixed 10 s, with no setting, for the Python process that plans a Python data source's
+batches to start and connect back; on a saturated 2-core machine it can miss that window, and the
+query fails before it has planned a batch. A test that starts a query directly would then fail for
+the machine's load, not for the code under test. :func:`run_query` starts it again from its
+checkpoint, which is what a restart does, and only for that failure before any batch ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from hubflow_jobs.query_start import worker_start_timed_out
+
+#: Starts in all, as the runner's default ``runtime.start_attempts``.
+ATTEMPTS = 3
+
+T = TypeVar("T")
+
+
+def run_query(start: Callable[[], Any], wait: Callable[[Any], T], attempts: int = ATTEMPTS) -> T:
+    """``wait(start())``; when the query failed because its source's Python worker did not connect
+    back before its first batch, stop it and do it again (up to ``attempts`` starts)."""
+    for attempt in range(1, attempts + 1):
+        query = start()
+        try:
+            return wait(query)
+        except Exception as exc:
+            retry = attempt < attempts and worker_start_timed_out(exc) and not query.recentProgress
+            if not retry:
+                raise
+        finally:
+            query.stop()
+    raise AssertionError("unreachable: the last attempt returns or raises")
