@@ -129,10 +129,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Where the docker-compose stack proof runs, so its minutes of building and waiting overlap the rest.
 
-    - In a pytest-xdist worker (``make test`` runs ``-n 2 --dist loadfile --no-loadscope-reorder``) the
+    - In a pytest-xdist worker (``make test`` runs ``-n 3 --dist loadfile --no-loadscope-reorder``) the
       proof's file is the first unit of work: one worker spends the proof's waits on it (its
-      ``scripts/stack.sh up`` makes any missing image) while the other runs the rest of the suite,
-      and then joins in.
+      ``scripts/stack.sh up`` makes any missing image) while the others run the rest of the suite,
+      and then it joins in.
     - In a single process (``make stack-test``, ``make test-all``) the proof runs last and its images
       start building now, in the background (tests/support/compose_stack.py).
     """
