@@ -50,15 +50,17 @@ def _private(telemetry):
 
 @pytest.fixture
 def pipelines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A pipelines folder named by ``$HUBFLOW_PIPELINES_DIR``; sys.path and its modules restored after."""
+    """A pipelines folder named by ``$HUBFLOW_PIPELINES_DIR``; sys.path restored, its modules forgotten."""
     folder = tmp_path / "pipelines"
     folder.mkdir()
     monkeypatch.setenv(PIPELINES_DIR_ENV, str(folder))
     monkeypatch.setattr(sys, "path", list(sys.path))
-    before = set(sys.modules)
     yield folder
-    for name in set(sys.modules) - before:
-        del sys.modules[name]
+    # Only the test's own pipeline modules: dropping others (pyspark_eventhubs, delta, pyspark
+    # submodules first imported here) would give later tests in this process new class objects.
+    for name, module in list(sys.modules.items()):
+        if folder in Path(getattr(module, "__file__", None) or "/").parents:
+            del sys.modules[name]
 
 
 def _module(folder: Path, name: str, text: str) -> None:
