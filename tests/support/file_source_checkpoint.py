@@ -13,6 +13,7 @@ proves Spark itself resumes from one.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -20,7 +21,10 @@ from typing import Any
 #: Spark's defaults that shape the checkpoint.
 COMPACT_INTERVAL = 10
 MIN_BATCHES_TO_RETAIN = 100
-FIRST_BATCH_MS = 1_795_000_000_000
+#: One batch a second, the last one now: Spark forgets the log's files older than ``maxFileAge``
+#: (7 days) before the newest file it sees, so a fixed date here would make every old file new again
+#: once the calendar passed it (it did: ci on 2026-11-25 re-read all of them).
+BATCH_INTERVAL_MS = 1000
 #: The SQL confs Spark 4.2 pins in every offsets file (read back on restart).
 PINNED_CONF = {
     "spark.sql.streaming.stateStore.providerClass": (
@@ -43,10 +47,10 @@ PINNED_CONF = {
 }
 
 
-def _offsets(batch_id: int) -> str:
+def _offsets(batch_id: int, first_batch_ms: int) -> str:
     metadata = {
         "batchWatermarkMs": 0,
-        "batchTimestampMs": FIRST_BATCH_MS + 1000 * batch_id,
+        "batchTimestampMs": first_batch_ms + BATCH_INTERVAL_MS * batch_id,
         "conf": PINNED_CONF,
     }
     return (
@@ -57,39 +61,48 @@ def _offsets(batch_id: int) -> str:
     )
 
 
-def _entry(landing_url: str, batch_id: int, index: int) -> str:
+def _entry(landing_url: str, batch_id: int, index: int, first_batch_ms: int) -> str:
     return json.dumps(
         {
             "path": f"{landing_url.rstrip('/')}/batch-{batch_id:06d}-{index}.json",
-            "timestamp": FIRST_BATCH_MS + 1000 * batch_id,
+            "timestamp": first_batch_ms + BATCH_INTERVAL_MS * batch_id,
             "batchId": batch_id,
         },
         separators=(",", ":"),
     )
 
 
-def file_log_text(landing_url: str, batch_ids: range, files_per_batch: int) -> str:
+def file_log_text(
+    landing_url: str, batch_ids: range, files_per_batch: int, first_batch_ms: int | None = None
+) -> str:
     """One file source log file listing ``files_per_batch`` files for each of ``batch_ids``."""
-    lines = [_entry(landing_url, b, i) for b in batch_ids for i in range(files_per_batch)]
+    first = _first_batch_ms(batch_ids.stop) if first_batch_ms is None else first_batch_ms
+    lines = [_entry(landing_url, b, i, first) for b in batch_ids for i in range(files_per_batch)]
     return "\n".join(["v1", *lines])
+
+
+def _first_batch_ms(batches: int) -> int:
+    """The first batch's time when ``batches`` batches ran one a second and the last one just now."""
+    return int(time.time() * 1000) - BATCH_INTERVAL_MS * max(0, batches - 1)
 
 
 def checkpoint_files(batches: int, landing_url: str, files_per_batch: int = 1) -> dict[str, str]:
     """Relative path -> content of the checkpoint after ``batches`` committed batches."""
     last = batches - 1
+    first_ms = _first_batch_ms(batches)
     files = {"metadata": json.dumps({"id": str(uuid.uuid4())}, separators=(",", ":"))}
     for batch_id in range(max(0, batches - MIN_BATCHES_TO_RETAIN), batches):
-        files[f"offsets/{batch_id}"] = _offsets(batch_id)
+        files[f"offsets/{batch_id}"] = _offsets(batch_id, first_ms)
         files[f"commits/{batch_id}"] = 'v1\n{"nextBatchWatermarkMs":0}'
     compacts = [b for b in range(batches) if (b + 1) % COMPACT_INTERVAL == 0]
     newest_compact = compacts[-1] if compacts else None
     if newest_compact is not None:
         files[f"sources/0/{newest_compact}.compact"] = file_log_text(
-            landing_url, range(0, newest_compact + 1), files_per_batch
+            landing_url, range(0, newest_compact + 1), files_per_batch, first_ms
         )
     for batch_id in range(0 if newest_compact is None else newest_compact + 1, last + 1):
         files[f"sources/0/{batch_id}"] = file_log_text(
-            landing_url, range(batch_id, batch_id + 1), files_per_batch
+            landing_url, range(batch_id, batch_id + 1), files_per_batch, first_ms
         )
     return files
 
