@@ -33,7 +33,7 @@ def connector_spark(master: str, conf: dict[str, str] | None = None) -> Any:
     """A local SparkSession (UI and console progress off, log level ERROR) with ``format("eventhubs")``."""
     from pyspark.sql import SparkSession
 
-    from pyspark_eventhubs import DefaultSource
+    from pyspark_eventhubs import DefaultSource, register_data_source
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers run this interpreter
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -46,7 +46,7 @@ def connector_spark(master: str, conf: dict[str, str] | None = None) -> Any:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(DefaultSource)
+    register_data_source(spark, DefaultSource)
     return spark
 
 

@@ -26,6 +26,7 @@ from .errors import EventHubsDataLossError, EventHubsOptionError, EventHubsReadE
 from .options import EventHubsOptions, parse_options  # noqa: E402
 from .positions import EventPosition, position_key  # noqa: E402
 from .redaction import SPARK_REDACTION_REGEX, protect_secrets, redaction_conf  # noqa: E402
+from .registration import register_data_source  # noqa: E402
 from .schema import EVENTHUBS_SCHEMA  # noqa: E402
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "position_key",
     "protect_secrets",
     "redaction_conf",
+    "register_data_source",
 ]
 
 

@@ -98,9 +98,9 @@ def backfill_eventhubs(spark: Any, config: EventHubsToLakeConfig, start: datetim
     """Read the events enqueued in ``[start, end)`` and replace that window's rows; return the count."""
     from pyspark.sql import functions as F
 
-    from pyspark_eventhubs import DefaultSource
+    from pyspark_eventhubs import DefaultSource, register_data_source
 
-    spark.dataSource.register(DefaultSource)
+    register_data_source(spark, DefaultSource)
     options = config.source.spark_options()
     options.pop("maxEventsPerTrigger", None)
     options["eventhubs.startingPosition"] = _position(start)

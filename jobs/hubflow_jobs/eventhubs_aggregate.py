@@ -230,7 +230,7 @@ def _spark_interval(duration: str) -> str:
 
 def start_eventhubs_aggregate(spark: Any, config: EventHubsAggregateConfig, status: JobStatus) -> Any:
     """Start the aggregation and quarantine queries; return them as one :class:`QueryGroup`."""
-    from pyspark_eventhubs import DefaultSource, protect_secrets
+    from pyspark_eventhubs import DefaultSource, protect_secrets, register_data_source
 
     # Runtime SQL conf, read when a query starts (and then pinned in its checkpoint): set here too so
     # a run on an existing session (tests, notebooks) keeps its state in RocksDB as well.
@@ -238,7 +238,7 @@ def start_eventhubs_aggregate(spark: Any, config: EventHubsAggregateConfig, stat
         STATE_STORE_PROVIDER_CONF, config.spark_conf.get(STATE_STORE_PROVIDER_CONF, ROCKSDB_PROVIDER)
     )
     # Registering explicitly works however the connector was installed (see eventhubs_to_lake).
-    spark.dataSource.register(DefaultSource)
+    register_data_source(spark, DefaultSource)
     protect_secrets(spark)
     quarantine_session = helper_session(spark)
 

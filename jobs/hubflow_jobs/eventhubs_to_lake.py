@@ -46,11 +46,11 @@ class EventHubsToLakeConfig(JobConfig):
 
 def start_eventhubs_to_lake(spark: Any, config: EventHubsToLakeConfig, status: JobStatus) -> Any:
     """Start the streaming query of eventhubs_to_lake and return it."""
-    from pyspark_eventhubs import DefaultSource
+    from pyspark_eventhubs import DefaultSource, register_data_source
 
     # Registering explicitly works however the connector was installed (wheel, --py-files, editable);
     # Spark's own discovery only sees plain pyspark_* modules on sys.path.
-    spark.dataSource.register(DefaultSource)
+    register_data_source(spark, DefaultSource)
     events = spark.readStream.format("eventhubs").options(**config.source.spark_options()).load()
     check_table_format(spark, config.sink.output_path, config.sink.format, "sink.output_path")
     return start_table_stream(

@@ -218,9 +218,9 @@ def _properties_column(message: MessageConfig) -> Any:
 
 def start_lake_to_eventhubs(spark: Any, config: LakeToEventHubsConfig, status: JobStatus) -> Any:
     """Start the streaming query of lake_to_eventhubs and return it."""
-    from pyspark_eventhubs import DefaultSource, protect_secrets
+    from pyspark_eventhubs import DefaultSource, protect_secrets, register_data_source
 
-    spark.dataSource.register(DefaultSource)
+    register_data_source(spark, DefaultSource)
     protect_secrets(spark)
     source = config.source
     if source.format == "delta":

@@ -87,7 +87,7 @@ def hub() -> Iterator[Hub]:
 @pytest.fixture(scope="session")
 def eh_spark(spark: Any) -> Any:
     """The session-wide local Spark with ``format("eventhubs")`` registered."""
-    from pyspark_eventhubs import DefaultSource
+    from pyspark_eventhubs import DefaultSource, register_data_source
 
-    spark.dataSource.register(DefaultSource)
+    register_data_source(spark, DefaultSource)
     return spark

@@ -28,9 +28,9 @@ from .declarations import DeltaSource, EventHubsSource, FilesSource, LakeSink, P
 def read_source(spark: Any, source: Any) -> Any:
     """The declared ``source`` as a streaming DataFrame on ``spark``."""
     if isinstance(source, EventHubsSource):
-        from pyspark_eventhubs import DefaultSource
+        from pyspark_eventhubs import DefaultSource, register_data_source
 
-        spark.dataSource.register(DefaultSource)
+        register_data_source(spark, DefaultSource)
         return spark.readStream.format("eventhubs").options(**source.spark_options()).load()
     if isinstance(source, DeltaSource):
         from ..delta_source import read_delta_stream

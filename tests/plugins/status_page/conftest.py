@@ -43,10 +43,10 @@ def status_world(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     from azure.eventhub import EventData, EventHubProducerClient
 
     from eventhubs_emulator import Emulator, EmulatorConfig
-    from pyspark_eventhubs import DefaultSource
+    from pyspark_eventhubs import DefaultSource, register_data_source
 
     base = tmp_path_factory.mktemp("status-world")
-    spark.dataSource.register(DefaultSource)
+    register_data_source(spark, DefaultSource)
     config = EmulatorConfig.single_hub("hub1", partition_count=2)
     progress: dict[str, list[dict[str, Any]]] = {}
     with Emulator(config, port=0) as emulator:
