@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pyspark_eventhubs import EventPosition
+from tests.support.query_attempts import run_query, wait_available_now
 
 from .conftest import Hub
 
@@ -115,23 +116,22 @@ def test_streaming_sink_copies_one_hub_into_another(eh_spark: Any, tmp_path: Pat
         src = Hub(emu, "src", emu.connection_string("src"))
         dst = Hub(emu, "dst", emu.connection_string("dst"))
         sent = src.send_per_partition({"0": 30, "1": 25})
-        query = (
-            eh_spark.readStream.format("eventhubs")
-            .options(**src.options(**{"eventhubs.startingPosition": '{"offset": "-1"}'}))
-            .option("maxEventsPerTrigger", "30")
-            .load()
-            .selectExpr("body", "concat('copy-', partition) AS partitionKey", "properties")
-            .writeStream.format("eventhubs")
-            .options(**dst.options())
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        try:
-            assert query.awaitTermination(180)
-            assert query.exception() is None
-        finally:
-            query.stop()
+
+        def start() -> Any:
+            return (
+                eh_spark.readStream.format("eventhubs")
+                .options(**src.options(**{"eventhubs.startingPosition": '{"offset": "-1"}'}))
+                .option("maxEventsPerTrigger", "30")
+                .load()
+                .selectExpr("body", "concat('copy-', partition) AS partitionKey", "properties")
+                .writeStream.format("eventhubs")
+                .options(**dst.options())
+                .option("checkpointLocation", str(tmp_path / "ckpt"))
+                .trigger(availableNow=True)
+                .start()
+            )
+
+        run_query(start, wait_available_now)
         rows = eh_spark.read.format("eventhubs").options(**dst.options()).load().collect()
         assert sorted(bytes(r.body).decode() for r in rows) == sorted(sent)
         assert {r.partitionKey for r in rows} == {"copy-0", "copy-1"}

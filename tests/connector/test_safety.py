@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pyspark_eventhubs import protect_secrets
+from tests.support.query_attempts import run_query, wait_available_now
 
 from .conftest import Hub
 
@@ -32,26 +33,26 @@ def test_key_never_appears_in_plans_progress_or_checkpoint(
         .load()
     )
     df.explain(True)
-    query = (
-        df.writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert query.awaitTermination(120)
-        query.explain(True)
-        shown = [
-            capsys.readouterr().out,
-            df._jdf.queryExecution().toString(),
-            # What the SQL tab and the event log render for the micro-batches.
-            query._jsq.streamingQuery().lastExecution().toString(),
-            json.dumps([p.json for p in query.recentProgress]),
-            str(query.status),
-            _all_text(tmp_path / "ckpt"),
-        ]
-    finally:
-        query.stop()
+
+    def start() -> Any:
+        return (
+            df.writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    query = run_query(start, lambda q: wait_available_now(q, 120))
+    query.explain(True)
+    shown = [
+        capsys.readouterr().out,
+        df._jdf.queryExecution().toString(),
+        # What the SQL tab and the event log render for the micro-batches.
+        query._jsq.streamingQuery().lastExecution().toString(),
+        json.dumps([p.json for p in query.recentProgress]),
+        str(query.status),
+        _all_text(tmp_path / "ckpt"),
+    ]
     assert sum(json.loads(p)["numInputRows"] for p in json.loads(shown[3])) == 5
     assert "eventhubs.connectionString=*********(redacted)" in shown[0]
     for text in shown:

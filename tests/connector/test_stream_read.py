@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pyspark_eventhubs.schema import EVENTHUBS_SCHEMA
-from tests.support.query_attempts import run_query
+from tests.support.query_attempts import run_query, wait_available_now
 
 pytestmark = pytest.mark.integration
 
@@ -30,13 +30,7 @@ def run_available_now(spark: Any, options: dict[str, str], checkpoint: Path, out
             .start()
         )
 
-    def finish(query: Any) -> list[dict]:
-        assert query.awaitTermination(180), "availableNow query did not finish"
-        if query.exception():
-            raise query.exception()  # type: ignore[misc]
-        return [p for p in query.recentProgress]
-
-    return run_query(start, finish)
+    return run_query(start, lambda query: list(wait_available_now(query).recentProgress))
 
 
 def read_bodies(spark: Any, out: Path) -> list[str]:

@@ -21,6 +21,14 @@ ATTEMPTS = 3
 T = TypeVar("T")
 
 
+def wait_available_now(query: Any, timeout: float = 180) -> Any:
+    """Wait for an availableNow query to end; raise its failure (for :func:`run_query` to judge)."""
+    assert query.awaitTermination(timeout), f"availableNow query did not finish within {timeout} s"
+    if query.exception():
+        raise query.exception()
+    return query
+
+
 def run_query(start: Callable[[], Any], wait: Callable[[Any], T], attempts: int = ATTEMPTS) -> T:
     """``wait(start())``; when the query failed because its source's Python worker did not connect
     back before its first batch, stop it and do it again (up to ``attempts`` starts)."""
