@@ -48,7 +48,7 @@ from fsspec import AbstractFileSystem
 
 from hubflow_jobs.azure_storage import BlobUrl, url_to_fs
 from hubflow_jobs.blob_objects import BlobInfo, BlobObjects
-from hubflow_plugins.core.checkpoint_logs import (
+from hubflow_jobs.checkpoint_logs import (
     CheckpointFormatError,
     committed_file_entries,
     info_time,

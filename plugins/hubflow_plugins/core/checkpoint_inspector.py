@@ -37,7 +37,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from hubflow_jobs.azure_storage import url_to_fs
-from hubflow_plugins.core.checkpoint_logs import (
+from hubflow_jobs.checkpoint_logs import (
     CheckpointFormatError,
     OffsetsFile,
     count_file_log_entries,

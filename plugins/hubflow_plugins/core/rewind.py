@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from hubflow_jobs.azure_storage import url_to_fs
-from hubflow_plugins.core.checkpoint_logs import join, list_batch_ids, read_text
+from hubflow_jobs.checkpoint_logs import join, list_batch_ids, read_text
 
 if TYPE_CHECKING:
     from hubflow_plugins.core.job_control import JobControl, Liveness

@@ -138,7 +138,7 @@ class OffsetsCache:
 
     def get(self, fs: Any, checkpoint_root: str, batch_id: int, info: dict[str, Any]) -> Any:
         """The parsed offsets file of ``batch_id``, read at most once per version of the file."""
-        from hubflow_plugins.core.checkpoint_logs import read_offsets
+        from hubflow_jobs.checkpoint_logs import read_offsets
 
         key = (checkpoint_root, batch_id, info.get("size"), str(info.get("etag") or _mtime(info)))
         with self._lock:
@@ -158,7 +158,7 @@ def history_from_checkpoint(
     fs: Any, checkpoint_root: str, cache: OffsetsCache | None = None
 ) -> list[dict[str, Any]]:
     """Points derived from the newest offsets files of a checkpoint (see the module docstring)."""
-    from hubflow_plugins.core.checkpoint_logs import CheckpointFormatError
+    from hubflow_jobs.checkpoint_logs import CheckpointFormatError
 
     cache = cache or OffsetsCache()
     listing = _offsets_listing(fs, checkpoint_root)
