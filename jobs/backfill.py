@@ -3,9 +3,11 @@
 
 Processes exactly one data interval of a job as a batch and replaces that interval's rows: in the
 job's own Delta table (one ``replaceWhere`` transaction), or in the parquet side table's partition
-(see ``hubflow_jobs.backfill``). ``--application`` is the job's entry script name:
+(see ``hubflow_jobs.backfill``). ``--application`` is the job's registry ``application``: the built-in
 ``eventhubs_to_lake`` (the enqueued-time window) or ``files_to_lake`` (the interval's landing or
-archive folders). Exit codes as for every job: 0 done, 1 failed, 2 bad config or window.
+archive folders), or a pipeline ``MODULE:FUNCTION`` reading one Event Hub into Delta sinks (see
+``hubflow_jobs.pipeline.backfill``). Exit codes as for every job: 0 done, 1 failed or refused, 2 bad
+config, window or pipeline.
 """
 
 import argparse
@@ -14,7 +16,7 @@ import sys
 from typing import Any
 
 from hubflow_jobs import EXIT_CONFIG_ERROR
-from hubflow_jobs.applications import BACKFILL_APPLICATIONS, CONFIG_MODELS
+from hubflow_jobs.applications import BACKFILL_APPLICATIONS, CONFIG_MODELS, is_pipeline
 from hubflow_jobs.backfill import (
     BackfillRefused,
     WindowError,
@@ -25,6 +27,7 @@ from hubflow_jobs.backfill import (
 )
 from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.files_to_lake import FilesToLakeConfig
+from hubflow_jobs.pipeline.binding import PipelineError
 from hubflow_jobs.runner import configure_logging, run_batch
 
 log = logging.getLogger("hubflow_jobs")
@@ -36,17 +39,31 @@ BACKFILL_CONFIG_MODELS = {name: CONFIG_MODELS[name] for name in BACKFILL_APPLICA
 def main(argv: list[str]) -> int:
     configure_logging()
     parser = argparse.ArgumentParser(description="backfill one data interval of a job")
-    parser.add_argument("--application", required=True, choices=sorted(BACKFILL_CONFIG_MODELS))
+    parser.add_argument(
+        "--application",
+        required=True,
+        help=f"{' or '.join(sorted(BACKFILL_CONFIG_MODELS))}, or a pipeline MODULE:FUNCTION",
+    )
     parser.add_argument("--config", required=True, help="the job's YAML config file")
     parser.add_argument("--window-start", required=True, help="ISO-8601, inclusive")
     parser.add_argument("--window-end", required=True, help="ISO-8601, exclusive")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.config, BACKFILL_CONFIG_MODELS[args.application])
         start, end = parse_window(args.window_start, args.window_end)
+        if is_pipeline(args.application):
+            return _backfill_pipeline(args.application, args.config, start, end)
+        if args.application not in BACKFILL_CONFIG_MODELS:
+            builtins = " and ".join(sorted(BACKFILL_CONFIG_MODELS))
+            log.error(
+                "--application %s: a backfill runs %s jobs and pipelines (MODULE:FUNCTION)",
+                args.application,
+                builtins,
+            )
+            return EXIT_CONFIG_ERROR
+        config = load_config(args.config, BACKFILL_CONFIG_MODELS[args.application])
         if isinstance(config, FilesToLakeConfig):
             interval_folders(config, start, end)  # a layout or window it cannot use fails before Spark
-    except (ConfigError, WindowError) as exc:
+    except (ConfigError, WindowError, PipelineError) as exc:
         log.error("%s", exc)
         return EXIT_CONFIG_ERROR
 
@@ -56,6 +73,24 @@ def main(argv: list[str]) -> int:
         return {"read": backfill_eventhubs(spark, config, start, end)}
 
     return run_batch(config, f"backfill [{start}, {end})", work, refused=BackfillRefused)
+
+
+def _backfill_pipeline(reference: str, config_path: str, start: Any, end: Any) -> int:
+    """The backfill of a pipeline job; its config and function are checked before Spark starts."""
+    from hubflow_jobs.pipeline.backfill import backfill_pipeline, backfill_problem
+    from hubflow_jobs.pipeline.job import load_pipeline, ship_module
+
+    config, binding = load_pipeline(reference, config_path)
+    problem = backfill_problem(config, binding)
+    if problem:
+        raise PipelineError(problem)
+
+    def work(spark: Any) -> dict[str, int]:
+        ship_module(spark, binding)
+        return backfill_pipeline(spark, config, binding, start, end)
+
+    what = f"backfill [{start}, {end})"
+    return run_batch(config, what, work, refused=BackfillRefused, invalid=PipelineError)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""The ``hubflow`` command line: ``check``, ``new pipeline``, ``run``, ``status`` (docs/cli.md).
+"""The ``hubflow`` command line: ``check``, ``new pipeline``, ``run``, ``backfill``, ``status`` (docs/cli.md).
 
 Exit codes: 0 when all is well, 2 for a problem in the registry, a config, a pipeline or the
-command line itself (nothing was started), and for ``run`` the job's own exit code (:mod:`hubflow_jobs`).
+command line itself (nothing was started), and for ``run`` and ``backfill`` the job's own exit code
+(:mod:`hubflow_jobs`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--every", type=float, default=5.0, metavar="SECONDS", help="progress line interval (default: 5)"
     )
 
+    backfill = commands.add_parser(
+        "backfill",
+        help="process one data interval of a registered job again, replacing its rows (local Spark)",
+        description="Process one data interval [START, END) of a registered job again on local Spark, "
+        "replacing the interval's rows in its tables, as an Airflow backfill run does.",
+    )
+    backfill.add_argument("job", help="the registered job's name")
+    backfill.add_argument("--start", required=True, help="the interval's start, ISO-8601 (UTC unless given)")
+    backfill.add_argument("--end", required=True, help="the interval's end (exclusive), ISO-8601")
+    backfill.add_argument("--registry", type=Path, help=registry_help)
+    backfill.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+
     status = commands.add_parser(
         "status",
         help="the status page's facts of every job (or one)",
@@ -128,6 +141,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from hubflow_cli.run import run_job
 
         code = run_job(args.job, registry=args.registry, once=args.once, master=args.master, every=args.every)
+    elif args.command == "backfill":
+        from hubflow_cli.backfill import backfill_job
+
+        code = backfill_job(
+            args.job, start=args.start, end=args.end, registry=args.registry, master=args.master
+        )
     else:
         from hubflow_cli.status import show_status
 

@@ -190,11 +190,11 @@ def _supervise(
     print(f"job {job.name} exited {code}: {EXIT_MEANINGS.get(code, 'spark-submit failed')}")
     if code != EXIT_OK:
         print(f"--- the last lines of {log_path} ---")
-        print(_tail(log_path, LOG_TAIL_LINES))
+        print(log_tail(log_path, LOG_TAIL_LINES))
     return code
 
 
-def _tail(path: Path, lines: int) -> str:
+def log_tail(path: Path, lines: int) -> str:
     try:
         return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
     except OSError as exc:

@@ -82,6 +82,12 @@ def is_pipeline(application: str) -> bool:
     return is_pipeline_reference(application)
 
 
+def can_backfill(application: str) -> bool:
+    """Whether jobs of ``application`` may run backfills: the built-ins that can read an interval again,
+    and pipelines (``jobs/backfill.py`` refuses, with the reason, one whose sources or sinks cannot)."""
+    return application in BACKFILL_APPLICATIONS or is_pipeline(application)
+
+
 def writes_lake_tables(application: str) -> bool:
     """Whether jobs of ``application`` may write lake tables (a pipeline's sinks always are)."""
     return application in LAKE_WRITING_APPLICATIONS or is_pipeline(application)

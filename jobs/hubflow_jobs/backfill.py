@@ -39,6 +39,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from .config import join_path
+from .eventhubs_config import EventHubSourceConfig
 from .eventhubs_to_lake import EventHubsToLakeConfig, bronze_rows
 from .files_to_lake import (
     NOW_COLUMN,
@@ -94,18 +95,23 @@ def _position(moment: datetime) -> str:
     return f'{{"offset": null, "seqNo": -1, "enqueuedTime": "{when}", "isInclusive": true}}'
 
 
+def interval_events(spark: Any, source: EventHubSourceConfig, start: datetime, end: datetime) -> Any:
+    """The events of ``source``'s hub enqueued in ``[start, end)``, as a batch DataFrame."""
+    from pyspark_eventhubs import DefaultSource, register_data_source
+
+    register_data_source(spark, DefaultSource)
+    options = source.spark_options()
+    options.pop("maxEventsPerTrigger", None)
+    options["eventhubs.startingPosition"] = _position(start)
+    options["eventhubs.endingPosition"] = _position(end)
+    return spark.read.format("eventhubs").options(**options).load()
+
+
 def backfill_eventhubs(spark: Any, config: EventHubsToLakeConfig, start: datetime, end: datetime) -> int:
     """Read the events enqueued in ``[start, end)`` and replace that window's rows; return the count."""
     from pyspark.sql import functions as F
 
-    from pyspark_eventhubs import DefaultSource, register_data_source
-
-    register_data_source(spark, DefaultSource)
-    options = config.source.spark_options()
-    options.pop("maxEventsPerTrigger", None)
-    options["eventhubs.startingPosition"] = _position(start)
-    options["eventhubs.endingPosition"] = _position(end)
-    events = spark.read.format("eventhubs").options(**options).load()
+    events = interval_events(spark, config.source, start, end)
     if config.sink.format == "delta":
         return _replace_eventhubs_interval(spark, config, events, start, end)
     rows = events.withColumn("_ingested_at", F.current_timestamp()).withColumn(
@@ -182,19 +188,7 @@ def _replace_eventhubs_interval(
                     "land these events itself, so a backfill now would write them twice. Backfill "
                     "this interval once the job has caught up."
                 )
-        missing = (
-            current.where(predicate)
-            .select("partition", "sequenceNumber")
-            .join(ids, ["partition", "sequenceNumber"], "left_anti")
-        )
-        lost = missing.count()
-        if lost:
-            sample = [(r["partition"], r["sequenceNumber"]) for r in missing.limit(5).collect()]
-            raise BackfillRefused(
-                f"{subject}: the table holds {lost} events of this interval that the hub no longer "
-                f"returns (e.g. partition, sequence number {sample}; purged by the hub's retention?); "
-                "replacing the interval would delete them, so nothing was changed"
-            )
+        refuse_if_events_gone(current, predicate, ids, subject)
         if count == 0:
             log.warning("%s: no events in the interval, none in the table: nothing to replace", subject)
             return 0
@@ -205,6 +199,24 @@ def _replace_eventhubs_interval(
         "%s: %d events replace the interval's rows of %s (%d attempt(s))", subject, count, table, attempts
     )
     return count
+
+
+def refuse_if_events_gone(table_rows: Any, predicate: str, ids: Any, subject: str) -> None:
+    """Refuse when ``table_rows`` hold events of the interval (``predicate``) that the backfill did not
+    read (``ids``: its ``partition``, ``sequenceNumber``): replacing would delete them."""
+    missing = (
+        table_rows.where(predicate)
+        .select("partition", "sequenceNumber")
+        .join(ids, ["partition", "sequenceNumber"], "left_anti")
+    )
+    lost = missing.count()
+    if lost:
+        sample = [(r["partition"], r["sequenceNumber"]) for r in missing.limit(5).collect()]
+        raise BackfillRefused(
+            f"{subject}: the table holds {lost} events of this interval that the hub no longer "
+            f"returns (e.g. partition, sequence number {sample}; purged by the hub's retention?); "
+            "replacing the interval would delete them, so nothing was changed"
+        )
 
 
 def interval_folders(config: FilesToLakeConfig, start: datetime, end: datetime) -> list[str]:

@@ -138,13 +138,19 @@ def run_application(application: str, argv: Sequence[str]) -> int:
 
 
 def run_batch(
-    config: JobConfig, what: str, work: Callable[[Any], Any], refused: type[Exception] | None = None
+    config: JobConfig,
+    what: str,
+    work: Callable[[Any], Any],
+    refused: type[Exception] | None = None,
+    invalid: type[Exception] | None = None,
 ) -> int:
     """Run ``work(spark)`` once on a session for ``config`` and stop it; the exit code.
 
     The shape of the batch entry scripts (backfill, lake maintenance): a cluster with no executors or
     a failure is ``job <name> <what> failed: <why>`` and exit 1; ``refused`` is an expected refusal,
-    logged as its own message, exit 1 too; success logs ``job <name> <what> finished: <result>``.
+    logged as its own message, exit 1 too; ``invalid`` is a mistake in the job's definition found
+    only once Spark runs, logged as its own message, exit 2 (no retry cures it); success logs
+    ``job <name> <what> finished: <result>``.
     """
     try:
         spark = build_session(config)
@@ -157,6 +163,9 @@ def run_batch(
         if refused is not None and isinstance(exc, refused):
             log.error("%s", exc)
             return EXIT_FAILED
+        if invalid is not None and isinstance(exc, invalid):
+            log.error("%s", exc)
+            return EXIT_CONFIG_ERROR
         log.exception("job %s %s failed", config.name, what)
         log.error("job %s %s failed: %s", config.name, what, one_line(exc))
         return EXIT_FAILED

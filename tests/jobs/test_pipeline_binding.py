@@ -7,9 +7,6 @@ test needs no streaming.
 
 from __future__ import annotations
 
-import sys
-import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +14,9 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from hubflow_jobs.pipeline import PipelineError
-from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV, bind, load_function, sink_frames
+from hubflow_jobs.pipeline.binding import bind, load_function, sink_frames
+
+from .pipelines_support import write_module as _module
 
 #: A user's pipeline module: a params model, the function, and a helper that is not a pipeline.
 HOT_DEVICES = '''
@@ -46,25 +45,6 @@ def split(telemetry, params: dict):
 def _private(telemetry):
     return telemetry
 '''
-
-
-@pytest.fixture
-def pipelines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A pipelines folder named by ``$HUBFLOW_PIPELINES_DIR``; sys.path restored, its modules forgotten."""
-    folder = tmp_path / "pipelines"
-    folder.mkdir()
-    monkeypatch.setenv(PIPELINES_DIR_ENV, str(folder))
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    yield folder
-    # Only the test's own pipeline modules: dropping others (pyspark_eventhubs, delta, pyspark
-    # submodules first imported here) would give later tests in this process new class objects.
-    for name, module in list(sys.modules.items()):
-        if folder in Path(getattr(module, "__file__", None) or "/").parents:
-            del sys.modules[name]
-
-
-def _module(folder: Path, name: str, text: str) -> None:
-    (folder / f"{name}.py").write_text(textwrap.dedent(text), encoding="utf-8")
 
 
 def _error(call: Any, *args: Any) -> str:

@@ -10,9 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -35,9 +33,11 @@ from .helpers import (
     last_log_line,
     log_ids,
     read_status,
-    write_config,
     write_json_landing_file,
 )
+from .pipelines_support import pipeline_config as _config
+from .pipelines_support import run_on_session as _run
+from .pipelines_support import write_module as _module
 
 pytestmark = pytest.mark.integration
 
@@ -127,45 +127,6 @@ def event_number(body):
 def numbered(telemetry):
     return telemetry.select("partition", "sequenceNumber", "body", event_number("body").alias("number"))
 """
-
-
-@pytest.fixture
-def pipelines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A pipelines folder named by ``$HUBFLOW_PIPELINES_DIR``; sys.path restored, its modules forgotten."""
-    folder = tmp_path / "pipelines"
-    folder.mkdir()
-    monkeypatch.setenv(PIPELINES_DIR_ENV, str(folder))
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    yield folder
-    # Only the test's own pipeline modules: dropping others (pyspark_eventhubs, delta, pyspark
-    # submodules first imported here) would give later tests in this process new class objects.
-    for name, module in list(sys.modules.items()):
-        if folder in Path(getattr(module, "__file__", None) or "/").parents:
-            del sys.modules[name]
-
-
-def _module(folder: Path, name: str, text: str) -> None:
-    (folder / f"{name}.py").write_text(textwrap.dedent(text), encoding="utf-8")
-
-
-def _config(base: Path, name: str, **sections: Any) -> Path:
-    """A pipeline config under ``base`` (availableNow, quick runtime) with ``sections``; its path."""
-    config: dict[str, Any] = {
-        "name": name,
-        "trigger": {"availableNow": True},
-        "checkpoint_root": str(base / "checkpoints"),
-        "status_root": str(base / "status"),
-        "spark_conf": {"spark.sql.shuffle.partitions": 2, "spark.ui.enabled": False},
-        "runtime": {"heartbeat_interval": "1 second", "poll_interval": "200 ms"},
-        **sections,
-    }
-    return write_config(base / f"{name}.yaml", config)
-
-
-def _run(spark: Any, reference: str, config_path: Path) -> tuple[int, str]:
-    """Run the pipeline on the shared session as ``jobs/pipeline.py`` would, without its process."""
-    config, binding = load_pipeline(reference, str(config_path))
-    return run_job(spark, config, functools.partial(start_pipeline, binding=binding), StopRequest())
 
 
 def _local(uri: str) -> str:

@@ -97,7 +97,7 @@ def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str, refere
     query_name = config.name if name == next(iter(config.sinks)) else f"{config.name}.{name}"
     checkpoint = config.sink_checkpoint(name)
     trigger = config.trigger.spark_kwargs()
-    if QUARANTINE_REASON not in frame.columns:
+    if not marks_quarantine(frame, config, name, reference):
         return start_table_stream(
             frame,
             query_name=query_name,
@@ -107,11 +107,6 @@ def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str, refere
             partition_by=sink.partition_by,
             trigger=trigger,
         )
-    if not sink.quarantine_path:
-        raise PipelineError(
-            f"pipeline {reference!r}: sink {name!r} gets a {QUARANTINE_REASON} column but has no "
-            f"quarantine_path; add sinks.{name}.quarantine_path or drop the column"
-        )
     writer = QuarantineSplit(spark, sink)
     return (
         frame.writeStream.queryName(query_name)
@@ -120,6 +115,19 @@ def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str, refere
         .trigger(**trigger)
         .start()
     )
+
+
+def marks_quarantine(frame: Any, config: PipelineConfig, name: str, reference: str) -> bool:
+    """Whether the frame for sink ``name`` marks rows for the quarantine (a ``_quarantine_reason``
+    column); PipelineError when it does and the sink has no ``quarantine_path``."""
+    if QUARANTINE_REASON not in frame.columns:
+        return False
+    if not config.sinks[name].quarantine_path:
+        raise PipelineError(
+            f"pipeline {reference!r}: sink {name!r} gets a {QUARANTINE_REASON} column but has no "
+            f"quarantine_path; add sinks.{name}.quarantine_path or drop the column"
+        )
+    return True
 
 
 class PipelineContext:

@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from hubflow_jobs.applications import BACKFILL_APPLICATIONS
+from hubflow_jobs.applications import BACKFILL_APPLICATIONS, can_backfill
 from hubflow_plugins.core.job_exit import judge_failed_run
 from hubflow_plugins.core.registry import RegisteredJob, load_registry
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
@@ -20,9 +20,10 @@ class SparkJobOperator(BaseOperator):
 
     A backfill run (``airflow backfill create`` or the UI's Backfill) processes exactly its data
     interval instead: ``jobs/backfill.py`` reads the interval as a batch (Event Hubs: the
-    enqueued-time window; files: the interval's landing or archive folders) and replaces the
-    interval's rows - in the job's own Delta table (one ``replaceWhere`` transaction), or in the
-    parquet side table's partition - so reruns never duplicate.
+    enqueued-time window; files: the interval's landing or archive folders; a pipeline: its Event
+    Hub's window through its function) and replaces the interval's rows - in the job's own Delta
+    tables (one ``replaceWhere`` transaction each), or in the parquet side table's partition - so
+    reruns never duplicate.
 
     Both kinds of run are safe to retry (the DAG factory gives them the registry's ``retries``). A
     failure a retry cannot cure - an invalid config, an on-call hold, a kill request (the job's exit
@@ -70,10 +71,11 @@ class SparkJobOperator(BaseOperator):
         }
 
     def _backfill(self, job: RegisteredJob, start: str, end: str) -> dict[str, Any]:
-        if job.application not in BACKFILL_APPLICATIONS:
+        if not can_backfill(job.application):
             raise AirflowFailException(
                 f"job {job.name}: backfill runs are supported for {', '.join(sorted(BACKFILL_APPLICATIONS))} "
-                f"jobs, not {job.application}; trigger a normal run instead (see docs/operations.md)"
+                f"jobs and pipelines, not {job.application}; trigger a normal run instead (see "
+                "docs/operations.md)"
             )
         self.log.info("backfill run: job %s processes exactly the interval [%s, %s)", job.name, start, end)
         window = ["--window-start", start, "--window-end", end]

@@ -1,0 +1,106 @@
+"""``hubflow backfill JOB --start ISO --end ISO``: one interval of a registered job again, on local Spark.
+
+What an Airflow backfill run of the job does (``SparkJobOperator``), in the foreground: the job is
+checked first (nothing starts on a problem), then ``spark-submit jobs/backfill.py --application APP
+--config FILE --window-start START --window-end END`` replaces the interval's rows in the job's tables
+(docs/pipelines.md, docs/operations.md). Its output goes to ``backfill.log`` beside the job's driver
+log; the outcome line is printed, and the log's last lines when it fails. The exit code is the
+backfill's: 0 done, 1 failed or refused (the reason is printed), 2 a problem with the job or window.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from hubflow_cli.check import check_job_config
+from hubflow_cli.run import LOG_TAIL_LINES, Foreground, driver_environment, log_tail
+from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow_jobs.applications import BACKFILL_APPLICATIONS, can_backfill
+from hubflow_jobs.backfill import WindowError, parse_window
+from hubflow_jobs.detached_process import start_detached
+from hubflow_plugins.core.job_control import JobControl
+from hubflow_plugins.core.registry import (
+    RegisteredJob,
+    RegistryError,
+    load_registry,
+    read_job_paths,
+    registry_path,
+)
+from hubflow_plugins.core.spark_submit_command import spark_submit_binary
+
+#: Where the backfill's output goes: beside the job's driver log.
+BACKFILL_LOG = "backfill.log"
+
+
+def backfill_command(job: RegisteredJob, start: str, end: str, master: str) -> list[str]:
+    """``spark-submit --master M --conf ... jobs/backfill.py --application APP --config FILE --window-*``."""
+    conf = [part for key, value in job.submit_conf.items() for part in ("--conf", f"{key}={value}")]
+    return [
+        spark_submit_binary() or "spark-submit",
+        "--master",
+        master,
+        *conf,
+        str(job.application_path().with_name("backfill.py")),
+        "--application",
+        job.application,
+        "--config",
+        str(job.config_path()),
+        "--window-start",
+        start,
+        "--window-end",
+        end,
+    ]
+
+
+def backfill_job(name: str, *, start: str, end: str, registry: Path | None, master: str = "local[*]") -> int:
+    """The ``hubflow backfill`` command: the backfill's exit code."""
+    registry = registry or registry_path()
+    try:
+        job = load_registry(registry).job(name)
+        parse_window(start, end)
+    except (RegistryError, WindowError) as exc:
+        print(f"hubflow backfill: {exc}")
+        return EXIT_CONFIG_ERROR
+    if not can_backfill(job.application):
+        print(
+            f"hubflow backfill: job {name} runs {job.application}; backfills run for "
+            f"{', '.join(sorted(BACKFILL_APPLICATIONS))} jobs and pipelines"
+        )
+        return EXIT_CONFIG_ERROR
+    checked = check_job_config(job.application, job.config_path(), name=job.name, registry_path=registry)
+    if checked.failed(local=True):
+        print("\n".join(checked.lines(local=True)))
+        return EXIT_CONFIG_ERROR
+    paths = read_job_paths(job.config_path(), job.application, expected_name=job.name)
+    driver_log, _ = JobControl(job.name, paths.status_dir).driver_log_target()
+    log_path = driver_log.with_name(BACKFILL_LOG)
+    command = backfill_command(job, start, end, master)
+    print(f"backfilling job {job.name} [{start}, {end}): {' '.join(command)}")
+    print(f"log: {log_path}")
+    process = start_detached(command, log_path, driver_environment(), append=False)
+    foreground = Foreground(process, lambda text: print(text, flush=True))
+    previous = {sig: signal.signal(sig, foreground.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = process.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    code = code if code >= 0 else 128 - code
+    outcome = _outcome(log_path, job.name)
+    if outcome:
+        print(outcome)
+    if code != EXIT_OK:
+        print(f"backfill of job {job.name} exited {code}; the last lines of {log_path}:")
+        print(log_tail(log_path, LOG_TAIL_LINES))
+    return code
+
+
+def _outcome(log_path: Path, job: str) -> str | None:
+    """The backfill's last line about the job: ``job <name> backfill ...`` (finished, refused, failed)."""
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    found = [line for line in lines if f"job {job} backfill" in line]
+    return found[-1] if found else None

@@ -1,0 +1,163 @@
+"""Backfill of one data interval of a pipeline: the interval's events through the user's function
+again, replacing that interval's rows in each of its Delta sinks.
+
+A pipeline can backfill (:func:`backfill_problem`, checked before Spark starts) when it reads one
+source, of kind ``eventhubs``, and writes Delta sinks; its function runs on the batch of events
+enqueued in ``[start, end)`` (a pipeline function works on batch DataFrames as on streams). Each
+sink's frame keeps the events' identity, :data:`IDENTITY_COLUMNS`, by which the interval's rows are
+found (``enqueuedTime``) and checked (``partition``, ``sequenceNumber``). Before anything is
+written, for every sink: its query has committed past the interval (read from its checkpoint, so a
+function that filters rows out is judged right), and its tables hold no event of the interval that
+the hub no longer returns. Then each table's rows of the interval are replaced in one Delta
+transaction (``replaceWhere``), the quarantine like the output; a rerun replaces them again.
+Runs on the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+from ..backfill import BackfillRefused, enqueued_in, interval_events, refuse_if_events_gone
+from ..lake_tables import delta_table_exists, replace_rows
+from .binding import Binding, PipelineError, sink_frames
+from .columns import QUARANTINE_REASON
+from .declarations import EventHubsSource, PipelineConfig
+from .streams import marks_quarantine
+
+log = logging.getLogger(__name__)
+
+#: The columns of the events every sink of a backfilled pipeline keeps.
+IDENTITY_COLUMNS = ("enqueuedTime", "partition", "sequenceNumber")
+
+
+def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
+    """Why the pipeline cannot backfill an interval (one message naming the keys), or None."""
+    if binding.takes_context:
+        return (
+            f"pipeline {binding.reference!r} starts its own queries (it takes 'context'), so hubflow cannot "
+            "run it on an interval; backfill is for functions that return DataFrames"
+        )
+    kinds = {name: source.kind for name, source in config.sources.items()}
+    if len(kinds) != 1 or not isinstance(next(iter(config.sources.values())), EventHubsSource):
+        declared = ", ".join(f"{name} ({kind})" for name, kind in kinds.items())
+        return (
+            f"job {config.name}: a pipeline backfills an interval of one source of kind eventhubs; its "
+            f"sources are {declared}"
+        )
+    not_delta = [f"sinks.{name}.kind: {s.kind}" for name, s in config.sinks.items() if s.kind != "delta"]
+    if not_delta:
+        return (
+            f"job {config.name}: a backfill replaces the interval's rows in Delta sinks only; "
+            f"{', '.join(not_delta)}"
+        )
+    return None
+
+
+def committed_positions(checkpoint: str, eventhub: str) -> dict[str, int] | None:
+    """Per partition, the first sequence number the query of ``checkpoint`` has not committed (the
+    end offset of its last committed batch); None before its first commit."""
+    from pyspark_eventhubs.offsets import offset_seqs
+
+    from ..azure_storage import url_to_fs
+    from ..checkpoint_logs import join, list_batch_ids, read_offsets
+
+    fs, root = url_to_fs(checkpoint)
+    committed = list_batch_ids(fs, join(root, "commits"))
+    if not committed:
+        return None
+    source = read_offsets(fs, root, committed[-1]).sources[0]
+    return offset_seqs(json.loads(source.raw) if source.raw else None, eventhub)
+
+
+def backfill_pipeline(
+    spark: Any, config: PipelineConfig, binding: Binding, start: datetime, end: datetime
+) -> dict[str, int]:
+    """Replace the rows of ``[start, end)`` in every sink with the function's rows of that interval's
+    events; the rows read and written per table. Refused (:class:`BackfillRefused`) with the reason
+    when that would double or lose rows."""
+    from pyspark.sql import functions as F
+
+    from pyspark_eventhubs import parse_options
+
+    subject = f"job {config.name} backfill [{start.isoformat()}, {end.isoformat()})"
+    (source_name, source), *_ = config.sources.items()
+    hub = parse_options(source.spark_options()).eventhub_name
+    events = interval_events(spark, source, start, end).persist()
+    try:
+        ids = events.select("partition", "sequenceNumber")
+        last = {
+            r["partition"]: r["last"]
+            for r in ids.groupBy("partition").agg(F.max("sequenceNumber").alias("last")).collect()
+        }
+        frames = sink_frames(
+            binding.call({source_name: events}, config.params, spark), binding.reference, list(config.sinks)
+        )
+        writes = _sink_writes(config, binding, frames)
+        for name in config.sinks:
+            _refuse_unless_past(config.sink_checkpoint(name), hub, last, f"{subject}: sink {name!r}")
+        predicate = enqueued_in(start, end)
+        for table, _rows, _partition_by in writes:
+            if delta_table_exists(spark, table):
+                refuse_if_events_gone(spark.read.format("delta").load(table), predicate, ids, subject)
+        counts = {"read": events.count()}
+        for table, rows, partition_by in writes:
+            rows = rows.persist()
+            try:
+                counts[table] = rows.count()
+                replace_rows(rows, table, predicate, partition_by, subject)
+            finally:
+                rows.unpersist()
+    finally:
+        events.unpersist()
+    log.info("%s: %s", subject, ", ".join(f"{where} {n}" for where, n in counts.items()))
+    return counts
+
+
+def _refuse_unless_past(checkpoint: str, hub: str, last: dict[str, int], subject: str) -> None:
+    """Refuse unless the sink's query committed every partition past its last event of the interval."""
+    committed = committed_positions(checkpoint, hub)
+    if committed is None:
+        if last:
+            raise BackfillRefused(
+                f"{subject}: its query has not committed a batch yet ({checkpoint}); its first run reads "
+                "this interval itself. Backfill once the job has run past it."
+            )
+        return
+    behind = {p: n for p, n in sorted(last.items()) if committed.get(p, 0) <= n}
+    if behind:
+        raise BackfillRefused(
+            f"{subject}: its query has not yet read partitions {sorted(behind)} past this interval (the "
+            f"interval ends at sequence numbers {behind}, the query's next are "
+            f"{ {p: committed.get(p, 0) for p in behind} }); it will land these events itself, so a "
+            "backfill now would write them twice. Backfill this interval once the job has caught up."
+        )
+
+
+def _sink_writes(
+    config: PipelineConfig, binding: Binding, frames: dict[str, Any]
+) -> list[tuple[str, Any, list[str]]]:
+    """``(table, rows, partition_by)`` for every table of every sink; a sink without the identity
+    columns, or with a quarantine column but no quarantine table, is refused by name (PipelineError)."""
+    from pyspark.sql import functions as F
+
+    writes = []
+    for name, frame in frames.items():
+        sink = config.sinks[name]
+        missing = [column for column in IDENTITY_COLUMNS if column not in frame.columns]
+        if missing:
+            raise PipelineError(
+                f"pipeline {binding.reference!r}: sink {name!r} has no column {', '.join(missing)}; a "
+                f"backfill finds and checks an interval's rows by the events' "
+                f"{', '.join(IDENTITY_COLUMNS)}, so keep them in the DataFrame the function returns for it"
+            )
+        if not marks_quarantine(frame, config, name, binding.reference):
+            writes.append((sink.output_path, frame, sink.partition_by))
+            continue
+        reason = F.col(QUARANTINE_REASON)
+        good = frame.where(reason.isNull()).drop(QUARANTINE_REASON)
+        writes.append((sink.output_path, good, sink.partition_by))
+        writes.append((sink.quarantine_path or "", frame.where(reason.isNotNull()), sink.partition_by))
+    return writes
