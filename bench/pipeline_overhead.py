@@ -1,0 +1,211 @@
+"""The fixed cost per micro-batch of the pipeline layer (issue #26): a pipeline against the built-in job.
+
+The same backlog of ``--events`` Event Hubs events (``--size``-byte bodies, 4 partitions) is read
+twice per repetition, each time from the earliest event into a new Delta table, by one ``local[2]``
+session with the jobs' own defaults, ``maxEventsPerTrigger`` ``--per-batch`` (so ``events /
+per_batch`` micro-batches), availableNow, through the jobs' runtime (``run_job``):
+
+* **built-in**: ``eventhubs_to_lake`` (``start_eventhubs_to_lake``), Delta sink;
+* **pipeline**: a pipeline function returning ``bronze_rows(telemetry)`` (the built-in's own
+  transformation) to a ``kind: delta`` sink, started by ``start_pipeline`` with its binding.
+
+Both write the same rows the same way once started, so what differs per batch is whatever the
+pipeline layer adds. Each batch's ``durationMs.triggerExecution`` is taken from the query's progress
+(a streaming listener); the first batch of a run (query start, worker spawn) is left out. The sides
+alternate which goes first in each of ``--repeats`` repetitions, after one warm-up run of each that
+is not counted; the medians and the ratio pipeline / built-in are printed (goal: at most 1.05).
+
+Usage: ``.venv/bin/python bench/pipeline_overhead.py [--events 200000] [--per-batch 10000] [--repeats 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jobs"))
+
+from connector_catchup import PARTITIONS, fill_hub
+from harness import spread, start_emulator
+
+SIDES = ("built-in", "pipeline")
+ENV_VAR = "HUBFLOW_BENCH_PIPELINE_CONNECTION"
+PIPELINE = """
+from hubflow_jobs.eventhubs_to_lake import bronze_rows
+
+
+def bronze(telemetry):
+    return bronze_rows(telemetry)
+"""
+
+
+def session() -> Any:
+    """``local[2]`` with the jobs' defaults, UI off, the connector registered."""
+    from pyspark.sql import SparkSession
+
+    from hubflow_jobs.session import DEFAULT_CONF
+    from pyspark_eventhubs import DefaultSource, register_data_source
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.master("local[2]").appName("hubflow-bench-pipeline")
+    conf = {
+        **DEFAULT_CONF,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+    }
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register_data_source(spark, DefaultSource)
+    return spark
+
+
+class TriggerTimes:
+    """Collects ``durationMs.triggerExecution`` of every batch of every query, by query name."""
+
+    def __init__(self, spark: Any) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        times: dict[str, list[tuple[int, int]]] = {}
+        self.times = times
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                progress = event.progress
+                if progress.numInputRows:
+                    times.setdefault(progress.name, []).append(
+                        (progress.batchId, progress.durationMs["triggerExecution"])
+                    )
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        spark.streams.addListener(Listener())
+
+    def after_first(self, name: str) -> list[int]:
+        """The batches' trigger times of the query ``name``, its first batch left out."""
+        return [ms for _batch, ms in sorted(self.times.pop(name, []))[1:]]
+
+
+def config(base: Path, name: str, side: str, per_batch: int) -> dict[str, Any]:
+    """The job config of one run of ``side`` (built-in keys or pipeline keys)."""
+    common = {
+        "name": name,
+        "trigger": {"availableNow": True},
+        "checkpoint_root": str(base / "checkpoints"),
+        "status_root": str(base / "status"),
+        "runtime": {"heartbeat_interval": "1 second", "poll_interval": "200 ms"},
+    }
+    source = {"connection_string_env": ENV_VAR, "max_events_per_trigger": per_batch}
+    if side == "built-in":
+        return {
+            **common,
+            "source": source,
+            "sink": {"output_path": str(base / "lake" / name), "format": "delta"},
+        }
+    return {
+        **common,
+        "sources": {"telemetry": {"kind": "eventhubs", **source}},
+        "sinks": {"bronze": {"kind": "delta", "output_path": str(base / "lake" / name)}},
+    }
+
+
+def run(spark: Any, times: TriggerTimes, side: str, workdir: Path, tag: str, per_batch: int) -> list[int]:
+    """One availableNow run of ``side`` from the earliest event; its trigger times after the first."""
+    import yaml
+
+    from hubflow_jobs import EXIT_OK
+    from hubflow_jobs.config import load_config
+    from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
+    from hubflow_jobs.pipeline.job import load_pipeline
+    from hubflow_jobs.pipeline.streams import start_pipeline
+    from hubflow_jobs.runner import run_job
+    from hubflow_jobs.stop import StopRequest
+
+    name = f"{side.replace('-', '_')}_{tag}"
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config(workdir, name, side, per_batch)), encoding="utf-8")
+    if side == "built-in":
+        job_config: Any = load_config(path, EventHubsToLakeConfig)
+        start: Any = start_eventhubs_to_lake
+    else:
+        job_config, binding = load_pipeline("bench_bronze:bronze", str(path))
+        start = functools.partial(start_pipeline, binding=binding)
+    code, reason = run_job(spark, job_config, start, StopRequest())
+    if code != EXIT_OK:
+        raise RuntimeError(f"{side} run {tag} failed: {reason}")
+    return times.after_first(name)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--per-batch", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="hubflow-bench-pipeline-") as temp:
+        workdir = Path(temp)
+        pipelines = workdir / "pipelines"
+        pipelines.mkdir()
+        (pipelines / "bench_bronze.py").write_text(textwrap.dedent(PIPELINE), encoding="utf-8")
+        os.environ["HUBFLOW_PIPELINES_DIR"] = str(pipelines)
+        emulator = start_emulator(workdir, {"telemetry": PARTITIONS})
+        try:
+            conn = emulator.connection_strings["telemetry"]
+            os.environ[ENV_VAR] = conn
+            print(f"filling the hub with {args.events:,} events of {args.size} B ...", flush=True)
+            fill_hub(conn, args.events, args.size)
+            spark = session()
+            times = TriggerTimes(spark)
+            for side in SIDES:
+                run(spark, times, side, workdir, "warmup", args.per_batch)
+            results: dict[str, list[int]] = {side: [] for side in SIDES}
+            medians: dict[str, list[float]] = {side: [] for side in SIDES}
+            for repeat in range(args.repeats):
+                order = SIDES if repeat % 2 == 0 else tuple(reversed(SIDES))
+                for side in order:
+                    batch_ms = run(spark, times, side, workdir, f"r{repeat}", args.per_batch)
+                    results[side] += batch_ms
+                    medians[side].append(statistics.median(batch_ms))
+                    print(
+                        f"repeat {repeat + 1} {side:9s}: {len(batch_ms)} batches, triggerExecution median "
+                        f"{statistics.median(batch_ms):,.0f} ms",
+                        flush=True,
+                    )
+            spark.stop()
+        finally:
+            emulator.stop()
+    print()
+    for side in SIDES:
+        print(
+            f"{side:9s}: per-run medians {spread(medians[side])} ms; all batches median "
+            f"{statistics.median(results[side]):,.0f} ms ({len(results[side])} batches)"
+        )
+    ratio = statistics.median(results["pipeline"]) / statistics.median(results["built-in"])
+    ratios = [p / b for p, b in zip(medians["pipeline"], medians["built-in"], strict=True)]
+    per_repeat = ", ".join(f"{r:.3f}" for r in ratios)
+    print(f"ratio pipeline / built-in (median batch): {ratio:.3f}; per repeat {per_repeat}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
