@@ -13,8 +13,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from hubflow_cli.check import check_job_config
-from hubflow_cli.run import LOG_TAIL_LINES, Foreground, driver_environment, log_tail
+from hubflow_cli.run import LOG_TAIL_LINES, Foreground, checked_job, driver_environment, log_tail
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
 from hubflow_jobs.applications import BACKFILL_APPLICATIONS, can_backfill
 from hubflow_jobs.backfill import WindowError, parse_window
@@ -22,10 +21,6 @@ from hubflow_jobs.detached_process import start_detached
 from hubflow_plugins.core.job_control import JobControl
 from hubflow_plugins.core.registry import (
     RegisteredJob,
-    RegistryError,
-    load_registry,
-    read_job_paths,
-    registry_path,
 )
 from hubflow_plugins.core.spark_submit_command import spark_submit_binary
 
@@ -55,24 +50,21 @@ def backfill_command(job: RegisteredJob, start: str, end: str, master: str) -> l
 
 def backfill_job(name: str, *, start: str, end: str, registry: Path | None, master: str = "local[*]") -> int:
     """The ``hubflow backfill`` command: the backfill's exit code."""
-    registry = registry or registry_path()
     try:
-        job = load_registry(registry).job(name)
         parse_window(start, end)
-    except (RegistryError, WindowError) as exc:
+    except WindowError as exc:
         print(f"hubflow backfill: {exc}")
         return EXIT_CONFIG_ERROR
+    checked = checked_job(name, registry, "backfill")
+    if checked is None:
+        return EXIT_CONFIG_ERROR
+    job, paths = checked
     if not can_backfill(job.application):
         print(
             f"hubflow backfill: job {name} runs {job.application}; backfills run for "
             f"{', '.join(sorted(BACKFILL_APPLICATIONS))} jobs and pipelines"
         )
         return EXIT_CONFIG_ERROR
-    checked = check_job_config(job.application, job.config_path(), name=job.name, registry_path=registry)
-    if checked.failed(local=True):
-        print("\n".join(checked.lines(local=True)))
-        return EXIT_CONFIG_ERROR
-    paths = read_job_paths(job.config_path(), job.application, expected_name=job.name)
     driver_log, _ = JobControl(job.name, paths.status_dir).driver_log_target()
     log_path = driver_log.with_name(BACKFILL_LOG)
     command = backfill_command(job, start, end, master)

@@ -133,21 +133,30 @@ class Foreground:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
 
-def run_job(
-    name: str, *, registry: Path | None, once: bool, master: str = "local[*]", every: float = 5.0
-) -> int:
-    """The ``hubflow run`` command: the job's exit code."""
+def checked_job(name: str, registry: Path | None, command: str) -> tuple[RegisteredJob, Any] | None:
+    """The registered job ``name`` and its paths (:func:`read_job_paths`) once its config passed what
+    ``hubflow check --local`` checks; None, after printing each problem, when it did not."""
     registry = registry or registry_path()
     try:
         job = load_registry(registry).job(name)
     except RegistryError as exc:
-        print(f"hubflow run: {exc}")
-        return EXIT_CONFIG_ERROR
+        print(f"hubflow {command}: {exc}")
+        return None
     checked = check_job_config(job.application, job.config_path(), name=job.name, registry_path=registry)
     if checked.failed(local=True):
         print("\n".join(checked.lines(local=True)))
+        return None
+    return job, read_job_paths(job.config_path(), job.application, expected_name=job.name)
+
+
+def run_job(
+    name: str, *, registry: Path | None, once: bool, master: str = "local[*]", every: float = 5.0
+) -> int:
+    """The ``hubflow run`` command: the job's exit code."""
+    checked = checked_job(name, registry, "run")
+    if checked is None:
         return EXIT_CONFIG_ERROR
-    paths = read_job_paths(job.config_path(), job.application, expected_name=job.name)
+    job, paths = checked
     with tempfile.TemporaryDirectory(prefix=f"hubflow-run-{name}-") as temp:
         config = job.config_path()
         if once and paths.trigger != "availableNow":
