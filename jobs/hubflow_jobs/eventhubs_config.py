@@ -111,3 +111,13 @@ class EventHubSourceConfig(EventHubConnectionConfig):
             "eventhubs.startingPosition": _STARTING_POSITIONS[self.starting_position],
             "maxEventsPerTrigger": str(self.max_events_per_trigger),
         }
+
+
+class EventHubSinkConfig(EventHubConnectionConfig):
+    """The Event Hub a job publishes to (``sink:`` of lake_to_eventhubs, a pipeline's ``kind: eventhubs``)."""
+
+    section: ClassVar[str] = "sink"
+
+    def spark_options(self) -> dict[str, str]:
+        """The options for ``writeStream.format("eventhubs")``, connection string from the environment."""
+        return self.connection_options()

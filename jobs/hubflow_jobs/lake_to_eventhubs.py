@@ -28,7 +28,7 @@ downstream when duplicates matter.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -41,7 +41,7 @@ from .config import (
     existing_local_folder,
 )
 from .delta_source import DeltaReadOptions, check_delta_table, read_delta_stream
-from .eventhubs_config import EventHubConnectionConfig
+from .eventhubs_config import EventHubSinkConfig
 from .lake_tables import LakeFormat
 from .status_folder import JobStatus
 
@@ -98,16 +98,6 @@ class LakeTableSourceConfig(DeltaReadOptions):
         if self.format == "delta":
             return None
         return BRONZE_SCHEMA if self.layout == "bronze" else (self.schema_ddl or "")
-
-
-class EventHubSinkConfig(EventHubConnectionConfig):
-    """``sink:`` of lake_to_eventhubs: the Event Hub to publish to."""
-
-    section: ClassVar[str] = "sink"
-
-    def spark_options(self) -> dict[str, str]:
-        """The options for ``writeStream.format("eventhubs")``, connection string from the environment."""
-        return self.connection_options()
 
 
 class MessageConfig(StrictModel):

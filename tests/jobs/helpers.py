@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +215,47 @@ def eventhubs_config(base: Path, hub: EmulatedHub, env_var: str, **overrides: An
         else:
             config[key] = value
     return config
+
+
+def event_count(connection_string: str) -> int:
+    """How many events the hub holds, from its partitions' sequence numbers (no receiving)."""
+    from azure.eventhub import EventHubConsumerClient
+
+    client = EventHubConsumerClient.from_connection_string(connection_string, "$Default")
+    try:
+        total = 0
+        for pid in client.get_partition_ids():
+            props = client.get_partition_properties(pid)
+            if not props["is_empty"]:
+                total += props["last_enqueued_sequence_number"] - props["beginning_sequence_number"] + 1
+        return total
+    finally:
+        client.close()
+
+
+def receive_all(connection_string: str, timeout: float = 60) -> list[tuple[str, Any]]:
+    """Every event of the hub as (partition id, EventData), read from the start with the SDK."""
+    from azure.eventhub import EventHubConsumerClient
+
+    expected = event_count(connection_string)
+    received: list[tuple[str, Any]] = []
+    # Greedy: one consumer claims every partition at once instead of one per balancing round.
+    client = EventHubConsumerClient.from_connection_string(
+        connection_string, "$Default", load_balancing_strategy="greedy"
+    )
+
+    def on_event(context: Any, event: Any) -> None:
+        if event is not None:
+            received.append((context.partition_id, event))
+
+    thread = threading.Thread(
+        target=client.receive, kwargs={"on_event": on_event, "starting_position": "-1"}, daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while len(received) < expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    client.close()
+    thread.join(30)
+    assert len(received) == expected, f"received {len(received)} of {expected} events"
+    return received

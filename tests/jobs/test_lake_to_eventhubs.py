@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -27,10 +25,12 @@ from tests.support.processes import wait_until
 from .helpers import (
     JOBS_DIR,
     EmulatedHub,
+    event_count,
     eventhubs_config,
     last_log_line,
     python_job,
     read_status,
+    receive_all,
     spark_submit,
     write_config,
 )
@@ -83,50 +83,6 @@ def write_orders(spark: Any, table: Path, first: int, count: int) -> None:
 
 def _text(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def event_count(connection_string: str) -> int:
-    """How many events the hub holds, from its partitions' sequence numbers (no receiving)."""
-    from azure.eventhub import EventHubConsumerClient
-
-    client = EventHubConsumerClient.from_connection_string(connection_string, "$Default")
-    try:
-        total = 0
-        for pid in client.get_partition_ids():
-            props = client.get_partition_properties(pid)
-            if not props["is_empty"]:
-                total += props["last_enqueued_sequence_number"] - props["beginning_sequence_number"] + 1
-        return total
-    finally:
-        client.close()
-
-
-def receive_all(connection_string: str, timeout: float = 60) -> list[tuple[str, Any]]:
-    """Every event of the hub as (partition id, EventData), read from the start with the SDK."""
-    from azure.eventhub import EventHubConsumerClient
-
-    expected = event_count(connection_string)
-    received: list[tuple[str, Any]] = []
-    # Greedy: one consumer claims every partition at once instead of one per balancing round.
-    client = EventHubConsumerClient.from_connection_string(
-        connection_string, "$Default", load_balancing_strategy="greedy"
-    )
-
-    def on_event(context: Any, event: Any) -> None:
-        if event is not None:
-            received.append((context.partition_id, event))
-
-    thread = threading.Thread(
-        target=client.receive, kwargs={"on_event": on_event, "starting_position": "-1"}, daemon=True
-    )
-    thread.start()
-    deadline = time.monotonic() + timeout
-    while len(received) < expected and time.monotonic() < deadline:
-        time.sleep(0.1)
-    client.close()
-    thread.join(30)
-    assert len(received) == expected, f"received {len(received)} of {expected} events"
-    return received
 
 
 def described(partition: str, event: Any) -> dict[str, Any]:

@@ -122,7 +122,7 @@ def test_sink_checkpoints_the_first_sink_is_the_jobs_the_others_under_sinks(tmp_
         (
             "sinks",
             {"kind": "csv", "output_path": "/x"},
-            "jobs config error: sinks.lake.kind: 'csv' is not one of 'delta', 'parquet'",
+            "jobs config error: sinks.lake.kind: 'csv' is not one of 'delta', 'parquet', 'eventhubs'",
         ),
         ("sinks", {"output_path": "/x"}, "jobs config error: sinks.lake.kind: is required"),
     ],
@@ -180,6 +180,25 @@ def test_an_eventhubs_source_needs_its_variable_and_refuses_secrets(
     message = _error(tmp_path, sources={"telemetry": secret})
     assert message.startswith("jobs config error: sources.telemetry.options.eventhubs.connectionString: ")
     assert "TOPSECRET" not in message
+
+
+def test_an_eventhubs_sink_needs_its_variable_and_is_no_lake_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    sink = {"kind": "eventhubs", "connection_string_env": ENV_VAR, "eventhub_name": "alerts"}
+    assert _error(tmp_path, sinks={"alerts": sink}) == (
+        f"jobs config error: sinks.alerts.connection_string_env: environment variable {ENV_VAR} is "
+        "not set; export the Event Hubs connection string in it"
+    )
+    monkeypatch.setenv(ENV_VAR, "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=s;EntityPath=hub")
+    assert _error(tmp_path, sinks={"alerts": {**sink, "output_path": "/x"}}) == (
+        "jobs config error: sinks.alerts.output_path: unknown key"
+    )
+    config = _load(tmp_path, sinks={"alerts": sink, "lake": {"kind": "delta", "output_path": "/lake/o"}})
+    assert config.sinks["alerts"].spark_options()["eventhubs.name"] == "alerts"
+    assert config.delta_tables() == ["/lake/o"]
+    assert "spark.redaction.regex" in config.extra_spark_conf(), "its connection string is masked too"
 
 
 def test_archive_dir_is_refused_with_two_sinks(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ reads and where its results go, so hubflow does every ``readStream`` and ``write
         connection_string_env: TELEMETRY_EVENTHUBS_CONNECTION
     sinks:
       hot:                           # the function returns this DataFrame (or {"hot": ...})
-        kind: delta                  # delta | parquet
+        kind: delta                  # delta | parquet | eventhubs
         output_path: /lake/silver/hot_devices
     params:
       threshold: 80
@@ -38,7 +38,7 @@ from ..config import (
     join_path,
 )
 from ..delta_source import DeltaSourceConfig
-from ..eventhubs_config import EventHubSourceConfig
+from ..eventhubs_config import EventHubSinkConfig, EventHubSourceConfig
 from ..files_to_lake import LandingFilesKeys
 from ..lake_tables import LakeFormat
 
@@ -96,7 +96,18 @@ class LakeSink(StrictModel):
         return [self.output_path] + ([self.quarantine_path] if self.quarantine_path else [])
 
 
-Sink = Annotated[LakeSink, Field(discriminator="kind")]
+class EventHubsSink(EventHubSinkConfig):
+    """``kind: eventhubs``: each row one event through ``format("eventhubs")``, at least once.
+
+    The frame has the connector sink's columns: ``body`` (string or binary), and optionally
+    ``partitionKey`` or ``partitionId`` and ``properties`` (map<string,string>) (docs/connector.md).
+    The connection string comes from ``connection_string_env``, as a source's does.
+    """
+
+    kind: Literal["eventhubs"]
+
+
+Sink = Annotated[LakeSink | EventHubsSink, Field(discriminator="kind")]
 NamedSources = dict[Annotated[str, Field(pattern=JOB_NAME_PATTERN)], Source]
 NamedSinks = dict[Annotated[str, Field(pattern=JOB_NAME_PATTERN)], Sink]
 
@@ -139,8 +150,9 @@ class PipelineConfig(JobConfig):
         return self
 
     def extra_spark_conf(self) -> dict[str, str]:
-        """With an Event Hubs source: mask its connection string wherever Spark prints options."""
-        if not any(isinstance(source, EventHubsSource) for source in self.sources.values()):
+        """With an Event Hubs source or sink: mask its connection string wherever Spark prints options."""
+        hubs = [*self.sources.values(), *self.sinks.values()]
+        if not any(isinstance(declared, EventHubsSource | EventHubsSink) for declared in hubs):
             return {}
         from pyspark_eventhubs import redaction_conf
 
@@ -154,14 +166,19 @@ class PipelineConfig(JobConfig):
 
     def delta_tables(self) -> list[str]:
         """Every Delta table of the sinks (outputs and quarantines), which the cleanup DAG maintains."""
-        return [table for sink in self.sinks.values() if sink.kind == "delta" for table in sink.tables()]
+        return [
+            table
+            for sink in self.sinks.values()
+            if isinstance(sink, LakeSink) and sink.kind == "delta"
+            for table in sink.tables()
+        ]
 
     def delta_table_writers(self) -> list[tuple[str, str]]:
         """Each Delta table with the checkpoint of the query that writes it."""
         return [
             (table, self.sink_checkpoint(name))
             for name, sink in self.sinks.items()
-            if sink.kind == "delta"
+            if isinstance(sink, LakeSink) and sink.kind == "delta"
             for table in sink.tables()
         ]
 
@@ -172,7 +189,7 @@ class PipelineConfig(JobConfig):
 
 
 #: The kinds each named section accepts, for the message of a wrong or missing ``kind``.
-_KINDS = {"sources": ("eventhubs", "files", "delta"), "sinks": ("delta", "parquet")}
+_KINDS = {"sources": ("eventhubs", "files", "delta"), "sinks": ("delta", "parquet", "eventhubs")}
 
 
 def _as_written(error: dict[str, Any]) -> dict[str, Any]:

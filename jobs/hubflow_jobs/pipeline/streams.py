@@ -6,9 +6,10 @@ query per sink. The first sink's query is the job's query (checkpoint ``<checkpo
 reported in status.json); each further sink gets a query of its own on a helper session, with the
 function called again on that session's sources, so the job's status listener sees the first only.
 
-Sinks are exactly once like the built-in jobs' tables (:mod:`hubflow_jobs.lake_tables`): Delta
+Lake sinks are exactly once like the built-in jobs' tables (:mod:`hubflow_jobs.lake_tables`): Delta
 through delta-spark's sink (one commit per batch with the query's transaction), parquet through
-Spark's file sink. A frame with a ``_quarantine_reason`` column is split per batch: rows where it is
+Spark's file sink. An Event Hubs sink publishes each row through the connector, at least once. A
+frame with a ``_quarantine_reason`` column is split per batch: rows where it is
 null go to ``output_path`` without it, the others to ``quarantine_path`` as they are, both written
 with the same batch's transaction.
 """
@@ -22,7 +23,7 @@ from ..query_group import QueryGroup, helper_session
 from ..status_folder import JobStatus
 from .binding import Binding, PipelineError, sink_frames
 from .columns import QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
-from .declarations import DeltaSource, EventHubsSource, FilesSource, LakeSink, PipelineConfig
+from .declarations import DeltaSource, EventHubsSink, EventHubsSource, FilesSource, LakeSink, PipelineConfig
 
 
 def read_source(spark: Any, source: Any) -> Any:
@@ -91,12 +92,14 @@ def start_pipeline(spark: Any, config: PipelineConfig, status: JobStatus, bindin
 def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str, reference: str) -> Any:
     """Start the query writing ``frame`` (of the pipeline ``reference``) to the sink ``name``; return it."""
     sink = config.sinks[name]
-    for key, path in (("output_path", sink.output_path), ("quarantine_path", sink.quarantine_path)):
-        if path:
-            check_table_format(spark, path, sink.kind, f"sinks.{name}.{key}")
     query_name = config.name if name == next(iter(config.sinks)) else f"{config.name}.{name}"
     checkpoint = config.sink_checkpoint(name)
     trigger = config.trigger.spark_kwargs()
+    if isinstance(sink, EventHubsSink):
+        return _start_eventhubs_sink(spark, frame, sink, name, reference, query_name, checkpoint, trigger)
+    for key, path in (("output_path", sink.output_path), ("quarantine_path", sink.quarantine_path)):
+        if path:
+            check_table_format(spark, path, sink.kind, f"sinks.{name}.{key}")
     if not marks_quarantine(frame, config, name, reference):
         return start_table_stream(
             frame,
@@ -117,12 +120,43 @@ def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str, refere
     )
 
 
+def _start_eventhubs_sink(
+    spark: Any,
+    frame: Any,
+    sink: EventHubsSink,
+    name: str,
+    reference: str,
+    query_name: str,
+    checkpoint: str,
+    trigger: dict[str, Any],
+) -> Any:
+    """Publish each row of ``frame`` as one event (at least once: a batch cut off while sending is sent
+    again on restart); the connector checks the columns (``body``, ...) when the query starts."""
+    from pyspark_eventhubs import DefaultSource, protect_secrets, register_data_source
+
+    if QUARANTINE_REASON in frame.columns:
+        raise PipelineError(
+            f"pipeline {reference!r}: sink {name!r} (kind eventhubs) has no quarantine, but its frame has a "
+            f"{QUARANTINE_REASON} column; filter the bad rows out, or send them to a lake sink"
+        )
+    register_data_source(spark, DefaultSource)
+    protect_secrets(spark)
+    return (
+        frame.writeStream.queryName(query_name)
+        .format("eventhubs")
+        .options(**sink.spark_options())
+        .option("checkpointLocation", checkpoint)
+        .trigger(**trigger)
+        .start()
+    )
+
+
 def marks_quarantine(frame: Any, config: PipelineConfig, name: str, reference: str) -> bool:
     """Whether the frame for sink ``name`` marks rows for the quarantine (a ``_quarantine_reason``
     column); PipelineError when it does and the sink has no ``quarantine_path``."""
     if QUARANTINE_REASON not in frame.columns:
         return False
-    if not config.sinks[name].quarantine_path:
+    if not getattr(config.sinks[name], "quarantine_path", None):
         raise PipelineError(
             f"pipeline {reference!r}: sink {name!r} gets a {QUARANTINE_REASON} column but has no "
             f"quarantine_path; add sinks.{name}.quarantine_path or drop the column"
