@@ -1,19 +1,20 @@
-"""The fixed cost per micro-batch of the pipeline layer (issue #26): a pipeline against the built-in job.
+"""The fixed cost per micro-batch of the pipeline layer (issue #26): a pipeline against a direct query.
 
 The same backlog of ``--events`` Event Hubs events (``--size``-byte bodies, 4 partitions) is read
 twice per repetition, each time from the earliest event into a new Delta table, by one ``local[2]``
 session with the jobs' own defaults, ``maxEventsPerTrigger`` ``--per-batch`` (so ``events /
 per_batch`` micro-batches), availableNow, through the jobs' runtime (``run_job``):
 
-* **built-in**: ``eventhubs_to_lake`` (``start_eventhubs_to_lake``), Delta sink;
-* **pipeline**: a pipeline function returning ``bronze_rows(telemetry)`` (the built-in's own
-  transformation) to a ``kind: delta`` sink, started by ``start_pipeline`` with its binding.
+* **direct**: the query written by hand, as ``eventhubs_to_lake`` was before it became a pipeline:
+  ``readStream.format("eventhubs")``, the bronze columns, ``lake_tables.start_table_stream`` (Delta);
+* **pipeline**: the built-in ``eventhubs_to_lake`` as it is now, a pipeline (its function ``bronze``,
+  a ``kind: delta`` sink), started through the pipeline layer (``start_function``).
 
 Both write the same rows the same way once started, so what differs per batch is whatever the
 pipeline layer adds. Each batch's ``durationMs.triggerExecution`` is taken from the query's progress
 (a streaming listener); the first batch of a run (query start, worker spawn) is left out. The sides
 alternate which goes first in each of ``--repeats`` repetitions, after one warm-up run of each that
-is not counted; the medians and the ratio pipeline / built-in are printed (goal: at most 1.05).
+is not counted; the medians and the ratio pipeline / direct are printed (goal: at most 1.05).
 
 Usage: ``.venv/bin/python bench/pipeline_overhead.py [--events 200000] [--per-batch 10000] [--repeats 3]``
 """
@@ -21,12 +22,10 @@ Usage: ``.venv/bin/python bench/pipeline_overhead.py [--events 200000] [--per-ba
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import statistics
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jobs"))
 from connector_catchup import PARTITIONS, fill_hub
 from harness import spread, start_emulator
 
-SIDES = ("built-in", "pipeline")
+SIDES = ("direct", "pipeline")
 ENV_VAR = "HUBFLOW_BENCH_PIPELINE_CONNECTION"
-PIPELINE = """
-from hubflow_jobs.eventhubs_to_lake import bronze_rows
-
-
-def bronze(telemetry):
-    return bronze_rows(telemetry)
-"""
 
 
 def session() -> Any:
@@ -104,27 +96,50 @@ class TriggerTimes:
         return [ms for _batch, ms in sorted(self.times.pop(name, []))[1:]]
 
 
-def config(base: Path, name: str, side: str, per_batch: int) -> dict[str, Any]:
-    """The job config of one run of ``side`` (built-in keys or pipeline keys)."""
-    common = {
+def config(base: Path, name: str, per_batch: int) -> dict[str, Any]:
+    """The job config of one run (both sides read the same config: eventhubs_to_lake's)."""
+    return {
         "name": name,
         "trigger": {"availableNow": True},
         "checkpoint_root": str(base / "checkpoints"),
         "status_root": str(base / "status"),
         "runtime": {"heartbeat_interval": "1 second", "poll_interval": "200 ms"},
+        "sources": {
+            "events": {
+                "kind": "eventhubs",
+                "connection_string_env": ENV_VAR,
+                "max_events_per_trigger": per_batch,
+            }
+        },
+        "sinks": {
+            "bronze": {
+                "kind": "delta",
+                "output_path": str(base / "lake" / name),
+                "partition_by": ["ingest_date"],
+            }
+        },
     }
-    source = {"connection_string_env": ENV_VAR, "max_events_per_trigger": per_batch}
-    if side == "built-in":
-        return {
-            **common,
-            "source": source,
-            "sink": {"output_path": str(base / "lake" / name), "format": "delta"},
-        }
-    return {
-        **common,
-        "sources": {"telemetry": {"kind": "eventhubs", **source}},
-        "sinks": {"bronze": {"kind": "delta", "output_path": str(base / "lake" / name)}},
-    }
+
+
+def start_direct(spark: Any, job_config: Any, status: Any) -> Any:
+    """The reference: the query eventhubs_to_lake started before it was a pipeline, written by hand."""
+    from pyspark.sql import functions as F
+
+    from hubflow_jobs.lake_tables import INGEST_DATE_COLUMN, start_table_stream
+
+    source, sink = job_config.sources["events"], job_config.sinks["bronze"]
+    events = spark.readStream.format("eventhubs").options(**source.spark_options()).load()
+    now = F.current_timestamp()
+    rows = events.withColumn("_ingested_at", now).withColumn(INGEST_DATE_COLUMN, F.to_date(now))
+    return start_table_stream(
+        rows,
+        query_name=job_config.name,
+        path=sink.output_path,
+        file_format=sink.kind,
+        checkpoint=job_config.checkpoint_location,
+        partition_by=sink.partition_by,
+        trigger=job_config.trigger.spark_kwargs(),
+    )
 
 
 def run(spark: Any, times: TriggerTimes, side: str, workdir: Path, tag: str, per_batch: int) -> list[int]:
@@ -132,22 +147,17 @@ def run(spark: Any, times: TriggerTimes, side: str, workdir: Path, tag: str, per
     import yaml
 
     from hubflow_jobs import EXIT_OK
+    from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
     from hubflow_jobs.config import load_config
-    from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
-    from hubflow_jobs.pipeline.job import load_pipeline
-    from hubflow_jobs.pipeline.streams import start_pipeline
+    from hubflow_jobs.pipeline.job import start_function
     from hubflow_jobs.runner import run_job
     from hubflow_jobs.stop import StopRequest
 
-    name = f"{side.replace('-', '_')}_{tag}"
+    name = f"{side}_{tag}"
     path = workdir / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(config(workdir, name, side, per_batch)), encoding="utf-8")
-    if side == "built-in":
-        job_config: Any = load_config(path, EventHubsToLakeConfig)
-        start: Any = start_eventhubs_to_lake
-    else:
-        job_config, binding = load_pipeline("bench_bronze:bronze", str(path))
-        start = functools.partial(start_pipeline, binding=binding)
+    path.write_text(yaml.safe_dump(config(workdir, name, per_batch)), encoding="utf-8")
+    job_config = load_config(path, EventHubsToLakeConfig)
+    start = start_direct if side == "direct" else start_function("eventhubs_to_lake")
     code, reason = run_job(spark, job_config, start, StopRequest())
     if code != EXIT_OK:
         raise RuntimeError(f"{side} run {tag} failed: {reason}")
@@ -164,10 +174,6 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="hubflow-bench-pipeline-") as temp:
         workdir = Path(temp)
-        pipelines = workdir / "pipelines"
-        pipelines.mkdir()
-        (pipelines / "bench_bronze.py").write_text(textwrap.dedent(PIPELINE), encoding="utf-8")
-        os.environ["HUBFLOW_PIPELINES_DIR"] = str(pipelines)
         emulator = start_emulator(workdir, {"telemetry": PARTITIONS})
         try:
             conn = emulator.connection_strings["telemetry"]
@@ -200,10 +206,10 @@ def main() -> int:
             f"{side:9s}: per-run medians {spread(medians[side])} ms; all batches median "
             f"{statistics.median(results[side]):,.0f} ms ({len(results[side])} batches)"
         )
-    ratio = statistics.median(results["pipeline"]) / statistics.median(results["built-in"])
-    ratios = [p / b for p, b in zip(medians["pipeline"], medians["built-in"], strict=True)]
+    ratio = statistics.median(results["pipeline"]) / statistics.median(results["direct"])
+    ratios = [p / b for p, b in zip(medians["pipeline"], medians["direct"], strict=True)]
     per_repeat = ", ".join(f"{r:.3f}" for r in ratios)
-    print(f"ratio pipeline / built-in (median batch): {ratio:.3f}; per repeat {per_repeat}")
+    print(f"ratio pipeline / direct (median batch): {ratio:.3f}; per repeat {per_repeat}")
     return 0
 
 

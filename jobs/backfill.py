@@ -4,10 +4,10 @@
 Processes exactly one data interval of a job as a batch and replaces that interval's rows: in the
 job's own Delta table (one ``replaceWhere`` transaction), or in the parquet side table's partition
 (see ``hubflow_jobs.backfill``). ``--application`` is the job's registry ``application``: the built-in
-``eventhubs_to_lake`` (the enqueued-time window) or ``files_to_lake`` (the interval's landing or
-archive folders), or a pipeline ``MODULE:FUNCTION`` reading one Event Hub into Delta sinks (see
-``hubflow_jobs.pipeline.backfill``). Exit codes as for every job: 0 done, 1 failed or refused, 2 bad
-config, window or pipeline.
+``files_to_lake`` (the interval's landing or archive folders), or a pipeline reading one Event Hub
+into lake sinks (the enqueued-time window): ``MODULE:FUNCTION`` or a built-in that is one, such as
+``eventhubs_to_lake`` (see ``hubflow_jobs.pipeline.backfill``). Exit codes as for every job: 0 done,
+1 failed or refused, 2 bad config, window or pipeline.
 """
 
 import argparse
@@ -16,17 +16,14 @@ import sys
 from typing import Any
 
 from hubflow_jobs import EXIT_CONFIG_ERROR
-from hubflow_jobs.applications import BACKFILL_APPLICATIONS, CONFIG_MODELS, is_pipeline
-from hubflow_jobs.backfill import (
-    BackfillRefused,
-    WindowError,
-    backfill_eventhubs,
-    backfill_files,
-    interval_folders,
-    parse_window,
+from hubflow_jobs.applications import (
+    BACKFILL_APPLICATIONS,
+    CONFIG_MODELS,
+    backfill_builtins,
+    pipeline_reference,
 )
+from hubflow_jobs.backfill import BackfillRefused, WindowError, backfill_files, interval_folders, parse_window
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.files_to_lake import FilesToLakeConfig
 from hubflow_jobs.pipeline.binding import PipelineError
 from hubflow_jobs.runner import configure_logging, run_batch
 
@@ -42,7 +39,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--application",
         required=True,
-        help=f"{' or '.join(sorted(BACKFILL_CONFIG_MODELS))}, or a pipeline MODULE:FUNCTION",
+        help=f"{', '.join(backfill_builtins())}, or a pipeline MODULE:FUNCTION",
     )
     parser.add_argument("--config", required=True, help="the job's YAML config file")
     parser.add_argument("--window-start", required=True, help="ISO-8601, inclusive")
@@ -50,10 +47,10 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         start, end = parse_window(args.window_start, args.window_end)
-        if is_pipeline(args.application):
+        if pipeline_reference(args.application) is not None:
             return _backfill_pipeline(args.application, args.config, start, end)
         if args.application not in BACKFILL_CONFIG_MODELS:
-            builtins = " and ".join(sorted(BACKFILL_CONFIG_MODELS))
+            builtins = ", ".join(backfill_builtins())
             log.error(
                 "--application %s: a backfill runs %s jobs and pipelines (MODULE:FUNCTION)",
                 args.application,
@@ -61,26 +58,23 @@ def main(argv: list[str]) -> int:
             )
             return EXIT_CONFIG_ERROR
         config = load_config(args.config, BACKFILL_CONFIG_MODELS[args.application])
-        if isinstance(config, FilesToLakeConfig):
-            interval_folders(config, start, end)  # a layout or window it cannot use fails before Spark
+        interval_folders(config, start, end)  # a layout or window it cannot use fails before Spark
     except (ConfigError, WindowError, PipelineError) as exc:
         log.error("%s", exc)
         return EXIT_CONFIG_ERROR
 
     def work(spark: Any) -> dict[str, Any]:
-        if isinstance(config, FilesToLakeConfig):
-            return backfill_files(spark, config, start, end)
-        return {"read": backfill_eventhubs(spark, config, start, end)}
+        return backfill_files(spark, config, start, end)
 
     return run_batch(config, f"backfill [{start}, {end})", work, refused=BackfillRefused)
 
 
-def _backfill_pipeline(reference: str, config_path: str, start: Any, end: Any) -> int:
+def _backfill_pipeline(application: str, config_path: str, start: Any, end: Any) -> int:
     """The backfill of a pipeline job; its config and function are checked before Spark starts."""
     from hubflow_jobs.pipeline.backfill import backfill_pipeline, backfill_problem
     from hubflow_jobs.pipeline.job import load_pipeline, ship_module
 
-    config, binding = load_pipeline(reference, config_path)
+    config, binding = load_pipeline(application, config_path)
     problem = backfill_problem(config, binding)
     if problem:
         raise PipelineError(problem)

@@ -244,12 +244,21 @@ def write_jobs(data: Path, with_eventhubs: bool) -> Path:
         telemetry = {
             "name": "telemetry_bronze",
             **common,
-            "source": {
-                "connection_string_env": "HUBFLOW_EVENTHUBS_CONNECTION_STRING",
-                "starting_position": "earliest",
-                "max_events_per_trigger": 500,
+            "sources": {
+                "events": {
+                    "kind": "eventhubs",
+                    "connection_string_env": "HUBFLOW_EVENTHUBS_CONNECTION_STRING",
+                    "starting_position": "earliest",
+                    "max_events_per_trigger": 500,
+                }
             },
-            "sink": {"output_path": str(data / "lake" / "telemetry_bronze"), "format": "delta"},
+            "sinks": {
+                "bronze": {
+                    "kind": "delta",
+                    "output_path": str(data / "lake" / "telemetry_bronze"),
+                    "partition_by": ["ingest_date"],
+                }
+            },
         }
         (configs / "telemetry_bronze.yaml").write_text(yaml.safe_dump(telemetry, sort_keys=False))
         jobs.append(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hubflow_cli.run import LOG_TAIL_LINES, Foreground, checked_job, driver_environment, log_tail
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
-from hubflow_jobs.applications import BACKFILL_APPLICATIONS, can_backfill
+from hubflow_jobs.applications import backfill_builtins, can_backfill
 from hubflow_jobs.backfill import WindowError, parse_window
 from hubflow_jobs.detached_process import start_detached
 from hubflow_plugins.core.job_control import JobControl
@@ -62,7 +62,7 @@ def backfill_job(name: str, *, start: str, end: str, registry: Path | None, mast
     if not can_backfill(job.application):
         print(
             f"hubflow backfill: job {name} runs {job.application}; backfills run for "
-            f"{', '.join(sorted(BACKFILL_APPLICATIONS))} jobs and pipelines"
+            f"{', '.join(backfill_builtins())} jobs and pipelines"
         )
         return EXIT_CONFIG_ERROR
     driver_log, _ = JobControl(job.name, paths.status_dir).driver_log_target()

@@ -14,10 +14,12 @@ registry's configs usually describe the deployment's machines, not the one runni
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK, applications
+from hubflow_jobs.builtins.legacy_config import LegacyConfigWarning
 from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.pipeline.binding import PipelineError
 from hubflow_jobs.pipeline.job import load_pipeline
@@ -35,6 +37,7 @@ class CheckResult:
     application: str
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # deprecations: shown, never a failure
 
     def failed(self, local: bool) -> bool:
         """Whether the job has problems (with ``local``, warnings count too)."""
@@ -46,6 +49,7 @@ class CheckResult:
         lines = [f"{label:<5} {self.name}  ({self.application})"]
         lines += [f"      {problem}" for problem in self.problems]
         lines += [f"      {'' if local else 'on this machine: '}{warning}" for warning in self.warnings]
+        lines += [f"      deprecated: {notice}" for notice in self.notices]
         return lines
 
 
@@ -62,6 +66,19 @@ def check_job_config(
     the message about an unknown application, which is the registry's mistake.
     """
     result = CheckResult(name or str(config_path), application)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LegacyConfigWarning)
+        _check_job_config(result, application, config_path, name, registry_path)
+    for warning in caught:
+        notice = str(warning.message)
+        if issubclass(warning.category, LegacyConfigWarning) and notice not in result.notices:
+            result.notices.append(notice)
+    return result
+
+
+def _check_job_config(
+    result: CheckResult, application: str, config_path: Path, name: str | None, registry_path: Path | None
+) -> None:
     model = applications.config_model(application)
     if model is None:
         where = f"registry {registry_path}: jobs[{name}].application" if registry_path else NO_REGISTRY
@@ -69,24 +86,23 @@ def check_job_config(
             f"{where}: unknown application {application!r}; the built-in applications are "
             f"{', '.join(sorted(applications.CONFIG_MODELS))}, or name a pipeline function as module:function"
         )
-        return result
+        return
     try:
         paths = read_job_paths(config_path, application, expected_name=name)
     except RegistryError as exc:
         result.problems.append(str(exc))
-        return result
+        return
     result.name = name or paths.name
-    if applications.is_pipeline(application):
+    if applications.pipeline_reference(application) is not None:
         try:
             load_pipeline(application, str(config_path), check_environment=False)
         except (ConfigError, PipelineError) as exc:
             result.problems.append(f"job config {config_path}: {exc}")
-            return result
+            return
     try:
         load_config(config_path, model, check_environment=True)
     except ConfigError as exc:
         result.warnings.append(f"job config {config_path}: {exc}")
-    return result
 
 
 def check_registry(registry_path: Path, only: str | None = None) -> tuple[list[CheckResult], str | None]:

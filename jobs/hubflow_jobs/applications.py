@@ -5,16 +5,20 @@ The one list everyone shares: ``jobs/backfill.py`` and ``jobs/lake_maintenance.p
 the name lists (which applications backfill, which write lake tables) from here too.
 
 A registry entry may also name a pipeline function ``module:function`` (:mod:`.pipeline`): its
-config model is :class:`~.pipeline.declarations.PipelineConfig` (:func:`config_model`).
+config model is :class:`~.pipeline.declarations.PipelineConfig` (:func:`config_model`). The
+built-in jobs rebuilt as pipelines (:data:`BUILTIN_PIPELINES`, in :mod:`.builtins`) keep their
+names; :func:`pipeline_reference` gives the function a name runs.
 
 The name lists import nothing. ``APPLICATIONS`` (config model, start function, summary of each
-streaming application; the entry scripts run them with ``runner.run_application``) and
-``CONFIG_MODELS`` are built on first use (module ``__getattr__``): they import the job modules, and
-DAG parsing imports this module and must stay free of them (tests/dags/test_dags.py).
+streaming application not yet a pipeline; the entry scripts run them with
+``runner.run_application``) and ``CONFIG_MODELS`` (theirs and those of :data:`BUILTIN_PIPELINES`)
+are built on first use (module ``__getattr__``): they import the job modules, and DAG parsing
+imports this module and must stay free of them (tests/dags/test_dags.py).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,15 +26,42 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .config import JobConfig
 
-#: The applications a backfill can run (an interval of their input can be read again).
-BACKFILL_APPLICATIONS: tuple[str, ...] = ("eventhubs_to_lake", "files_to_lake")
-#: Applications that write lake tables (Delta unless their config says ``format: parquet``).
-LAKE_WRITING_APPLICATIONS: tuple[str, ...] = (
-    "eventhubs_to_lake",
-    "files_to_lake",
-    "eventhubs_aggregate",
-    "bronze_to_silver",
-)
+#: The built-in applications, not yet pipelines, that a backfill can run (an interval of their input
+#: can be read again); pipelines are judged by their sources and sinks (:func:`can_backfill`).
+BACKFILL_APPLICATIONS: tuple[str, ...] = ("files_to_lake",)
+#: Built-in applications, not yet pipelines, that write lake tables (Delta unless their config says
+#: ``format: parquet``).
+LAKE_WRITING_APPLICATIONS: tuple[str, ...] = ("files_to_lake", "eventhubs_aggregate", "bronze_to_silver")
+
+
+@dataclass(frozen=True)
+class BuiltinPipeline:
+    """A built-in job that is a pipeline of :mod:`.builtins`: its module, function and config model."""
+
+    module: str
+    function: str
+    config_class: str
+    description: str
+
+    @property
+    def reference(self) -> str:
+        """``module:function``, as a registry entry of the user's own would name it."""
+        return f"{self.module}:{self.function}"
+
+    def config_model(self) -> type[JobConfig]:
+        """Its config model (reads the config keys of before pipelines too); imports no Spark."""
+        return getattr(importlib.import_module(self.module), self.config_class)
+
+
+#: The built-in jobs rebuilt as pipelines, by their registry name (``application: eventhubs_to_lake``).
+BUILTIN_PIPELINES: dict[str, BuiltinPipeline] = {
+    "eventhubs_to_lake": BuiltinPipeline(
+        "hubflow_jobs.builtins.eventhubs_to_lake",
+        "bronze",
+        "EventHubsToLakeConfig",
+        "Event Hubs -> lake (bronze table, Delta or parquet)",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -46,16 +77,10 @@ def _applications() -> dict[str, Application]:
     """Every streaming application, by entry script name (imports the job modules, so pyspark on use)."""
     from .bronze_to_silver import BronzeToSilverConfig, start_bronze_to_silver
     from .eventhubs_aggregate import EventHubsAggregateConfig, start_eventhubs_aggregate
-    from .eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
     from .files_to_lake import FilesToLakeConfig, start_files_to_lake
     from .lake_to_eventhubs import LakeToEventHubsConfig, start_lake_to_eventhubs
 
     return {
-        "eventhubs_to_lake": Application(
-            EventHubsToLakeConfig,
-            start_eventhubs_to_lake,
-            "Event Hubs -> lake (bronze table, Delta or parquet)",
-        ),
         "files_to_lake": Application(
             FilesToLakeConfig, start_files_to_lake, "file landing -> lake (Delta or parquet)"
         ),
@@ -76,21 +101,36 @@ def _applications() -> dict[str, Application]:
 
 
 def is_pipeline(application: str) -> bool:
-    """Whether a registry ``application`` names a pipeline function (``module:function``), not a built-in."""
+    """Whether a registry ``application`` names a pipeline function of the user's (``module:function``)."""
     from .pipeline.binding import is_pipeline_reference
 
     return is_pipeline_reference(application)
 
 
+def pipeline_reference(application: str) -> str | None:
+    """The pipeline function ``application`` runs: itself for ``module:function``, the function of a
+    built-in rebuilt as a pipeline, None for the other built-ins and unknown names."""
+    if is_pipeline(application):
+        return application
+    builtin = BUILTIN_PIPELINES.get(application)
+    return builtin.reference if builtin else None
+
+
+def backfill_builtins() -> list[str]:
+    """The built-in applications whose jobs backfill (for messages): the list above and the built-ins
+    that are pipelines (whose backfill reads one Event Hub)."""
+    return sorted([*BACKFILL_APPLICATIONS, *BUILTIN_PIPELINES])
+
+
 def can_backfill(application: str) -> bool:
     """Whether jobs of ``application`` may run backfills: the built-ins that can read an interval again,
     and pipelines (``jobs/backfill.py`` refuses, with the reason, one whose sources or sinks cannot)."""
-    return application in BACKFILL_APPLICATIONS or is_pipeline(application)
+    return application in BACKFILL_APPLICATIONS or pipeline_reference(application) is not None
 
 
 def writes_lake_tables(application: str) -> bool:
-    """Whether jobs of ``application`` may write lake tables (a pipeline's sinks always are)."""
-    return application in LAKE_WRITING_APPLICATIONS or is_pipeline(application)
+    """Whether jobs of ``application`` may write lake tables (a pipeline's sinks may be)."""
+    return application in LAKE_WRITING_APPLICATIONS or pipeline_reference(application) is not None
 
 
 def config_model(application: str) -> type[JobConfig] | None:
@@ -112,6 +152,7 @@ def __getattr__(name: str) -> Any:
         return applications
     if name == "CONFIG_MODELS":
         models = {app_name: app.config_model for app_name, app in __getattr__("APPLICATIONS").items()}
+        models |= {app_name: builtin.config_model() for app_name, builtin in BUILTIN_PIPELINES.items()}
         globals()["CONFIG_MODELS"] = models
         return models
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

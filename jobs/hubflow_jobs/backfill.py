@@ -4,8 +4,10 @@ A scheduled job's normal runs are streaming runs (availableNow) that resume from
 A backfill run (Airflow's ``backfill create``, or the UI's Backfill) must instead process exactly
 its data interval ``[window_start, window_end)`` and be safe to rerun:
 
-* Event Hubs (``eventhubs_to_lake``): a batch read (``spark.read.format("eventhubs")``) from the
-  first event enqueued at or after the start to the first one at or after the end.
+* Event Hubs: :func:`interval_events`, a batch read (``spark.read.format("eventhubs")``) from the
+  first event enqueued at or after the start to the first one at or after the end. The backfill of
+  a pipeline reading a hub (``eventhubs_to_lake`` is one) is :mod:`hubflow_jobs.pipeline.backfill`;
+  it uses the predicate and the checks here.
 * Files (``files_to_lake``): the files of the interval's folders (``source.interval_folder``),
   wherever they are now - still in the landing area or already archived. A file found in both
   places (an interrupted archive move) is read once, from the landing area. Bad records go to the
@@ -40,7 +42,6 @@ from urllib.parse import unquote
 
 from .config import join_path
 from .eventhubs_config import EventHubSourceConfig
-from .eventhubs_to_lake import EventHubsToLakeConfig, bronze_rows
 from .files_to_lake import (
     NOW_COLUMN,
     FilesToLakeConfig,
@@ -107,38 +108,6 @@ def interval_events(spark: Any, source: EventHubSourceConfig, start: datetime, e
     return spark.read.format("eventhubs").options(**options).load()
 
 
-def backfill_eventhubs(spark: Any, config: EventHubsToLakeConfig, start: datetime, end: datetime) -> int:
-    """Read the events enqueued in ``[start, end)`` and replace that window's rows; return the count."""
-    from pyspark.sql import functions as F
-
-    events = interval_events(spark, config.source, start, end)
-    if config.sink.format == "delta":
-        return _replace_eventhubs_interval(spark, config, events, start, end)
-    rows = events.withColumn("_ingested_at", F.current_timestamp()).withColumn(
-        WINDOW_COLUMN, F.lit(window_label(start))
-    )
-    rows = rows.cache()
-    count = rows.count()
-    (
-        rows.write.mode("overwrite")
-        .option("partitionOverwriteMode", "dynamic")
-        .partitionBy(WINDOW_COLUMN)
-        .parquet(backfill_path(config.sink.output_path))
-    )
-    rows.unpersist()
-    log.info(
-        "job %s backfill: %d events enqueued in [%s, %s) written to %s/%s=%s",
-        config.name,
-        count,
-        start.isoformat(),
-        end.isoformat(),
-        backfill_path(config.sink.output_path),
-        WINDOW_COLUMN,
-        window_label(start),
-    )
-    return count
-
-
 def _timestamp_literal(moment: datetime) -> str:
     return "TIMESTAMP " + sql_string(moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00:00"))
 
@@ -146,59 +115,6 @@ def _timestamp_literal(moment: datetime) -> str:
 def enqueued_in(start: datetime, end: datetime) -> str:
     """The SQL predicate of the bronze rows of ``[start, end)``: by the events' enqueued time."""
     return f"enqueuedTime >= {_timestamp_literal(start)} AND enqueuedTime < {_timestamp_literal(end)}"
-
-
-def _replace_eventhubs_interval(
-    spark: Any, config: EventHubsToLakeConfig, events: Any, start: datetime, end: datetime
-) -> int:
-    """Replace the bronze rows enqueued in ``[start, end)`` with ``events`` (Delta), after the checks."""
-    from pyspark.sql import functions as F
-
-    table = config.sink.output_path
-    subject = f"job {config.name} backfill [{start.isoformat()}, {end.isoformat()})"
-    predicate = enqueued_in(start, end)
-    rows = bronze_rows(events).persist()
-    try:
-        count = rows.count()
-        if not delta_table_exists(spark, table):
-            raise BackfillRefused(
-                f"{subject}: {table} holds no Delta table yet: the job has not run, and its first run "
-                "reads this interval itself; backfill once the job has run past it"
-            )
-        ids = rows.select("partition", "sequenceNumber")
-        last = {
-            r["partition"]: r["last"]
-            for r in ids.groupBy("partition").agg(F.max("sequenceNumber").alias("last")).collect()
-        }
-        current = spark.read.format("delta").load(table)
-        if last:
-            reached = current.where(
-                " OR ".join(
-                    f"(partition = {sql_string(p)} AND sequenceNumber >= {int(n)})"
-                    for p, n in sorted(last.items())
-                )
-            )
-            behind = sorted(
-                set(last) - {r["partition"] for r in reached.select("partition").distinct().collect()}
-            )
-            if behind:
-                raise BackfillRefused(
-                    f"{subject}: the job has not yet read partitions {behind} past this interval "
-                    f"(the interval ends at sequence numbers { {p: last[p] for p in behind} }); it will "
-                    "land these events itself, so a backfill now would write them twice. Backfill "
-                    "this interval once the job has caught up."
-                )
-        refuse_if_events_gone(current, predicate, ids, subject)
-        if count == 0:
-            log.warning("%s: no events in the interval, none in the table: nothing to replace", subject)
-            return 0
-        attempts = replace_rows(rows, table, predicate, [INGEST_DATE_COLUMN], subject)
-    finally:
-        rows.unpersist()
-    log.info(
-        "%s: %d events replace the interval's rows of %s (%d attempt(s))", subject, count, table, attempts
-    )
-    return count
 
 
 def refuse_if_events_gone(table_rows: Any, predicate: str, ids: Any, subject: str) -> None:
@@ -335,8 +251,8 @@ def _backfill_files_once(
     try:
         good, bad = split_records(classified, source, WINDOW_COLUMN)
         read, written, quarantined = reconciled_counts(classified, good, bad, f"interval {label}")
-        _overwrite_partition(bad, backfill_path(config.sink.quarantine_path), label)
-        _overwrite_partition(good, backfill_path(config.sink.output_path), label)
+        overwrite_window_partition(bad, backfill_path(config.sink.quarantine_path), label)
+        overwrite_window_partition(good, backfill_path(config.sink.output_path), label)
     finally:
         classified.unpersist()
     counts = {"files": len(paths), "read": read, "written": written, "quarantined": quarantined}
@@ -465,7 +381,7 @@ def _files_read(paths: list[str], where: dict[str, int]) -> str:
     )
 
 
-def _overwrite_partition(frame: Any, table: str, label: str) -> None:
+def overwrite_window_partition(frame: Any, table: str, label: str) -> None:
     """Replace the ``window_start=label`` partition of ``table`` with ``frame``'s rows.
 
     Dynamic overwrite replaces only partitions that receive rows, so an empty ``frame`` removes

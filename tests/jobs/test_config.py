@@ -157,15 +157,15 @@ def test_example_config_is_valid() -> None:
 
 
 def test_eventhubs_example_config_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig
+    from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 
     monkeypatch.setenv(
         "ORDERS_EVENTHUBS_CONNECTION", "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=s"
     )
     example = Path(__file__).resolve().parents[2] / "jobs" / "configs" / "eventhubs_to_lake.yaml"
     config = load_config(example, EventHubsToLakeConfig)
-    assert config.source.spark_options()["eventhubs.name"] == "orders"
-    assert config.source.spark_options()["eventhubs.receiverTimeout"] == "PT30S"
+    assert config.sources["events"].spark_options()["eventhubs.name"] == "orders"
+    assert config.sources["events"].spark_options()["eventhubs.receiverTimeout"] == "PT30S"
 
 
 def _eventhubs_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: dict) -> Path:
@@ -184,19 +184,19 @@ def _eventhubs_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: d
 def test_the_hub_is_named_by_eventhub_name_and_the_old_key_still_works_with_a_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig
+    from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 
     config = load_config(
         _eventhubs_source(tmp_path, monkeypatch, {"eventhub_name": "orders"}), EventHubsToLakeConfig
     )
-    assert config.source.spark_options()["eventhubs.name"] == "orders"
+    assert config.sources["events"].spark_options()["eventhubs.name"] == "orders"
 
     old = _eventhubs_source(tmp_path, monkeypatch, {"event_hub": "orders"})
     with pytest.warns(
         DeprecationWarning, match="source.event_hub is deprecated; rename it to source.eventhub_name"
     ):
         config = load_config(old, EventHubsToLakeConfig)
-    assert config.source.spark_options()["eventhubs.name"] == "orders"
+    assert config.sources["events"].spark_options()["eventhubs.name"] == "orders"
 
     both = _eventhubs_source(tmp_path, monkeypatch, {"event_hub": "a", "eventhub_name": "b"})
     with pytest.raises(ConfigError) as error:

@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_OK
-from hubflow_jobs.backfill import BackfillRefused, backfill_eventhubs, backfill_files
+from hubflow_jobs.applications import pipeline_reference
+from hubflow_jobs.backfill import BackfillRefused, backfill_files
+from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.config import load_config
-from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
 from hubflow_jobs.files_to_lake import FilesToLakeConfig, archive_root, start_files_to_lake
+from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.lake import delta_version, spark_rows
@@ -26,6 +28,7 @@ from tests.support.processes import wait_until
 from .helpers import EmulatedHub, eventhubs_config, landing_config, write_config, write_json_landing_file
 
 pytestmark = pytest.mark.integration
+start_eventhubs_to_lake = start_function("eventhubs_to_lake")
 ENV_VAR = "HUBFLOW_TEST_BACKFILL_CONNECTION"
 IDENTITY = {"partition": "value", "sequenceNumber": "value", "body": "value", "_ingested_at": "timestamp"}
 
@@ -53,6 +56,16 @@ def _landed(spark: Any, table: Path) -> int:
     return len(spark_rows(spark, table, {"sequenceNumber": "value"}))
 
 
+def backfill_eventhubs(spark: Any, config: EventHubsToLakeConfig, start: datetime, end: datetime) -> int:
+    """The backfill of the built-in eventhubs_to_lake (a pipeline): the events it read."""
+    from hubflow_jobs.pipeline.backfill import backfill_pipeline
+    from hubflow_jobs.pipeline.binding import bind, load_function
+
+    reference = pipeline_reference("eventhubs_to_lake") or ""
+    binding = bind(load_function(reference), reference, list(config.sources))
+    return backfill_pipeline(spark, config, binding, start, end)["read"]
+
+
 def _conflicting_replace(monkeypatch: pytest.MonkeyPatch, gate: Path, attempts: list[int]) -> None:
     """Make the backfill's first write wait, mid-transaction, until the test lets it go on.
 
@@ -62,7 +75,7 @@ def _conflicting_replace(monkeypatch: pytest.MonkeyPatch, gate: Path, attempts: 
     """
     from pyspark.sql import functions as F
 
-    import hubflow_jobs.backfill as backfill
+    import hubflow_jobs.pipeline.backfill as backfill
 
     real = backfill.replace_rows
     gate.mkdir()
@@ -103,7 +116,7 @@ def test_event_hubs_backfill_replaces_its_interval_while_the_stream_appends(
     )
     raw["trigger"] = {"processingTime": "1 second"}
     config = load_config(write_config(tmp_path / "job.yaml", raw), EventHubsToLakeConfig)
-    table = Path(config.sink.output_path)
+    table = Path(config.sinks["bronze"].output_path)
     stop = StopRequest()
     outcome: list[tuple[int, str]] = []
     stream = threading.Thread(

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_FAILED, EXIT_OK
+from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.config import load_config
-from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
 from hubflow_jobs.files_to_lake import FilesToLakeConfig, start_files_to_lake
+from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.lake import delta_rs_rows, delta_version, duckdb_rows, recorded_batch, spark_rows
@@ -29,6 +30,7 @@ from .helpers import (
 )
 
 pytestmark = pytest.mark.integration
+start_eventhubs_to_lake = start_function("eventhubs_to_lake")
 
 ENV_VAR = "HUBFLOW_TEST_DELTA_CONNECTION"
 BRONZE_COLUMNS = {
@@ -71,7 +73,7 @@ def test_bronze_in_delta_holds_every_event_once_for_every_reader_and_a_replay_ad
         "job eventhubs_to_lake finished: no more input (trigger availableNow)",
     )
 
-    table, checkpoint = Path(config.sink.output_path), Path(config.checkpoint_location)
+    table, checkpoint = Path(config.sinks["bronze"].output_path), Path(config.checkpoint_location)
     rows = spark_rows(spark, table, BRONZE_COLUMNS)
     identities = [(r[0], r[1]) for r in rows]
     assert len(identities) == len(set(identities)) == len(sent), "every event once, by identity"

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_OK
+from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
+from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.processes import wait_until
@@ -36,6 +37,7 @@ from .helpers import (
 )
 
 pytestmark = pytest.mark.integration
+start_eventhubs_to_lake = start_function("eventhubs_to_lake")
 
 ENV_VAR = "HUBFLOW_TEST_EVENTHUBS_CONNECTION"
 
@@ -76,7 +78,7 @@ def test_config_names_the_missing_variable_and_never_echoes_secrets(
         write_config(tmp_path / "job.yaml", eventhubs_config(tmp_path, hub, ENV_VAR)), EventHubsToLakeConfig
     )
     assert loaded.extra_spark_conf()["spark.redaction.regex"].count("connectionstring") == 1
-    assert loaded.source.spark_options()["eventhubs.connectionString"] == secret
+    assert loaded.sources["events"].spark_options()["eventhubs.connectionString"] == secret
 
 
 def test_available_now_lands_every_event_once_with_its_raw_body(
@@ -95,7 +97,7 @@ def test_available_now_lands_every_event_once_with_its_raw_body(
     code, reason = run_job(spark, config, start_eventhubs_to_lake, StopRequest())
 
     assert code == EXIT_OK, reason
-    output = Path(config.sink.output_path)
+    output = Path(config.sinks["bronze"].output_path)
     _check_exactly_once(spark, output, sent)
     today = datetime.now(UTC).date().isoformat()
     assert [p.name for p in output.iterdir() if p.name.startswith("ingest_date=")] == [f"ingest_date={today}"]

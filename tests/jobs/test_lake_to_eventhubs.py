@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig, start_eventhubs_to_lake
 from hubflow_jobs.lake_to_eventhubs import LakeToEventHubsConfig, start_lake_to_eventhubs
+from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.emulator import start_test_emulator
@@ -36,6 +37,7 @@ from .helpers import (
 )
 
 pytestmark = pytest.mark.integration
+start_eventhubs_to_lake = start_function("eventhubs_to_lake")
 
 ENV_VAR = "HUBFLOW_TEST_PUBLISH_CONNECTION"
 LAKE_TO_EVENTHUBS = JOBS_DIR / "lake_to_eventhubs.py"
@@ -227,8 +229,8 @@ def test_delta_bronze_output_replays_to_another_hub(
         monkeypatch.setenv(ENV_VAR, replay)
         replay_config = publisher_config(
             tmp_path,
-            Path(bronze.sink.output_path),
-            source={"path": bronze.sink.output_path, "max_files_per_trigger": 100},
+            Path(bronze.sinks["bronze"].output_path),
+            source={"path": bronze.sinks["bronze"].output_path, "max_files_per_trigger": 100},
             message={
                 "body_column": "body",
                 "partition_key_column": "partitionKey",

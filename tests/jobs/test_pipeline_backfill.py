@@ -180,10 +180,12 @@ def test_what_cannot_backfill_is_named_before_spark_starts(tmp_path: Path) -> No
     problem = backfill_problem(_config(tmp_path, sources=two), bind(_two, "m:f", ["telemetry", "orders"]))
     assert problem is not None and "its sources are telemetry (eventhubs), orders (files)" in problem
     parquet = {"out": {"kind": "parquet", "output_path": str(tmp_path / "out")}}
-    problem = backfill_problem(_config(tmp_path, sinks=parquet), bind(_telemetry, "m:f", ["telemetry"]))
-    assert (
-        problem
-        == "job p: a backfill replaces the interval's rows in Delta sinks only; sinks.out.kind: parquet"
+    assert backfill_problem(_config(tmp_path, sinks=parquet), bind(_telemetry, "m:f", ["telemetry"])) is None
+    hub = {"out": {"kind": "eventhubs", "connection_string_env": ENV_VAR}}
+    problem = backfill_problem(_config(tmp_path, sinks=hub), bind(_telemetry, "m:f", ["telemetry"]))
+    assert problem == (
+        "job p: a backfill replaces the interval's rows in lake sinks (delta, parquet); an Event Hub "
+        "cannot take events back: sinks.out.kind: eventhubs"
     )
     problem = backfill_problem(_config(tmp_path), bind(_own, "m:own", ["telemetry"]))
     assert problem is not None and "pipeline 'm:own' starts its own queries" in problem
@@ -222,6 +224,6 @@ def test_the_backfill_script_refuses_a_pipeline_that_cannot_backfill_with_exit_2
     )
     assert done.returncode == EXIT_CONFIG_ERROR
     assert (
-        "--application lake_to_eventhubs: a backfill runs eventhubs_to_lake and files_to_lake jobs "
+        "--application lake_to_eventhubs: a backfill runs eventhubs_to_lake, files_to_lake jobs "
         "and pipelines" in (done.stderr + done.stdout)
     )

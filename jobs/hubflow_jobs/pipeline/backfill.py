@@ -1,26 +1,41 @@
 """Backfill of one data interval of a pipeline: the interval's events through the user's function
-again, replacing that interval's rows in each of its Delta sinks.
+again, replacing that interval's rows in each of its lake sinks.
 
 A pipeline can backfill (:func:`backfill_problem`, checked before Spark starts) when it reads one
-source, of kind ``eventhubs``, and writes Delta sinks; its function runs on the batch of events
-enqueued in ``[start, end)`` (a pipeline function works on batch DataFrames as on streams). Each
-sink's frame keeps the events' identity, :data:`IDENTITY_COLUMNS`, by which the interval's rows are
-found (``enqueuedTime``) and checked (``partition``, ``sequenceNumber``). Before anything is
-written, for every sink: its query has committed past the interval (read from its checkpoint, so a
-function that filters rows out is judged right), and its tables hold no event of the interval that
-the hub no longer returns. Then each table's rows of the interval are replaced in one Delta
-transaction (``replaceWhere``), the quarantine like the output; a rerun replaces them again.
-Runs on the driver.
+source, of kind ``eventhubs``, and writes lake sinks; its function runs on the batch of events
+enqueued in ``[start, end)`` (a pipeline function works on batch DataFrames as on streams).
+
+* **delta** sinks: each sink's frame keeps the events' identity, :data:`IDENTITY_COLUMNS`, by which
+  the interval's rows are found (``enqueuedTime``) and checked (``partition``, ``sequenceNumber``).
+  Before anything is written, for every Delta sink: its query has committed past the interval (read
+  from its checkpoint, so a function that filters rows out is judged right), and its tables hold no
+  event of the interval that the hub no longer returns. Then each table's rows of the interval are
+  replaced in one Delta transaction (``replaceWhere``), the quarantine like the output.
+* **parquet** sinks: the rows go to the side table ``<output_path>_backfill`` (and the quarantine's),
+  in the partition ``window_start=<start>``, which is overwritten; Spark's file sink log would hide
+  rows written into the streaming table's own folder by a batch (:mod:`hubflow_jobs.backfill`).
+
+A rerun replaces the interval's rows again, never adds to them. Runs on the driver.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..backfill import BackfillRefused, enqueued_in, interval_events, refuse_if_events_gone
+from ..backfill import (
+    WINDOW_COLUMN,
+    BackfillRefused,
+    backfill_path,
+    enqueued_in,
+    interval_events,
+    overwrite_window_partition,
+    refuse_if_events_gone,
+    window_label,
+)
 from ..lake_tables import delta_table_exists, replace_rows
 from .binding import Binding, PipelineError, sink_frames
 from .columns import QUARANTINE_REASON
@@ -47,11 +62,11 @@ def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
             f"job {config.name}: a pipeline backfills an interval of one source of kind eventhubs; its "
             f"sources are {declared}"
         )
-    not_delta = [f"sinks.{name}.kind: {s.kind}" for name, s in config.sinks.items() if s.kind != "delta"]
-    if not_delta:
+    not_lake = [f"sinks.{name}.kind: {s.kind}" for name, s in config.sinks.items() if s.kind == "eventhubs"]
+    if not_lake:
         return (
-            f"job {config.name}: a backfill replaces the interval's rows in Delta sinks only; "
-            f"{', '.join(not_delta)}"
+            f"job {config.name}: a backfill replaces the interval's rows in lake sinks (delta, parquet); an "
+            f"Event Hub cannot take events back: {', '.join(not_lake)}"
         )
     return None
 
@@ -96,18 +111,24 @@ def backfill_pipeline(
             binding.call({source_name: events}, config.params, spark), binding.reference, list(config.sinks)
         )
         writes = _sink_writes(config, binding, frames)
-        for name in config.sinks:
-            _refuse_unless_past(config.sink_checkpoint(name), hub, last, f"{subject}: sink {name!r}")
+        for name, sink in config.sinks.items():
+            if sink.kind == "delta":
+                _refuse_unless_past(config.sink_checkpoint(name), hub, last, f"{subject}: sink {name!r}")
         predicate = enqueued_in(start, end)
-        for table, _rows, _partition_by in writes:
-            if delta_table_exists(spark, table):
-                refuse_if_events_gone(spark.read.format("delta").load(table), predicate, ids, subject)
+        for write in writes:
+            if write.kind == "delta" and delta_table_exists(spark, write.table):
+                refuse_if_events_gone(spark.read.format("delta").load(write.table), predicate, ids, subject)
         counts = {"read": events.count()}
-        for table, rows, partition_by in writes:
-            rows = rows.persist()
+        for write in writes:
+            rows = write.rows.persist()
             try:
-                counts[table] = rows.count()
-                replace_rows(rows, table, predicate, partition_by, subject)
+                counts[write.table] = rows.count()
+                if write.kind == "delta":
+                    replace_rows(rows, write.table, predicate, write.partition_by, subject)
+                else:
+                    label = window_label(start)
+                    side = backfill_path(write.table)
+                    overwrite_window_partition(rows.withColumn(WINDOW_COLUMN, F.lit(label)), side, label)
             finally:
                 rows.unpersist()
     finally:
@@ -136,28 +157,37 @@ def _refuse_unless_past(checkpoint: str, hub: str, last: dict[str, int], subject
         )
 
 
-def _sink_writes(
-    config: PipelineConfig, binding: Binding, frames: dict[str, Any]
-) -> list[tuple[str, Any, list[str]]]:
-    """``(table, rows, partition_by)`` for every table of every sink; a sink without the identity
-    columns, or with a quarantine column but no quarantine table, is refused by name (PipelineError)."""
+@dataclass(frozen=True)
+class _TableWrite:
+    """The rows of the interval for one table of a sink (its output or its quarantine)."""
+
+    kind: str  # delta | parquet
+    table: str
+    rows: Any
+    partition_by: list[str]
+
+
+def _sink_writes(config: PipelineConfig, binding: Binding, frames: dict[str, Any]) -> list[_TableWrite]:
+    """What to write to every table of every sink; a Delta sink without the identity columns, or a sink
+    with a quarantine column but no quarantine table, is refused by name (PipelineError)."""
     from pyspark.sql import functions as F
 
     writes = []
     for name, frame in frames.items():
         sink = config.sinks[name]
         missing = [column for column in IDENTITY_COLUMNS if column not in frame.columns]
-        if missing:
+        if missing and sink.kind == "delta":
             raise PipelineError(
                 f"pipeline {binding.reference!r}: sink {name!r} has no column {', '.join(missing)}; a "
                 f"backfill finds and checks an interval's rows by the events' "
                 f"{', '.join(IDENTITY_COLUMNS)}, so keep them in the DataFrame the function returns for it"
             )
         if not marks_quarantine(frame, config, name, binding.reference):
-            writes.append((sink.output_path, frame, sink.partition_by))
+            writes.append(_TableWrite(sink.kind, sink.output_path, frame, sink.partition_by))
             continue
         reason = F.col(QUARANTINE_REASON)
         good = frame.where(reason.isNull()).drop(QUARANTINE_REASON)
-        writes.append((sink.output_path, good, sink.partition_by))
-        writes.append((sink.quarantine_path or "", frame.where(reason.isNotNull()), sink.partition_by))
+        writes.append(_TableWrite(sink.kind, sink.output_path, good, sink.partition_by))
+        bad = frame.where(reason.isNotNull())
+        writes.append(_TableWrite(sink.kind, sink.quarantine_path or "", bad, sink.partition_by))
     return writes

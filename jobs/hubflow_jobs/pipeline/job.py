@@ -1,6 +1,8 @@
 """A pipeline run from the command line.
 
-``spark-submit jobs/pipeline.py --pipeline MODULE:FUNCTION --config FILE``.
+``spark-submit jobs/pipeline.py --pipeline MODULE:FUNCTION --config FILE``; a built-in job that is a
+pipeline runs the same way from its own entry script (``jobs/eventhubs_to_lake.py --config FILE``,
+:func:`run_builtin`).
 
 The config (:class:`.declarations.PipelineConfig`) is validated and the function found and bound
 (:mod:`.binding`) before Spark starts: any problem is one message and exit 2, nothing started.
@@ -15,9 +17,9 @@ import argparse
 import functools
 import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .. import EXIT_CONFIG_ERROR
 from ..config import ConfigError, load_config
@@ -32,16 +34,28 @@ log = logging.getLogger("hubflow_jobs")
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """``--pipeline MODULE:FUNCTION --config FILE``."""
     parser = argparse.ArgumentParser(description="Run a hubflow pipeline (docs/pipelines.md).")
-    parser.add_argument("--pipeline", required=True, help="the pipeline function, e.g. hot_devices:transform")
+    parser.add_argument(
+        "--pipeline",
+        required=True,
+        help="the pipeline function, e.g. hot_devices:transform, or a built-in job's name",
+    )
     parser.add_argument("--config", required=True, help="the pipeline's YAML config file")
     return parser.parse_args(list(argv))
 
 
 def load_pipeline(
-    reference: str, config_path: str, *, check_environment: bool = True
+    application: str, config_path: str, *, check_environment: bool = True
 ) -> tuple[PipelineConfig, Binding]:
-    """The validated config and the bound function (else ConfigError or PipelineError)."""
-    config = load_config(config_path, PipelineConfig, check_environment=check_environment)
+    """The validated config and the bound function (else ConfigError or PipelineError).
+
+    ``application`` is ``module:function`` or the name of a built-in that is a pipeline; its config
+    is read with the built-in's model (which also reads the keys of before pipelines).
+    """
+    from ..applications import config_model, pipeline_reference
+
+    reference = pipeline_reference(application) or application
+    model = config_model(application) or PipelineConfig
+    config = cast(PipelineConfig, load_config(config_path, model, check_environment=check_environment))
     binding = bind(load_function(reference), reference, list(config.sources))
     binding.validated_params(config.params)
     return config, binding
@@ -65,7 +79,26 @@ def run_pipeline(argv: Sequence[str]) -> int:
         ", ".join(config.sinks),
     )
     start = functools.partial(_start, binding=binding)
-    return main(["--config", args.config], PipelineConfig, start, description=f"pipeline {args.pipeline}")
+    return main(["--config", args.config], type(config), start, description=f"pipeline {binding.reference}")
+
+
+def run_builtin(application: str, argv: Sequence[str]) -> int:
+    """The ``main`` of a built-in's entry script ``jobs/<application>.py --config FILE``."""
+    return run_pipeline(["--pipeline", application, *argv])
+
+
+def start_function(application: str) -> Callable[[Any, PipelineConfig, JobStatus], Any]:
+    """The runner's start function of a pipeline ``application`` (``module:function`` or a built-in's
+    name), bound to the config it is given: for running a pipeline in-process, as tests do."""
+    from ..applications import pipeline_reference
+
+    reference = pipeline_reference(application) or application
+    function = load_function(reference)
+
+    def start(spark: Any, config: PipelineConfig, status: JobStatus) -> Any:
+        return _start(spark, config, status, binding=bind(function, reference, list(config.sources)))
+
+    return start
 
 
 def _start(spark: Any, config: PipelineConfig, status: JobStatus, *, binding: Binding) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from hubflow_jobs.applications import BACKFILL_APPLICATIONS, can_backfill
+from hubflow_jobs.applications import backfill_builtins, can_backfill
 from hubflow_plugins.core.job_exit import judge_failed_run
 from hubflow_plugins.core.registry import RegisteredJob, load_registry
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
@@ -73,7 +73,7 @@ class SparkJobOperator(BaseOperator):
     def _backfill(self, job: RegisteredJob, start: str, end: str) -> dict[str, Any]:
         if not can_backfill(job.application):
             raise AirflowFailException(
-                f"job {job.name}: backfill runs are supported for {', '.join(sorted(BACKFILL_APPLICATIONS))} "
+                f"job {job.name}: backfill runs are supported for {', '.join(backfill_builtins())} "
                 f"jobs and pipelines, not {job.application}; trigger a normal run instead (see "
                 "docs/operations.md)"
             )

@@ -21,8 +21,8 @@ from datetime import datetime
 from pathlib import Path
 
 from hubflow_jobs.backfill import WINDOW_COLUMN, backfill_path
+from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.config import load_config
-from hubflow_jobs.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.files_to_lake import FilesToLakeConfig
 
 CONFIGS = Path("/opt/hubflow/stack-test")
@@ -101,7 +101,7 @@ def main() -> int:
     report: dict = {}
     telemetry_format, orders_format = sink_format(TELEMETRY.sink), sink_format(ORDERS.sink)
     report["formats"] = {"telemetry": telemetry_format, "orders": orders_format}
-    telemetry = read_table(spark, TELEMETRY.sink.output_path, telemetry_format)
+    telemetry = read_table(spark, TELEMETRY.sinks["bronze"].output_path, telemetry_format)
     if telemetry is not None:
         events = telemetry.select(
             F.get_json_object(F.col("body").cast("string"), "$.id").cast("long").alias("id")

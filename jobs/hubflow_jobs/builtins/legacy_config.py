@@ -1,0 +1,112 @@
+"""The configs of built-in jobs written before pipelines: ``source:`` and ``sink:`` read as
+``sources:`` and ``sinks:``, with a deprecation warning.
+
+A built-in rebuilt as a pipeline declares how its old sections map to named ones
+(:class:`LegacySections`); its config model (:class:`LegacyPipelineConfig`) upgrades an old config
+before validating it, and names every problem by the key the user wrote (``source.eventhub_name``,
+``sink.format``), never by the upgraded one. The checkpoint and the table stay where they were: the
+first sink's query keeps ``<checkpoint_root>/<name>``. Imports no Spark.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import ValidationError, model_validator
+
+from ..config import KeyedValueError
+from ..pipeline import PipelineConfig
+
+
+class LegacyConfigWarning(FutureWarning):
+    """A built-in job's config uses the keys of hubflow before pipelines (shown to users by default)."""
+
+
+@dataclass(frozen=True)
+class LegacySections:
+    """How one built-in's ``source:`` and ``sink:`` become a named source and a named sink."""
+
+    builtin: str
+    source: str  # the source's name (the function's parameter)
+    source_kind: str
+    sink: str  # the sink's name
+    sink_keys: tuple[str, ...] = ("output_path", "format")  # what the old sink: accepted
+    sink_fixed: dict[str, Any] = field(default_factory=dict)  # what the built-in always wrote
+
+    def upgraded(self, data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` with ``source:`` and ``sink:`` as ``sources:`` and ``sinks:``."""
+        both = [key for key in ("sources", "sinks") if key in data]
+        if both:
+            raise KeyedValueError(
+                "source",
+                f"write the old keys (source:, sink:) or the pipeline's ({', '.join(both)}:), not both",
+            )
+        data = dict(data)
+        source, sink = data.pop("source", None), data.pop("sink", None)
+        if isinstance(source, dict):
+            source = {"kind": self.source_kind, **source}
+        if isinstance(sink, dict):
+            unknown = sorted(set(sink) - set(self.sink_keys))
+            if unknown:
+                raise KeyedValueError(
+                    f"sink.{unknown[0]}", f"unknown key; sink: takes {', '.join(self.sink_keys)}"
+                )
+            sink = dict(sink)
+            formats = ("delta", "parquet")
+            file_format = sink.pop("format", "delta")
+            if file_format not in formats:
+                raise KeyedValueError("sink.format", f"{file_format!r} is not one of 'delta', 'parquet'")
+            sink = {"kind": file_format, **sink, **self.sink_fixed}
+        if source is not None:
+            data["sources"] = {self.source: source}
+        if sink is not None:
+            data["sinks"] = {self.sink: sink}
+        return data
+
+    def as_written(self, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+        """An error location in the upgraded config, as the old config names it."""
+        if loc[:2] == ("sources", self.source):
+            return ("source", *loc[2:])
+        if loc[:3] == ("sinks", self.sink, "kind"):
+            return ("sink", "format", *loc[3:])
+        if loc[:2] == ("sinks", self.sink):
+            return ("sink", *loc[2:])
+        return loc
+
+    def notice(self, name: Any) -> str:
+        """The deprecation warning of an old config."""
+        return (
+            f"job config {name}: source: and sink: are the keys of the built-in {self.builtin} before it "
+            f"became a pipeline; they still work, but write them as sources: {{{self.source}: {{kind: "
+            f"{self.source_kind}, ...}}}} and sinks: {{{self.sink}: {{kind: delta, output_path: ...}}}} "
+            '(docs/pipelines.md, "The built-in jobs")'
+        )
+
+
+class LegacyPipelineConfig(PipelineConfig):
+    """A built-in's config: a pipeline config that also reads the built-in's old ``source:``/``sink:``."""
+
+    LEGACY: ClassVar[LegacySections]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not {"source", "sink"} & data.keys():
+            return data
+        upgraded = cls.LEGACY.upgraded(data)
+        warnings.warn(cls.LEGACY.notice(data.get("name")), LegacyConfigWarning, stacklevel=2)
+        return upgraded
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> LegacyPipelineConfig:
+        """Validate, naming the problems of an old config by its own keys."""
+        try:
+            return super().model_validate(obj, **kwargs)  # type: ignore[return-value]
+        except ValidationError as exc:
+            if not isinstance(obj, dict) or not {"source", "sink"} & obj.keys():
+                raise
+            errors = exc.errors(include_url=False)
+            rewritten = [{**error, "loc": cls.LEGACY.as_written(tuple(error["loc"]))} for error in errors]
+            raise ValidationError.from_exception_data(exc.title, rewritten) from None  # type: ignore[arg-type]
