@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 BACKFILL_APPLICATIONS: tuple[str, ...] = ("files_to_lake",)
 #: Built-in applications, not yet pipelines, that write lake tables (Delta unless their config says
 #: ``format: parquet``).
-LAKE_WRITING_APPLICATIONS: tuple[str, ...] = ("files_to_lake", "eventhubs_aggregate", "bronze_to_silver")
+LAKE_WRITING_APPLICATIONS: tuple[str, ...] = ("files_to_lake", "eventhubs_aggregate")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,12 @@ BUILTIN_PIPELINES: dict[str, BuiltinPipeline] = {
         "EventHubsToLakeConfig",
         "Event Hubs -> lake (bronze table, Delta or parquet)",
     ),
+    "bronze_to_silver": BuiltinPipeline(
+        "hubflow_jobs.builtins.bronze_to_silver",
+        "silver",
+        "BronzeToSilverConfig",
+        "bronze Delta table -> silver Delta table (parsed bodies)",
+    ),
 }
 
 
@@ -75,7 +81,6 @@ class Application:
 
 def _applications() -> dict[str, Application]:
     """Every streaming application, by entry script name (imports the job modules, so pyspark on use)."""
-    from .bronze_to_silver import BronzeToSilverConfig, start_bronze_to_silver
     from .eventhubs_aggregate import EventHubsAggregateConfig, start_eventhubs_aggregate
     from .files_to_lake import FilesToLakeConfig, start_files_to_lake
     from .lake_to_eventhubs import LakeToEventHubsConfig, start_lake_to_eventhubs
@@ -91,11 +96,6 @@ def _applications() -> dict[str, Application]:
         ),
         "lake_to_eventhubs": Application(
             LakeToEventHubsConfig, start_lake_to_eventhubs, "lake table -> Event Hubs (replay, forwarding)"
-        ),
-        "bronze_to_silver": Application(
-            BronzeToSilverConfig,
-            start_bronze_to_silver,
-            "bronze Delta table -> silver Delta table (parsed bodies)",
         ),
     }
 

@@ -1,7 +1,7 @@
-"""A built-in job upgraded mid-stream: the checkpoint and bronze table that eventhubs_to_lake wrote
-before it was rebuilt as a pipeline (tests/jobs/fixtures/eventhubs_to_lake_v0, made by hubflow
-03a0736 from 40 events) resume exactly with today's job, under its old config keys and under the
-new ones: the 20 events sent since land once, the 40 are not read again."""
+"""Built-in jobs upgraded mid-stream: the checkpoints and tables that eventhubs_to_lake and
+bronze_to_silver wrote before they were rebuilt as pipelines (tests/jobs/fixtures/*_v0, made by
+hubflow 03a0736) resume exactly with today's jobs, under their old config keys and under the new
+ones: what arrived since lands once, nothing is read again, the tables keep their columns."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 
 from tests.support.lake import delta_version, recorded_batch, spark_rows
 
-from .helpers import EVENTHUBS_TO_LAKE, EmulatedHub, eventhubs_config, spark_submit, write_config
+from .helpers import EVENTHUBS_TO_LAKE, JOBS_DIR, EmulatedHub, eventhubs_config, spark_submit, write_config
+from .test_delta_source import append_bronze, silver_config
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +82,49 @@ def test_a_checkpoint_of_the_job_before_pipelines_resumes_exactly(
         "source: and sink: are the keys of the built-in eventhubs_to_lake before it became a pipeline"
     )
     assert (deprecated in log.read_text()) == (keys == "old")
+
+
+SILVER_FIXTURE = Path(__file__).parent / "fixtures" / "bronze_to_silver_v0"
+
+
+def _silver_new_keys(config: dict[str, Any]) -> dict[str, Any]:
+    """bronze_to_silver's config written with the pipeline's keys (the built-in's sink defaults)."""
+    config = dict(config)
+    source, parse, sink = config.pop("source"), config.pop("parse"), config.pop("sink")
+    config["sources"] = {"bronze": {"kind": "delta", **source}}
+    config["params"] = parse
+    config["sinks"] = {"silver": {"kind": "delta", **sink}}
+    return config
+
+
+@pytest.mark.parametrize("keys", ["old", "new"])
+def test_a_silver_checkpoint_of_the_job_before_pipelines_resumes_exactly(
+    spark: Any, tmp_path: Path, keys: str
+) -> None:
+    for folder in ("bronze", "checkpoints", "silver", "quarantine"):
+        shutil.copytree(SILVER_FIXTURE / folder, tmp_path / folder)
+    silver, quarantine = tmp_path / "silver", tmp_path / "quarantine"
+    columns = {"sequenceNumber": "value"}
+    old_silver, old_quarantine = spark_rows(spark, silver, columns), spark_rows(spark, quarantine, columns)
+    assert (len(old_silver), old_quarantine) == (29, [(29,)]), "the fixture read 30 events, one bad"
+    schemas = {table: spark.read.format("delta").load(str(table)).schema for table in (silver, quarantine)}
+    more = append_bronze(spark, tmp_path / "bronze", 100, files=1, bad=1)
+
+    config = silver_config(tmp_path)
+    if keys == "new":
+        config = _silver_new_keys(config)
+    log = tmp_path / "driver.log"
+    job = spark_submit(
+        write_config(tmp_path / "silver.yaml", config), log, script=JOBS_DIR / "bronze_to_silver.py"
+    )
+    assert job.wait(600) == 0, log.read_text()[-4000:]
+
+    assert [r[0] for r in spark_rows(spark, silver, columns)] == sorted({r[0] for r in old_silver} | more)
+    assert spark_rows(spark, quarantine, columns) == [(29,), (109,)], "every event once, in one table"
+    for table, schema in schemas.items():
+        assert spark.read.format("delta").load(str(table)).schema == schema, f"{table.name} keeps its columns"
+        assert delta_version(table) == 2, "one new batch, one commit each"
+        query_id = _query_id(tmp_path / "checkpoints" / "telemetry_silver")
+        assert recorded_batch(table, query_id) == 2, "written with the old query's transaction"
+    status = json.loads((tmp_path / "status" / "telemetry_silver" / "status.json").read_text())
+    assert status["counts"] == {"read": 10, "written": 9, "quarantined": 1}

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_FAILED, EXIT_OK
-from hubflow_jobs.bronze_to_silver import BronzeToSilverConfig, start_bronze_to_silver
+from hubflow_jobs.builtins.bronze_to_silver import BronzeToSilverConfig
 from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.delta_source import DeltaReadOptions
 from hubflow_jobs.lake_maintenance import compact
+from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.lake import delta_version, spark_rows
@@ -24,6 +25,7 @@ from tests.support.processes import wait_until
 
 from .helpers import write_config
 
+start_bronze_to_silver = start_function("bronze_to_silver")
 NAME = "telemetry_silver"
 FILE_ROWS = 10
 BRONZE_SCHEMA = (

@@ -251,3 +251,30 @@ def test_a_function_that_takes_context_reads_its_sources_through_it() -> None:
         "sources and session through it (context.read(name), context.spark); remove parameter "
         "'orders', 'spark'"
     )
+
+
+def test_columns_and_quarantine_columns_shape_each_table_and_a_missing_one_is_named(spark: Any) -> None:
+    from hubflow_jobs.pipeline import QUARANTINE_REASON
+    from hubflow_jobs.pipeline.declarations import LakeSink
+    from hubflow_jobs.pipeline.streams import check_columns, output_rows, quarantine_rows
+
+    frame = spark.createDataFrame(
+        [("{bad", None, "not json"), ('{"id": 1}', 1, None)],
+        f"raw STRING, id BIGINT, {QUARANTINE_REASON} STRING",
+    )
+    plain = LakeSink(kind="delta", output_path="/o", quarantine_path="/q")
+    assert output_rows(frame, plain).collect() == [('{"id": 1}', 1)]
+    assert quarantine_rows(frame, plain).columns == ["raw", "id", QUARANTINE_REASON]
+    shaped = LakeSink(
+        kind="delta", output_path="/o", quarantine_path="/q", columns=["id"], quarantine_columns=["raw"]
+    )
+    assert [tuple(r) for r in output_rows(frame, shaped).collect()] == [(1,)]
+    assert [tuple(r) for r in quarantine_rows(frame, shaped).collect()] == [("{bad",)]
+    check_columns(frame, shaped, "lake", "m:f")
+    wrong = LakeSink(kind="delta", output_path="/o", quarantine_path="/q", columns=["id", QUARANTINE_REASON])
+    with pytest.raises(PipelineError) as error:
+        check_columns(frame, wrong, "lake", "m:f")
+    assert str(error.value) == (
+        f"pipeline 'm:f': sinks.lake.columns names {QUARANTINE_REASON}, which the frame the function returns "
+        "for it lacks; its columns: raw, id"
+    )

@@ -226,6 +226,13 @@ def test_the_quarantine_must_differ_from_the_output(tmp_path: Path) -> None:
     )
 
 
+def test_quarantine_columns_need_a_quarantine(tmp_path: Path) -> None:
+    sink = {"kind": "delta", "output_path": "/lake/orders", "quarantine_columns": ["raw"]}
+    assert _error(tmp_path, sinks={"lake": sink}) == (
+        "jobs config error: sinks.lake.quarantine_columns: needs quarantine_path (the table that keeps them)"
+    )
+
+
 def test_environment_checks_can_be_skipped_for_readers_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

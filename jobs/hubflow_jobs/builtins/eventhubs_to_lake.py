@@ -42,5 +42,5 @@ class EventHubsToLakeConfig(LegacyPipelineConfig):
         source=SOURCE,
         source_kind="eventhubs",
         sink=SINK,
-        sink_fixed={"partition_by": [INGEST_DATE_COLUMN]},
+        sink_defaults={"partition_by": [INGEST_DATE_COLUMN]},
     )

@@ -1,5 +1,5 @@
 """The configs of built-in jobs written before pipelines: ``source:`` and ``sink:`` read as
-``sources:`` and ``sinks:``, with a deprecation warning.
+``sources:`` and ``sinks:``, with a deprecation warning; and what a built-in's sink is by default.
 
 A built-in rebuilt as a pipeline declares how its old sections map to named ones
 (:class:`LegacySections`); its config model (:class:`LegacyPipelineConfig`) upgrades an old config
@@ -11,10 +11,11 @@ first sink's query keeps ``<checkpoint_root>/<name>``. Imports no Spark.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import ValidationError, model_validator
+from pydantic import BaseModel, ValidationError, model_validator
 
 from ..config import KeyedValueError
 from ..pipeline import PipelineConfig
@@ -33,11 +34,15 @@ class LegacySections:
     source_kind: str
     sink: str  # the sink's name
     sink_keys: tuple[str, ...] = ("output_path", "format")  # what the old sink: accepted
-    sink_fixed: dict[str, Any] = field(default_factory=dict)  # what the built-in always wrote
+    sink_required: tuple[str, ...] = ("output_path",)
+    sink_defaults: dict[str, Any] = field(default_factory=dict)  # what the built-in always wrote
+    params: str | None = None  # the old section that is the function's params (bronze_to_silver's parse:)
+    params_model: type[BaseModel] | None = None  # its model: its mistakes are named by the old keys
+    sink_columns: Callable[[Any], list[str]] | None = None  # the output's columns, from the params model
 
     def upgraded(self, data: dict[str, Any]) -> dict[str, Any]:
         """``data`` with ``source:`` and ``sink:`` as ``sources:`` and ``sinks:``."""
-        both = [key for key in ("sources", "sinks") if key in data]
+        both = [key for key in ("sources", "sinks", "params") if key in data]
         if both:
             raise KeyedValueError(
                 "source",
@@ -58,12 +63,51 @@ class LegacySections:
             file_format = sink.pop("format", "delta")
             if file_format not in formats:
                 raise KeyedValueError("sink.format", f"{file_format!r} is not one of 'delta', 'parquet'")
-            sink = {"kind": file_format, **sink, **self.sink_fixed}
+            sink = {"kind": file_format, **sink}
+            for key in self.sink_required:
+                if key not in sink:
+                    raise KeyedValueError(f"sink.{key}", "is required")
+        if self.params and self.params in data:
+            data["params"] = self._checked_params(data.pop(self.params))
         if source is not None:
             data["sources"] = {self.source: source}
         if sink is not None:
             data["sinks"] = {self.sink: sink}
         return data
+
+    def with_defaults(self, data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` (in the pipeline's keys) with what the built-in's sink is unless the config says
+        otherwise: ``sink_defaults``, and the output's columns its params imply."""
+        sinks = data.get("sinks")
+        sink = sinks.get(self.sink) if isinstance(sinks, dict) else None
+        if not isinstance(sink, dict):
+            return data
+        sink = {**self.sink_defaults, **sink}
+        if self.sink_columns and self.params_model and "columns" not in sink:
+            try:
+                sink["columns"] = self.sink_columns(
+                    self.params_model.model_validate(data.get("params") or {})
+                )
+            except ValidationError:
+                pass  # the binding names what is wrong with the params
+        return {**data, "sinks": {**sinks, self.sink: sink}}
+
+    def _checked_params(self, params: Any) -> Any:
+        """The old params section, validated by the function's model so that a mistake names its key."""
+        if self.params_model is None or not isinstance(params, dict):
+            return params
+        try:
+            self.params_model.model_validate(params)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            context = error.get("ctx") or {}
+            key = ".".join(str(part) for part in (self.params, *error["loc"]))
+            if isinstance(context.get("error"), KeyedValueError):
+                key = f"{key}.{context['error'].key}"
+                raise KeyedValueError(key, str(context["error"])) from None
+            problem = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+            raise KeyedValueError(key, problem) from None
+        return params
 
     def as_written(self, loc: tuple[Any, ...]) -> tuple[Any, ...]:
         """An error location in the upgraded config, as the old config names it."""
@@ -73,15 +117,19 @@ class LegacySections:
             return ("sink", "format", *loc[3:])
         if loc[:2] == ("sinks", self.sink):
             return ("sink", *loc[2:])
+        if self.params and loc[:1] == ("params",):
+            return (self.params, *loc[1:])
         return loc
 
     def notice(self, name: Any) -> str:
         """The deprecation warning of an old config."""
+        old = f"source:, {self.params}: and sink:" if self.params else "source: and sink:"
+        params = f", params: (the old {self.params}:)" if self.params else ""
         return (
-            f"job config {name}: source: and sink: are the keys of the built-in {self.builtin} before it "
-            f"became a pipeline; they still work, but write them as sources: {{{self.source}: {{kind: "
-            f"{self.source_kind}, ...}}}} and sinks: {{{self.sink}: {{kind: delta, output_path: ...}}}} "
-            '(docs/pipelines.md, "The built-in jobs")'
+            f"job config {name}: {old} are the keys of the built-in {self.builtin} before it became a "
+            f"pipeline; they still work, but write them as sources: {{{self.source}: {{kind: "
+            f"{self.source_kind}, ...}}}}{params} and sinks: {{{self.sink}: {{kind: delta, "
+            'output_path: ...}} (docs/pipelines.md, "The built-in jobs")'
         )
 
 
@@ -93,11 +141,12 @@ class LegacyPipelineConfig(PipelineConfig):
     @model_validator(mode="before")
     @classmethod
     def _upgrade(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or not {"source", "sink"} & data.keys():
+        if not isinstance(data, dict):
             return data
-        upgraded = cls.LEGACY.upgraded(data)
-        warnings.warn(cls.LEGACY.notice(data.get("name")), LegacyConfigWarning, stacklevel=2)
-        return upgraded
+        if {"source", "sink"} & data.keys():
+            warnings.warn(cls.LEGACY.notice(data.get("name")), LegacyConfigWarning, stacklevel=2)
+            data = cls.LEGACY.upgraded(data)
+        return cls.LEGACY.with_defaults(data)
 
     @classmethod
     def model_validate(cls, obj: Any, **kwargs: Any) -> LegacyPipelineConfig:

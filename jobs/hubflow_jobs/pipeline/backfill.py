@@ -38,9 +38,8 @@ from ..backfill import (
 )
 from ..lake_tables import delta_table_exists, replace_rows
 from .binding import Binding, PipelineError, sink_frames
-from .columns import QUARANTINE_REASON
 from .declarations import EventHubsSource, PipelineConfig
-from .streams import marks_quarantine
+from .streams import check_columns, marks_quarantine, output_rows, quarantine_rows
 
 log = logging.getLogger(__name__)
 
@@ -170,24 +169,19 @@ class _TableWrite:
 def _sink_writes(config: PipelineConfig, binding: Binding, frames: dict[str, Any]) -> list[_TableWrite]:
     """What to write to every table of every sink; a Delta sink without the identity columns, or a sink
     with a quarantine column but no quarantine table, is refused by name (PipelineError)."""
-    from pyspark.sql import functions as F
-
     writes = []
     for name, frame in frames.items():
         sink = config.sinks[name]
-        missing = [column for column in IDENTITY_COLUMNS if column not in frame.columns]
+        check_columns(frame, sink, name, binding.reference)
+        missing = [column for column in IDENTITY_COLUMNS if column not in (sink.columns or frame.columns)]
         if missing and sink.kind == "delta":
             raise PipelineError(
                 f"pipeline {binding.reference!r}: sink {name!r} has no column {', '.join(missing)}; a "
                 f"backfill finds and checks an interval's rows by the events' "
                 f"{', '.join(IDENTITY_COLUMNS)}, so keep them in the DataFrame the function returns for it"
             )
-        if not marks_quarantine(frame, config, name, binding.reference):
-            writes.append(_TableWrite(sink.kind, sink.output_path, frame, sink.partition_by))
-            continue
-        reason = F.col(QUARANTINE_REASON)
-        good = frame.where(reason.isNull()).drop(QUARANTINE_REASON)
-        writes.append(_TableWrite(sink.kind, sink.output_path, good, sink.partition_by))
-        bad = frame.where(reason.isNotNull())
-        writes.append(_TableWrite(sink.kind, sink.quarantine_path or "", bad, sink.partition_by))
+        writes.append(_TableWrite(sink.kind, sink.output_path, output_rows(frame, sink), sink.partition_by))
+        if marks_quarantine(frame, config, name, binding.reference):
+            bad = quarantine_rows(frame, sink)
+            writes.append(_TableWrite(sink.kind, sink.quarantine_path or "", bad, sink.partition_by))
     return writes

@@ -77,18 +77,24 @@ class LakeSink(StrictModel):
     """``kind: delta`` or ``kind: parquet``: a lake table, with an optional quarantine table beside it.
 
     Rows the function marks bad (a non-null ``_quarantine_reason`` column) go to ``quarantine_path``;
-    a sink without one refuses such a column.
+    a sink without one refuses such a column. ``columns`` and ``quarantine_columns`` choose (and
+    order) what each table keeps of the function's frame, when the two differ in shape; by default
+    the output keeps every column but ``_quarantine_reason`` and the quarantine every column.
     """
 
     kind: LakeFormat
     output_path: str = Field(min_length=1)
     quarantine_path: str | None = Field(default=None, min_length=1)
     partition_by: list[str] = Field(default_factory=list)
+    columns: list[str] | None = Field(default=None, min_length=1)
+    quarantine_columns: list[str] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _distinct(self) -> LakeSink:
         if self.quarantine_path and self.quarantine_path.rstrip("/") == self.output_path.rstrip("/"):
             raise KeyedValueError("quarantine_path", "must differ from output_path")
+        if self.quarantine_columns and not self.quarantine_path:
+            raise KeyedValueError("quarantine_columns", "needs quarantine_path (the table that keeps them)")
         return self
 
     def tables(self) -> list[str]:

@@ -16,6 +16,7 @@ with the same batch's transaction.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..lake_tables import TableBatchWriter, check_table_format, start_table_stream
@@ -24,6 +25,8 @@ from ..status_folder import JobStatus
 from .binding import Binding, PipelineError, sink_frames
 from .columns import QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
 from .declarations import DeltaSource, EventHubsSink, EventHubsSource, FilesSource, LakeSink, PipelineConfig
+
+log = logging.getLogger(__name__)
 
 
 def read_source(spark: Any, source: Any) -> Any:
@@ -73,7 +76,7 @@ def start_pipeline(spark: Any, config: PipelineConfig, status: JobStatus, bindin
         return start_own_queries(spark, config, binding)
     names = list(config.sinks)
     first = pipeline_frames(spark, config, binding)
-    main = start_sink(spark, first[names[0]], config, names[0], binding.reference)
+    main = start_sink(spark, first[names[0]], config, names[0], binding.reference, status)
     helpers: list[Any] = []
     try:
         for name in names[1:]:
@@ -89,8 +92,14 @@ def start_pipeline(spark: Any, config: PipelineConfig, status: JobStatus, bindin
     return QueryGroup(main, helpers, config.runtime.seconds("stop_timeout"))
 
 
-def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str, reference: str) -> Any:
-    """Start the query writing ``frame`` (of the pipeline ``reference``) to the sink ``name``; return it."""
+def start_sink(
+    spark: Any, frame: Any, config: PipelineConfig, name: str, reference: str, status: JobStatus | None = None
+) -> Any:
+    """Start the query writing ``frame`` (of the pipeline ``reference``) to the sink ``name``; return it.
+
+    ``status`` is the job's (for its query only): a sink with a quarantine records each batch's rows
+    read, written and quarantined in it.
+    """
     sink = config.sinks[name]
     query_name = config.name if name == next(iter(config.sinks)) else f"{config.name}.{name}"
     checkpoint = config.sink_checkpoint(name)
@@ -100,9 +109,10 @@ def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str, refere
     for key, path in (("output_path", sink.output_path), ("quarantine_path", sink.quarantine_path)):
         if path:
             check_table_format(spark, path, sink.kind, f"sinks.{name}.{key}")
+    check_columns(frame, sink, name, reference)
     if not marks_quarantine(frame, config, name, reference):
         return start_table_stream(
-            frame,
+            output_rows(frame, sink),
             query_name=query_name,
             path=sink.output_path,
             file_format=sink.kind,
@@ -110,7 +120,7 @@ def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str, refere
             partition_by=sink.partition_by,
             trigger=trigger,
         )
-    writer = QuarantineSplit(spark, sink)
+    writer = QuarantineSplit(spark, sink, status)
     return (
         frame.writeStream.queryName(query_name)
         .foreachBatch(writer.write)
@@ -118,6 +128,40 @@ def start_sink(spark: Any, frame: Any, config: PipelineConfig, name: str, refere
         .trigger(**trigger)
         .start()
     )
+
+
+def output_rows(frame: Any, sink: LakeSink) -> Any:
+    """What the sink's output table keeps of ``frame``: the rows not marked for the quarantine,
+    without ``_quarantine_reason``, with ``sink.columns`` when it is set."""
+    if QUARANTINE_REASON in frame.columns:
+        from pyspark.sql import functions as F
+
+        frame = frame.where(F.col(QUARANTINE_REASON).isNull()).drop(QUARANTINE_REASON)
+    return frame.select(*sink.columns) if sink.columns else frame
+
+
+def quarantine_rows(frame: Any, sink: LakeSink) -> Any:
+    """What the sink's quarantine table keeps of ``frame``: the marked rows, with
+    ``sink.quarantine_columns`` when it is set (else every column)."""
+    from pyspark.sql import functions as F
+
+    bad = frame.where(F.col(QUARANTINE_REASON).isNotNull())
+    return bad.select(*sink.quarantine_columns) if sink.quarantine_columns else bad
+
+
+def check_columns(frame: Any, sink: LakeSink, name: str, reference: str) -> None:
+    """PipelineError when ``columns`` or ``quarantine_columns`` name a column the frame lacks."""
+    output = [column for column in frame.columns if column != QUARANTINE_REASON]
+    for key, listed, available in (
+        ("columns", sink.columns, output),
+        ("quarantine_columns", sink.quarantine_columns, list(frame.columns)),
+    ):
+        missing = [column for column in listed or [] if column not in available]
+        if missing:
+            raise PipelineError(
+                f"pipeline {reference!r}: sinks.{name}.{key} names {', '.join(missing)}, which the frame the "
+                f"function returns for it lacks; its columns: {', '.join(available)}"
+            )
 
 
 def _start_eventhubs_sink(
@@ -237,20 +281,37 @@ def _is_query(value: Any) -> bool:
 
 
 class QuarantineSplit:
-    """foreachBatch writer of a sink with a quarantine: good rows and quarantined rows, one batch each."""
+    """foreachBatch writer of a sink with a quarantine: good rows and quarantined rows, one batch each.
 
-    def __init__(self, spark: Any, sink: LakeSink) -> None:
+    With the job's ``status`` it records each batch's rows read, written and quarantined there
+    (``last_batch_counts``, and ``counts`` since the run started), as the status page shows them.
+    """
+
+    def __init__(self, spark: Any, sink: LakeSink, status: JobStatus | None = None) -> None:
+        self.sink = sink
+        self.status = status
+        self.totals = {"read": 0, "written": 0, "quarantined": 0}
         self.output = TableBatchWriter(spark, sink.output_path, sink.kind, sink.partition_by)
         self.quarantine = TableBatchWriter(spark, sink.quarantine_path or "", sink.kind, sink.partition_by)
 
     def write(self, batch: Any, batch_id: int) -> None:
         """Write the batch's good rows to the output and the others to the quarantine (runs on the driver)."""
-        from pyspark.sql import functions as F
-
         batch = batch.persist()
         try:
-            reason = F.col(QUARANTINE_REASON)
-            self.quarantine.add_batch(batch_id, batch.where(reason.isNotNull()))
-            self.output.add_batch(batch_id, batch.where(reason.isNull()).drop(QUARANTINE_REASON))
+            good, bad = output_rows(batch, self.sink), quarantine_rows(batch, self.sink)
+            self.quarantine.add_batch(batch_id, bad)
+            self.output.add_batch(batch_id, good)
+            if self.status is not None:
+                counts = {"read": batch.count(), "written": good.count(), "quarantined": bad.count()}
         finally:
             batch.unpersist()
+        if self.status is not None:
+            self._record(batch_id, counts)
+
+    def _record(self, batch_id: int, counts: dict[str, int]) -> None:
+        for key, value in counts.items():
+            self.totals[key] += value
+        try:
+            self.status.update(last_batch_counts={"batch_id": batch_id, **counts}, counts=dict(self.totals))
+        except Exception as exc:  # the batch is committed; a status hiccup must not fail it
+            log.warning("batch %s: could not record counts in status.json: %s", batch_id, exc)
