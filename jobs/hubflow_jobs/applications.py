@@ -118,14 +118,21 @@ def pipeline_reference(application: str) -> str | None:
 
 def backfill_builtins() -> list[str]:
     """The built-in applications whose jobs backfill (for messages): the list above and the built-ins
-    that are pipelines (whose backfill reads one Event Hub)."""
-    return sorted([*BACKFILL_APPLICATIONS, *BUILTIN_PIPELINES])
+    that are pipelines reading an Event Hub."""
+    return sorted([*BACKFILL_APPLICATIONS, *(name for name in BUILTIN_PIPELINES if _reads_a_hub(name))])
 
 
 def can_backfill(application: str) -> bool:
     """Whether jobs of ``application`` may run backfills: the built-ins that can read an interval again,
-    and pipelines (``jobs/backfill.py`` refuses, with the reason, one whose sources or sinks cannot)."""
-    return application in BACKFILL_APPLICATIONS or pipeline_reference(application) is not None
+    and pipelines of the user's (``jobs/backfill.py`` refuses, with the reason, one whose sources or
+    sinks cannot)."""
+    return application in backfill_builtins() or is_pipeline(application)
+
+
+def _reads_a_hub(builtin: str) -> bool:
+    """Whether the built-in pipeline ``builtin`` reads an Event Hub (what a pipeline backfill re-reads)."""
+    legacy = getattr(BUILTIN_PIPELINES[builtin].config_model(), "LEGACY", None)
+    return getattr(legacy, "source_kind", None) == "eventhubs"
 
 
 def writes_lake_tables(application: str) -> bool:
