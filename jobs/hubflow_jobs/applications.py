@@ -67,6 +67,12 @@ BUILTIN_PIPELINES: dict[str, BuiltinPipeline] = {
         "BronzeToSilverConfig",
         "bronze Delta table -> silver Delta table (parsed bodies)",
     ),
+    "lake_to_eventhubs": BuiltinPipeline(
+        "hubflow_jobs.builtins.lake_to_eventhubs",
+        "events",
+        "LakeToEventHubsConfig",
+        "lake table -> Event Hubs (replay, forwarding)",
+    ),
 }
 
 
@@ -83,7 +89,6 @@ def _applications() -> dict[str, Application]:
     """Every streaming application, by entry script name (imports the job modules, so pyspark on use)."""
     from .eventhubs_aggregate import EventHubsAggregateConfig, start_eventhubs_aggregate
     from .files_to_lake import FilesToLakeConfig, start_files_to_lake
-    from .lake_to_eventhubs import LakeToEventHubsConfig, start_lake_to_eventhubs
 
     return {
         "files_to_lake": Application(
@@ -93,9 +98,6 @@ def _applications() -> dict[str, Application]:
             EventHubsAggregateConfig,
             start_eventhubs_aggregate,
             "Event Hubs -> windowed aggregates in the lake (Delta or parquet)",
-        ),
-        "lake_to_eventhubs": Application(
-            LakeToEventHubsConfig, start_lake_to_eventhubs, "lake table -> Event Hubs (replay, forwarding)"
         ),
     }
 

@@ -1,7 +1,8 @@
-"""Built-in jobs upgraded mid-stream: the checkpoints and tables that eventhubs_to_lake and
-bronze_to_silver wrote before they were rebuilt as pipelines (tests/jobs/fixtures/*_v0, made by
-hubflow 03a0736) resume exactly with today's jobs, under their old config keys and under the new
-ones: what arrived since lands once, nothing is read again, the tables keep their columns."""
+"""Built-in jobs upgraded mid-stream: the checkpoints and tables that eventhubs_to_lake,
+bronze_to_silver and lake_to_eventhubs wrote before they were rebuilt as pipelines
+(tests/jobs/fixtures/*_v0, made by hubflow 03a0736) resume exactly with today's jobs, under their old
+config keys and under the new ones: what arrived since lands (or is published) once, nothing is read
+again, the tables keep their columns."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ import pytest
 
 from tests.support.lake import delta_version, recorded_batch, spark_rows
 
-from .helpers import EVENTHUBS_TO_LAKE, JOBS_DIR, EmulatedHub, eventhubs_config, spark_submit, write_config
+from .helpers import (
+    EVENTHUBS_TO_LAKE,
+    JOBS_DIR,
+    EmulatedHub,
+    eventhubs_config,
+    receive_all,
+    spark_submit,
+    write_config,
+)
 from .test_delta_source import append_bronze, silver_config
 
 pytestmark = pytest.mark.integration
@@ -128,3 +137,45 @@ def test_a_silver_checkpoint_of_the_job_before_pipelines_resumes_exactly(
         assert recorded_batch(table, query_id) == 2, "written with the old query's transaction"
     status = json.loads((tmp_path / "status" / "telemetry_silver" / "status.json").read_text())
     assert status["counts"] == {"read": 10, "written": 9, "quarantined": 1}
+
+
+PUBLISH_FIXTURE = Path(__file__).parent / "fixtures" / "lake_to_eventhubs_v0"
+
+
+def _publisher_new_keys(config: dict[str, Any]) -> dict[str, Any]:
+    """lake_to_eventhubs's config written with the pipeline's keys."""
+    config = dict(config)
+    source, sink, message = config.pop("source"), config.pop("sink"), config.pop("message")
+    source = {key: value for key, value in source.items() if key != "format"}
+    config["sources"] = {"table": {"kind": "delta", **source}}
+    config["sinks"] = {"hub": {"kind": "eventhubs", **sink}}
+    config["params"] = message
+    return config
+
+
+@pytest.mark.parametrize("keys", ["old", "new"])
+def test_a_publisher_checkpoint_of_the_job_before_pipelines_publishes_only_what_is_new(
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path, keys: str
+) -> None:
+    from .fixtures.lake_to_eventhubs_v0.make_fixture import ENV_VAR as PUBLISH_ENV
+    from .fixtures.lake_to_eventhubs_v0.make_fixture import config as publisher_config
+    from .fixtures.lake_to_eventhubs_v0.make_fixture import write_orders
+
+    for folder in ("orders", "checkpoints"):
+        shutil.copytree(PUBLISH_FIXTURE / folder, tmp_path / folder)
+    write_orders(spark, tmp_path / "orders", 10, 5)  # the fixture's job published orders 0..9
+    config = publisher_config(tmp_path)
+    if keys == "new":
+        config = _publisher_new_keys(config)
+    log = tmp_path / "driver.log"
+    job = spark_submit(
+        write_config(tmp_path / "job.yaml", config),
+        log,
+        script=JOBS_DIR / "lake_to_eventhubs.py",
+        extra_env={PUBLISH_ENV: eventhub.connection_string},
+    )
+    assert job.wait(600) == 0, log.read_text()[-4000:]
+    published = [
+        json.loads(event.body_as_str()) for _partition, event in receive_all(eventhub.connection_string)
+    ]
+    assert sorted(body["order_id"] for body in published) == list(range(10, 15)), "only the new orders, once"

@@ -15,8 +15,8 @@ import pytest
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
 from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
+from hubflow_jobs.builtins.lake_to_eventhubs import LakeToEventHubsConfig
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.lake_to_eventhubs import LakeToEventHubsConfig, start_lake_to_eventhubs
 from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
@@ -38,6 +38,7 @@ from .helpers import (
 
 pytestmark = pytest.mark.integration
 start_eventhubs_to_lake = start_function("eventhubs_to_lake")
+start_lake_to_eventhubs = start_function("lake_to_eventhubs")
 
 ENV_VAR = "HUBFLOW_TEST_PUBLISH_CONNECTION"
 LAKE_TO_EVENTHUBS = JOBS_DIR / "lake_to_eventhubs.py"

@@ -9,7 +9,7 @@ import pytest
 
 from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.pipeline import PipelineConfig
-from hubflow_jobs.pipeline.declarations import DeltaSource, EventHubsSource, FilesSource
+from hubflow_jobs.pipeline.declarations import DeltaSource, EventHubsSource, FilesSource, ParquetSource
 
 from .helpers import write_config
 
@@ -116,7 +116,7 @@ def test_sink_checkpoints_the_first_sink_is_the_jobs_the_others_under_sinks(tmp_
         (
             "sources",
             {"kind": "kafka", "path": "/x"},
-            "jobs config error: sources.orders.kind: 'kafka' is not one of 'eventhubs', 'files', 'delta'",
+            "jobs config error: sources.orders.kind: 'kafka' is not one of 'eventhubs', 'files', 'delta', 'parquet'",
         ),
         ("sources", {"path": "/x"}, "jobs config error: sources.orders.kind: is required"),
         (
@@ -223,6 +223,21 @@ def test_the_quarantine_must_differ_from_the_output(tmp_path: Path) -> None:
     sink = {"kind": "delta", "output_path": "/lake/orders", "quarantine_path": "/lake/orders/"}
     assert _error(tmp_path, sinks={"lake": sink}) == (
         "jobs config error: sinks.lake.quarantine_path: must differ from output_path"
+    )
+
+
+def test_a_parquet_table_source_needs_its_folder_and_schema(tmp_path: Path) -> None:
+    (tmp_path / "table").mkdir()
+    table = {"kind": "parquet", "path": str(tmp_path / "table"), "schema": "id BIGINT"}
+    config = _load(tmp_path, sources={"orders": table})
+    assert type(config.sources["orders"]) is ParquetSource
+    assert config.sources["orders"].max_files_per_trigger == 100
+    missing = {"kind": "parquet", "path": str(tmp_path / "nowhere"), "schema": "id BIGINT"}
+    assert _error(tmp_path, sources={"orders": missing}).startswith(
+        "jobs config error: sources.orders.path: table folder"
+    )
+    assert _error(tmp_path, sources={"orders": {"kind": "parquet", "path": str(tmp_path / "table")}}) == (
+        "jobs config error: sources.orders.schema: is required"
     )
 
 

@@ -39,6 +39,11 @@ class LegacySections:
     params: str | None = None  # the old section that is the function's params (bronze_to_silver's parse:)
     params_model: type[BaseModel] | None = None  # its model: its mistakes are named by the old keys
     sink_columns: Callable[[Any], list[str]] | None = None  # the output's columns, from the params model
+    sink_kind: str | None = None  # the sink's kind when the old sink: had no format (an Event Hub)
+    source_of: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # old source: -> the new one
+    #: The built-in's whole old config model: an old config is validated with it first, so each
+    #: mistake gets the message the job gave before (checks across sections included).
+    legacy_model: type[BaseModel] | None = None
 
     def upgraded(self, data: dict[str, Any]) -> dict[str, Any]:
         """``data`` with ``source:`` and ``sink:`` as ``sources:`` and ``sinks:``."""
@@ -51,8 +56,10 @@ class LegacySections:
         data = dict(data)
         source, sink = data.pop("source", None), data.pop("sink", None)
         if isinstance(source, dict):
-            source = {"kind": self.source_kind, **source}
-        if isinstance(sink, dict):
+            source = self.source_of(source) if self.source_of else {"kind": self.source_kind, **source}
+        if isinstance(sink, dict) and self.sink_kind:
+            sink = {"kind": self.sink_kind, **sink}
+        elif isinstance(sink, dict):
             unknown = sorted(set(sink) - set(self.sink_keys))
             if unknown:
                 raise KeyedValueError(
@@ -128,8 +135,8 @@ class LegacySections:
         return (
             f"job config {name}: {old} are the keys of the built-in {self.builtin} before it became a "
             f"pipeline; they still work, but write them as sources: {{{self.source}: {{kind: "
-            f"{self.source_kind}, ...}}}}{params} and sinks: {{{self.sink}: {{kind: delta, "
-            'output_path: ...}} (docs/pipelines.md, "The built-in jobs")'
+            f"{self.source_kind}, ...}}}}{params} and sinks: {{{self.sink}: {{kind: "
+            f'{self.sink_kind or "delta"}, ...}}}} (docs/pipelines.md, "The built-in jobs")'
         )
 
 
@@ -151,6 +158,8 @@ class LegacyPipelineConfig(PipelineConfig):
     @classmethod
     def model_validate(cls, obj: Any, **kwargs: Any) -> LegacyPipelineConfig:
         """Validate, naming the problems of an old config by its own keys."""
+        if isinstance(obj, dict) and {"source", "sink"} & obj.keys() and cls.LEGACY.legacy_model:
+            cls.LEGACY.legacy_model.model_validate(obj, **kwargs)
         try:
             return super().model_validate(obj, **kwargs)  # type: ignore[return-value]
         except ValidationError as exc:

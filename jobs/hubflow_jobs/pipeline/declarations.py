@@ -9,7 +9,7 @@ reads and where its results go, so hubflow does every ``readStream`` and ``write
     status_root: /lake/_status
     sources:
       telemetry:                     # the function's parameter ``telemetry``
-        kind: eventhubs              # eventhubs | files | delta, with that kind's source keys
+        kind: eventhubs              # eventhubs | files | delta | parquet, with that kind's keys
         connection_string_env: TELEMETRY_EVENTHUBS_CONNECTION
     sinks:
       hot:                           # the function returns this DataFrame (or {"hot": ...})
@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ..config import (
     JOB_NAME_PATTERN,
     JobConfig,
     KeyedValueError,
     StrictModel,
+    existing_local_folder,
     join_path,
 )
 from ..delta_source import DeltaSourceConfig
@@ -70,7 +71,22 @@ class FilesSource(LandingFilesKeys):
     archive_dir: str | None = Field(default=None, min_length=1)
 
 
-Source = Annotated[EventHubsSource | FilesSource | DeltaSource, Field(discriminator="kind")]
+class ParquetSource(StrictModel):
+    """``kind: parquet``: a parquet lake table written by Spark's file sink (a ``kind: parquet`` sink),
+    read through its ``_spark_metadata`` log, so only committed files, with the declared schema."""
+
+    kind: Literal["parquet"]
+    path: str = Field(min_length=1)
+    schema_ddl: str = Field(alias="schema", min_length=1)
+    max_files_per_trigger: int = Field(default=100, gt=0)
+
+    @field_validator("path")
+    @classmethod
+    def _table_exists(cls, value: str, info: ValidationInfo) -> str:
+        return existing_local_folder(value, "table folder", info)
+
+
+Source = Annotated[EventHubsSource | FilesSource | DeltaSource | ParquetSource, Field(discriminator="kind")]
 
 
 class LakeSink(StrictModel):
@@ -195,7 +211,7 @@ class PipelineConfig(JobConfig):
 
 
 #: The kinds each named section accepts, for the message of a wrong or missing ``kind``.
-_KINDS = {"sources": ("eventhubs", "files", "delta"), "sinks": ("delta", "parquet", "eventhubs")}
+_KINDS = {"sources": ("eventhubs", "files", "delta", "parquet"), "sinks": ("delta", "parquet", "eventhubs")}
 
 
 def _as_written(error: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,15 @@ from ..query_group import QueryGroup, helper_session
 from ..status_folder import JobStatus
 from .binding import Binding, PipelineError, sink_frames
 from .columns import QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
-from .declarations import DeltaSource, EventHubsSink, EventHubsSource, FilesSource, LakeSink, PipelineConfig
+from .declarations import (
+    DeltaSource,
+    EventHubsSink,
+    EventHubsSource,
+    FilesSource,
+    LakeSink,
+    ParquetSource,
+    PipelineConfig,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +50,13 @@ def read_source(spark: Any, source: Any) -> Any:
         return read_delta_stream(spark, source.path, source)
     if isinstance(source, FilesSource):
         return _read_files(spark, source)
+    if isinstance(source, ParquetSource):
+        return (
+            spark.readStream.format("parquet")
+            .schema(source.schema_ddl)
+            .option("maxFilesPerTrigger", str(source.max_files_per_trigger))
+            .load(source.path)
+        )
     raise PipelineError(f"no reader for source kind {getattr(source, 'kind', type(source).__name__)!r}")
 
 

@@ -1,29 +1,27 @@
-"""Job ``lake_to_eventhubs``: rows of a lake table -> events on an Event Hub (replays, forwarding).
+"""Built-in job ``lake_to_eventhubs``: rows of a lake table -> events on an Event Hub (replays, forwarding).
 
-The table is read incrementally, at most ``max_files_per_trigger`` files per micro-batch:
+A pipeline like any user's: one source named ``table``, read incrementally, at most
+``max_files_per_trigger`` files per micro-batch - ``kind: delta`` (delta-spark's streaming source:
+the rows each commit added, with the table's own schema and the Delta read options) or ``kind:
+parquet`` (a table written by Spark's file sink, read through its ``_spark_metadata`` log with a
+declared schema; :data:`BRONZE_SCHEMA` is ``eventhubs_to_lake``'s output) - and one ``eventhubs``
+sink named ``hub``. Its ``params`` (:class:`MessageParams`) say how a row becomes an event:
 
-* ``source.format: delta`` (the default): delta-spark's streaming source reads the rows each commit
-  added, with the table's own schema, and takes the Delta read options of
-  :mod:`hubflow_jobs.delta_source` (``max_bytes_per_trigger``, ``starting_version`` /
-  ``starting_timestamp``, ``skip_change_commits``);
-* ``source.format: parquet``: Spark's streaming file source, with the schema declared in the config
-  (or the bronze output of ``eventhubs_to_lake`` with ``layout: bronze``); a folder written by a
-  Spark file sink is read through its ``_spark_metadata`` log, so only committed files are published.
+* ``body_column`` is the body as it is (string or binary; other types are cast to string), or
+  ``body_json_columns`` builds a JSON object of those columns;
+* ``partition_key_column`` (optional) is the partition key: rows with the same key go to the same
+  partition;
+* ``property_columns`` become application properties (name = column, value = the value as a
+  string; nulls are left out), merged over ``properties_map_column`` (a map<string,string> column,
+  e.g. bronze's ``properties``).
 
-Each row becomes one event through the connector's sink (``writeStream.format("eventhubs")``):
+Delivery is **at-least-once**: the checkpoint records what was published, so a restart after a
+completed run publishes nothing new, but a batch interrupted while sending is sent again on restart
+(and a retried send may duplicate). Give events an id property and de-duplicate downstream when
+duplicates matter.
 
-* ``message.body_column`` is the body as it is (string or binary; other types are cast to string),
-  or ``message.body_json_columns`` builds a JSON object of those columns;
-* ``message.partition_key_column`` (optional) is the partition key: rows with the same key go to
-  the same partition;
-* ``message.property_columns`` become application properties (name = column, value = the value
-  as a string; nulls are left out), merged over ``message.properties_map_column`` (a
-  map<string,string> column, e.g. bronze's ``properties``).
-
-Delivery is **at-least-once**: the checkpoint records what was published, so a restart
-after a completed run publishes nothing new, but a batch interrupted while sending is sent again
-on restart (and a retried send may duplicate). Give events an id property and de-duplicate
-downstream when duplicates matter.
+Its config before pipelines (``source:`` with ``format``/``layout``/``schema``, ``sink:``,
+``message:``) is still read, with a warning (:class:`LakeToEventHubsConfig`).
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from .config import (
+from ..config import (
     JobConfig,
     KeyedValueError,
     StrictModel,
@@ -40,10 +38,13 @@ from .config import (
     declared_column_names,
     existing_local_folder,
 )
-from .delta_source import DeltaReadOptions, check_delta_table, read_delta_stream
-from .eventhubs_config import EventHubSinkConfig
-from .lake_tables import LakeFormat
-from .status_folder import JobStatus
+from ..delta_source import DeltaReadOptions, check_delta_table
+from ..eventhubs_config import EventHubSinkConfig
+from ..lake_tables import LakeFormat
+from .legacy_config import LegacyPipelineConfig, LegacySections
+
+#: The names of its source and sink.
+SOURCE, SINK = "table", "hub"
 
 #: The columns of ``eventhubs_to_lake``'s output (the connector's read schema plus what job 1 adds).
 BRONZE_SCHEMA = (
@@ -100,8 +101,8 @@ class LakeTableSourceConfig(DeltaReadOptions):
         return BRONZE_SCHEMA if self.layout == "bronze" else (self.schema_ddl or "")
 
 
-class MessageConfig(StrictModel):
-    """``message:`` of lake_to_eventhubs: how a row becomes an event."""
+class MessageParams(StrictModel):
+    """``params`` of lake_to_eventhubs (``message:`` before pipelines): how a row becomes an event."""
 
     body_column: str | None = Field(default=None, min_length=1)
     body_json_columns: list[str] | None = None
@@ -110,7 +111,7 @@ class MessageConfig(StrictModel):
     properties_map_column: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _one_body(self) -> MessageConfig:
+    def _one_body(self) -> MessageParams:
         if (self.body_column is None) == (self.body_json_columns is None):
             raise KeyedValueError("body_column", "set exactly one of body_column or body_json_columns")
         if self.body_json_columns is not None and not self.body_json_columns:
@@ -131,15 +132,16 @@ class MessageConfig(StrictModel):
                 raise KeyedValueError(key, f"{column!r} is not a column of the source table {columns}")
 
 
-class LakeToEventHubsConfig(JobConfig):
-    """The whole config of lake_to_eventhubs: common section, ``source``, ``sink``, ``message``."""
+class LegacyLakeToEventHubsConfig(JobConfig):
+    """The config of lake_to_eventhubs before pipelines (``source``, ``sink``, ``message``): an old
+    config is validated with it first, so its mistakes get the messages they always had."""
 
     source: LakeTableSourceConfig
     sink: EventHubSinkConfig
-    message: MessageConfig
+    message: MessageParams
 
     @model_validator(mode="after")
-    def _message_columns_exist(self) -> LakeToEventHubsConfig:
+    def _message_columns_exist(self) -> LegacyLakeToEventHubsConfig:
         if self.source.schema is not None:  # a Delta table's columns are checked when the job starts
             self.check_message_columns(declared_column_names(self.source.schema))
         return self
@@ -151,14 +153,8 @@ class LakeToEventHubsConfig(JobConfig):
         except KeyedValueError as error:
             raise KeyedValueError(f"message.{error.key}", str(error)) from None
 
-    def extra_spark_conf(self) -> dict[str, str]:
-        """Mask the connection string wherever Spark prints options (a static, session-wide setting)."""
-        from pyspark_eventhubs import redaction_conf
 
-        return redaction_conf()
-
-
-def event_columns(frame: Any, message: MessageConfig) -> Any:
+def event_columns(frame: Any, message: MessageParams) -> Any:
     """``frame`` as the connector sink's columns: ``body``, optional ``partitionKey``, ``properties``."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType, StringType
@@ -178,7 +174,7 @@ def event_columns(frame: Any, message: MessageConfig) -> Any:
     return frame.select(*columns)
 
 
-def _properties_column(message: MessageConfig) -> Any:
+def _properties_column(message: MessageParams) -> Any:
     """The ``properties`` map: the map column's entries, overridden by the property columns."""
     from pyspark.sql import functions as F
 
@@ -206,32 +202,42 @@ def _properties_column(message: MessageConfig) -> Any:
     return merged
 
 
-def start_lake_to_eventhubs(spark: Any, config: LakeToEventHubsConfig, status: JobStatus) -> Any:
-    """Start the streaming query of lake_to_eventhubs and return it."""
-    from pyspark_eventhubs import DefaultSource, protect_secrets, register_data_source
+def events(table: Any, params: MessageParams) -> Any:
+    """The table's rows as the connector sink's columns (``body``, ``partitionKey``, ``properties``).
 
-    register_data_source(spark, DefaultSource)
-    protect_secrets(spark)
-    source = config.source
-    if source.format == "delta":
-        rows = read_delta_stream(spark, source.path, source)
-        try:
-            config.check_message_columns(rows.columns)
-        except KeyedValueError as error:
-            raise ValueError(f"jobs config error: {error.key}: {error}") from None
-    else:
-        rows = (
-            spark.readStream.format("parquet")
-            .schema(source.schema)
-            .option("maxFilesPerTrigger", str(source.max_files_per_trigger))
-            .load(source.path)
-        )
-    return (
-        event_columns(rows, config.message)
-        .writeStream.queryName(config.name)
-        .format("eventhubs")
-        .options(**config.sink.spark_options())
-        .option("checkpointLocation", config.checkpoint_location)
-        .trigger(**config.trigger.spark_kwargs())
-        .start()
+    Runs on the driver (it builds the plan). A key of ``params`` naming a column the table lacks
+    fails the start with the key and the table's columns.
+    """
+    try:
+        params.check_columns(list(table.columns))
+    except KeyedValueError as error:
+        before = f"message.{error.key} in a config before pipelines"
+        raise ValueError(f"jobs config error: params.{error.key} ({before}): {error}") from None
+    return event_columns(table, params)
+
+
+def _source_of(old: dict[str, Any]) -> dict[str, Any]:
+    """The old ``source:`` (``format``, ``layout``, ``schema``) as a ``delta`` or ``parquet`` source."""
+    source = dict(old)
+    file_format, layout = source.pop("format", "delta"), source.pop("layout", "table")
+    schema = source.pop("schema", source.pop("schema_ddl", None))
+    if file_format == "delta":
+        return {"kind": "delta", **source}
+    kept = {key: source[key] for key in ("path", "max_files_per_trigger") if key in source}
+    return {"kind": "parquet", **kept, "schema": BRONZE_SCHEMA if layout == "bronze" else schema}
+
+
+class LakeToEventHubsConfig(LegacyPipelineConfig):
+    """The config of lake_to_eventhubs: a pipeline config, or the old ``source:``, ``sink:``, ``message:``."""
+
+    LEGACY = LegacySections(
+        builtin="lake_to_eventhubs",
+        source=SOURCE,
+        source_kind="delta",
+        sink=SINK,
+        sink_kind="eventhubs",
+        source_of=_source_of,
+        params="message",
+        params_model=MessageParams,
+        legacy_model=LegacyLakeToEventHubsConfig,
     )
