@@ -116,7 +116,8 @@ def test_sink_checkpoints_the_first_sink_is_the_jobs_the_others_under_sinks(tmp_
         (
             "sources",
             {"kind": "kafka", "path": "/x"},
-            "jobs config error: sources.orders.kind: 'kafka' is not one of 'eventhubs', 'files', 'delta', 'parquet'",
+            "jobs config error: sources.orders.kind: 'kafka' is not one of 'eventhubs', 'files', 'delta', "
+            "'parquet'",
         ),
         ("sources", {"path": "/x"}, "jobs config error: sources.orders.kind: is required"),
         (
