@@ -138,8 +138,12 @@ def _reads_a_hub(builtin: str) -> bool:
 
 
 def writes_lake_tables(application: str) -> bool:
-    """Whether jobs of ``application`` may write lake tables (a pipeline's sinks may be)."""
-    return application in LAKE_WRITING_APPLICATIONS or pipeline_reference(application) is not None
+    """Whether jobs of ``application`` may write lake tables: the built-ins that do (a built-in
+    pipeline unless its sink is an Event Hub) and pipelines of the user's (their sinks may be)."""
+    if application in BUILTIN_PIPELINES:
+        legacy = getattr(BUILTIN_PIPELINES[application].config_model(), "LEGACY", None)
+        return getattr(legacy, "sink_kind", None) != "eventhubs"
+    return application in LAKE_WRITING_APPLICATIONS or is_pipeline(application)
 
 
 def config_model(application: str) -> type[JobConfig] | None:

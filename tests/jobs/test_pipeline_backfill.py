@@ -220,10 +220,10 @@ def test_the_backfill_script_refuses_a_pipeline_that_cannot_backfill_with_exit_2
         in (done.stderr + done.stdout)
     )
     done = subprocess.run(
-        [*command, "--application", "lake_to_eventhubs"], env=env, capture_output=True, text=True
+        [*command, "--application", "eventhubs_aggregate"], env=env, capture_output=True, text=True
     )
     assert done.returncode == EXIT_CONFIG_ERROR
     assert (
-        "--application lake_to_eventhubs: a backfill runs eventhubs_to_lake, files_to_lake jobs "
+        "--application eventhubs_aggregate: a backfill runs eventhubs_to_lake, files_to_lake jobs "
         "and pipelines" in (done.stderr + done.stdout)
     )

@@ -99,7 +99,7 @@ def main() -> int:
     )
     spark.sparkContext.setLogLevel("ERROR")
     report: dict = {}
-    telemetry_format, orders_format = sink_format(TELEMETRY.sink), sink_format(ORDERS.sink)
+    telemetry_format, orders_format = TELEMETRY.sinks["bronze"].kind, sink_format(ORDERS.sink)
     report["formats"] = {"telemetry": telemetry_format, "orders": orders_format}
     telemetry = read_table(spark, TELEMETRY.sinks["bronze"].output_path, telemetry_format)
     if telemetry is not None:
