@@ -55,6 +55,13 @@ from .files_to_lake import (
 )
 from .interval_folders import IntervalFolderError, folders_of_interval
 from .lake_tables import INGEST_DATE_COLUMN, delta_table_exists, replace_rows, sql_string
+from .landing_area import (
+    as_landing_path,
+    files_read,
+    interval_files,
+    qualified_uri,
+    retry_when_files_move,
+)
 
 log = logging.getLogger(__name__)
 
@@ -137,89 +144,35 @@ def refuse_if_events_gone(table_rows: Any, predicate: str, ids: Any, subject: st
 
 def interval_folders(config: FilesToLakeConfig, start: datetime, end: datetime) -> list[str]:
     """The landing folders (relative) of ``[start, end)``; WindowError when the job or window cannot say."""
-    if config.source.interval_folder is None:
+    return folders_of_window(config.source.interval_folder, "source.interval_folder", config.name, start, end)
+
+
+def folders_of_window(pattern: str | None, key: str, job: str, start: datetime, end: datetime) -> list[str]:
+    """The landing folders (relative) of ``[start, end)`` for the layout ``pattern``, the config's
+    ``key``; WindowError naming that key when it is not set or the window cuts a folder."""
+    if pattern is None:
         raise WindowError(
-            f"job {config.name}: source.interval_folder is not set, so a backfill cannot tell which "
-            "landing folder holds an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
+            f"job {job}: {key} is not set, so a backfill cannot tell which landing folder holds an "
+            "interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
         )
     try:
-        return folders_of_interval(config.source.interval_folder, start, end)
+        return folders_of_interval(pattern, start, end)
     except IntervalFolderError as exc:
-        raise WindowError(f"source.interval_folder: {exc}") from None
-
-
-def interval_files(
-    config: FilesToLakeConfig, start: datetime, end: datetime
-) -> tuple[list[str], dict[str, int]]:
-    """The files of ``[start, end)``: landing copies first, then archived ones not also in landing.
-
-    Returns the paths (as Spark reads them) and how many came from where.
-    """
-    source = config.source
-    folders = interval_folders(config, start, end)
-    found: dict[str, str] = {}
-    counts = {"landing": 0, "archive": 0, "in_both": 0}
-    for where, root in (("landing", source.path), ("archive", archive_root(source))):
-        for folder in folders:
-            for relative, path in _files_under(f"{root.rstrip('/')}/{folder}").items():
-                key = f"{folder}/{relative}"
-                if key in found:
-                    counts["in_both"] += 1
-                    continue
-                found[key] = path
-                counts[where] += 1
-    return [found[key] for key in sorted(found)], counts
-
-
-def _files_under(folder: str) -> dict[str, str]:
-    """Data files under ``folder`` by relative path, skipping names Spark skips (``_*``, ``.*``)."""
-    from .azure_storage import url_to_fs
-
-    fs, root = url_to_fs(folder)
-    if not fs.isdir(root):
-        return {}
-    root = root.rstrip("/")
-    files: dict[str, str] = {}
-    for path in fs.find(root):
-        relative = path[len(root) :].lstrip("/")
-        if any(part.startswith(("_", ".")) for part in relative.split("/")):
-            continue
-        files[relative] = folder.rstrip("/") + "/" + relative
-    return files
-
-
-#: Spark's words for a file that was listed but is gone when read (moved to the archive meanwhile).
-_MOVED_FILE_ERRORS = ("PATH_NOT_FOUND", "FILE_NOT_EXIST", "FileNotFoundException")
-MOVED_FILE_ATTEMPTS = 3
+        raise WindowError(f"{key}: {exc}") from None
 
 
 def backfill_files(spark: Any, config: FilesToLakeConfig, start: datetime, end: datetime) -> dict[str, int]:
     """Process the files of ``[start, end)`` and overwrite that window's partitions; return the counts.
 
     With no file at all for the interval, nothing is overwritten: the files may have been purged
-    by archive retention, and an earlier backfill's rows are all that is left of them.
-
-    A scheduled run of the same job may archive a file between the listing and the read (Airflow
-    runs backfill and scheduled runs side by side); the interval is then listed and read again,
-    up to ``MOVED_FILE_ATTEMPTS`` times. Nothing is written before the read succeeded.
+    by archive retention, and an earlier backfill's rows are all that is left of them. A file
+    archived while it is read makes the interval be listed and read again
+    (:func:`~hubflow_jobs.landing_area.retry_when_files_move`); nothing is written before the read
+    succeeded.
     """
-    from tenacity import retry, retry_if_exception, stop_after_attempt, wait_fixed
-
-    def log_retry(state: Any) -> None:
-        log.warning(
-            "job %s backfill: a file moved while it was read (%s); listing the interval again",
-            config.name,
-            str(state.outcome.exception()).splitlines()[0][:300],
-        )
-
-    attempt = retry(
-        retry=retry_if_exception(lambda exc: any(word in str(exc) for word in _MOVED_FILE_ERRORS)),
-        stop=stop_after_attempt(MOVED_FILE_ATTEMPTS),
-        wait=wait_fixed(1),
-        before_sleep=log_retry,
-        reraise=True,
+    return retry_when_files_move(_backfill_files_once, f"job {config.name} backfill")(
+        spark, config, start, end
     )
-    return attempt(_backfill_files_once)(spark, config, start, end)
 
 
 def _backfill_files_once(
@@ -228,7 +181,7 @@ def _backfill_files_once(
     from pyspark.sql import functions as F
 
     source = config.source
-    paths, where = interval_files(config, start, end)
+    paths, where = interval_files(source.path, archive_root(source), interval_folders(config, start, end))
     label = window_label(start)
     if not paths:
         log.warning(
@@ -261,7 +214,7 @@ def _backfill_files_once(
         config.name,
         start.isoformat(),
         end.isoformat(),
-        _files_read(paths, where),
+        files_read(paths, where),
         read,
         written,
         backfill_path(config.sink.output_path),
@@ -271,23 +224,6 @@ def _backfill_files_once(
         label,
     )
     return counts
-
-
-def qualified_uri(spark: Any, path: str) -> str:
-    """``path`` as Spark writes it in ``_metadata.file_path`` (scheme added, characters %-escaped).
-
-    Hadoop 3.5 qualifies a path without authority as ``file:///tmp/x``, while the paths Spark lists
-    (and records in ``_metadata.file_path``) read ``file:/tmp/x``; the empty authority is dropped so
-    that prefixes built here match what the tables hold.
-    """
-    jvm = spark.sparkContext._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    uri = fs.makeQualified(hadoop_path).toUri()
-    text = str(uri.toString())
-    if uri.getAuthority() is None and uri.getScheme() and text.startswith(f"{uri.getScheme()}:///"):
-        text = f"{uri.getScheme()}:/" + text[len(uri.getScheme()) + 4 :]
-    return text.rstrip("/")
 
 
 def _replace_files_interval(
@@ -304,13 +240,8 @@ def _replace_files_interval(
 
     source, sink = config.source, config.sink
     subject = f"job {config.name} backfill [{start.isoformat()}, {end.isoformat()})"
-    landing = qualified_uri(spark, source.path) + "/"
-    archived = qualified_uri(spark, archive_root(source)) + "/"
     # The stream recorded every row under its landing path; rows read from the archive get it back.
-    from_archive = F.col("_source_file").startswith(archived)
-    as_landing = F.when(
-        from_archive, F.concat(F.lit(landing), F.expr(f"substring(_source_file, {len(archived) + 1})"))
-    ).otherwise(F.col("_source_file"))
+    as_landing, from_archive = as_landing_path(spark, "_source_file", source.path, archive_root(source))
     records = records.withColumn("_read_from_archive", from_archive).withColumn("_source_file", as_landing)
     prefixes = [
         qualified_uri(spark, join_path(source.path, folder)) + "/"
@@ -362,7 +293,7 @@ def _replace_files_interval(
     log.info(
         "%s: %s, %d records replace the interval's rows: %d in %s, %d in %s (%d attempt(s))",
         subject,
-        _files_read(paths, where),
+        files_read(paths, where),
         read,
         written,
         sink.output_path,
@@ -371,14 +302,6 @@ def _replace_files_interval(
         attempts,
     )
     return counts
-
-
-def _files_read(paths: list[str], where: dict[str, int]) -> str:
-    """How many of an interval's files were read, and from where (for the backfill's log line)."""
-    return (
-        f"{len(paths)} files ({where['landing']} from landing, {where['archive']} from the archive, "
-        f"{where['in_both']} in both read once)"
-    )
 
 
 def overwrite_window_partition(frame: Any, table: str, label: str) -> None:

@@ -18,7 +18,6 @@ that rows read = rows written + rows quarantined before anything is committed.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
@@ -36,6 +35,7 @@ from .config import (
 )
 from .interval_folders import check_pattern
 from .lake_tables import INGEST_DATE_COLUMN, QuarantinedOutputConfig, TableBatchWriter, check_table_format
+from .landing_area import archive_root as landing_archive_root
 from .status_folder import JobStatus
 
 log = logging.getLogger(__name__)
@@ -294,14 +294,5 @@ class LandingBatchWriter:
 
 
 def archive_root(source: FileSourceConfig) -> str:
-    """Where ``cleanSource=archive`` puts landing files: ``archive_dir`` + the landing folder's path.
-
-    Spark keeps a file's whole path under the archive folder (without scheme and authority), so
-    ``<landing>/2026/11/f.json`` is archived as ``<archive_dir><landing path>/2026/11/f.json``.
-    """
-    landing = source.path
-    if is_local(landing):
-        landing = os.path.abspath(local_path(landing))
-    else:
-        landing = "/" + landing.split("://", 1)[1].split("/", 1)[-1]
-    return source.archive_dir.rstrip("/") + "/" + landing.strip("/")
+    """Where ``cleanSource=archive`` puts the source's landing files (:func:`.landing_area.archive_root`)."""
+    return landing_archive_root(source.path, source.archive_dir)

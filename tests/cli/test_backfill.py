@@ -38,7 +38,7 @@ def test_backfill_refuses_an_unknown_job_a_reversed_window_and_a_files_pipeline(
     assert files.returncode == 2, output(files)
     assert "backfilling job orders [2026-11-25T10:00:00Z, 2026-11-25T11:00:00Z)" in files.stdout
     assert (
-        "job orders: a pipeline backfills an interval of one source of kind eventhubs; "
-        "its sources are landing (files)"
+        "job orders: sources.landing.interval_folder is not set, so a backfill cannot tell which landing "
+        "folder holds an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
     ) in files.stdout
     assert not (tmp_path / "data" / "lake").exists(), "nothing was written"

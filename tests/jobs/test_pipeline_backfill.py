@@ -170,8 +170,16 @@ def test_what_cannot_backfill_is_named_before_spark_starts(tmp_path: Path) -> No
     files = {"orders": {"kind": "files", "path": str(tmp_path / "in"), "format": "json", "schema": "id long"}}
     problem = backfill_problem(_config(tmp_path, sources=files), bind(_orders, "m:f", ["orders"]))
     assert problem == (
-        "job p: a pipeline backfills an interval of one source of kind eventhubs; "
-        "its sources are orders (files)"
+        "job p: sources.orders.interval_folder is not set, so a backfill cannot tell which landing folder "
+        "holds an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
+    )
+    files["orders"]["interval_folder"] = "%Y/%m/%d/%H"
+    assert backfill_problem(_config(tmp_path, sources=files), bind(_orders, "m:f", ["orders"])) is None
+    delta = {"orders": {"kind": "delta", "path": str(tmp_path / "t")}}
+    problem = backfill_problem(_config(tmp_path, sources=delta), bind(_orders, "m:f", ["orders"]))
+    assert problem == (
+        "job p: a pipeline backfills an interval of one source of kind eventhubs or files; "
+        "its sources are orders (delta)"
     )
     two = {
         "telemetry": {"kind": "eventhubs", "connection_string_env": ENV_VAR},
@@ -215,10 +223,7 @@ def test_the_backfill_script_refuses_a_pipeline_that_cannot_backfill_with_exit_2
         timeout=120,
     )
     assert done.returncode == EXIT_CONFIG_ERROR, done.stderr
-    assert (
-        "a pipeline backfills an interval of one source of kind eventhubs; its sources are orders (files)"
-        in (done.stderr + done.stdout)
-    )
+    assert "job orders: sources.orders.interval_folder is not set" in (done.stderr + done.stdout)
     done = subprocess.run(
         [*command, "--application", "eventhubs_aggregate"], env=env, capture_output=True, text=True
     )

@@ -1,20 +1,20 @@
-"""Backfill of one data interval of a pipeline: the interval's events through the user's function
+"""Backfill of one data interval of a pipeline: the interval's input through the user's function
 again, replacing that interval's rows in each of its lake sinks.
 
 A pipeline can backfill (:func:`backfill_problem`, checked before Spark starts) when it reads one
-source, of kind ``eventhubs``, and writes lake sinks; its function runs on the batch of events
-enqueued in ``[start, end)`` (a pipeline function works on batch DataFrames as on streams).
+source and writes lake sinks. Its function runs on a batch of the interval's input (a pipeline
+function works on batch DataFrames as on streams):
 
-* **delta** sinks: each sink's frame keeps the events' identity, :data:`IDENTITY_COLUMNS`, by which
-  the interval's rows are found (``enqueuedTime``) and checked (``partition``, ``sequenceNumber``).
-  Before anything is written, for every Delta sink: its query has committed past the interval (read
-  from its checkpoint, so a function that filters rows out is judged right), and its tables hold no
-  event of the interval that the hub no longer returns. Then each table's rows of the interval are
-  replaced in one Delta transaction (``replaceWhere``), the quarantine like the output.
-* **parquet** sinks: the rows go to the side table ``<output_path>_backfill`` (and the quarantine's),
-  in the partition ``window_start=<start>``, which is overwritten; Spark's file sink log would hide
-  rows written into the streaming table's own folder by a batch (:mod:`hubflow_jobs.backfill`).
+* an ``eventhubs`` source (here): the events enqueued in ``[start, end)``. Each Delta sink's frame
+  keeps the events' identity, :data:`IDENTITY_COLUMNS`, by which the interval's rows are found
+  (``enqueuedTime``) and checked (``partition``, ``sequenceNumber``). Before anything is written,
+  for every Delta sink: its query has committed past the interval (read from its checkpoint, so a
+  function that filters rows out is judged right), and its tables hold no event of the interval
+  that the hub no longer returns.
+* a ``files`` source with ``interval_folder``: the files of the interval's folders, in the landing
+  area or the archive (:mod:`.file_backfill`).
 
+How the rows are written (Delta ``replaceWhere``, parquet side tables): :mod:`.interval_writes`.
 A rerun replaces the interval's rows again, never adds to them. Runs on the driver.
 """
 
@@ -22,24 +22,15 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..backfill import (
-    WINDOW_COLUMN,
-    BackfillRefused,
-    backfill_path,
-    enqueued_in,
-    interval_events,
-    overwrite_window_partition,
-    refuse_if_events_gone,
-    window_label,
-)
-from ..lake_tables import delta_table_exists, replace_rows
-from .binding import Binding, PipelineError, sink_frames
-from .declarations import EventHubsSource, PipelineConfig
-from .streams import check_columns, marks_quarantine, output_rows, quarantine_rows
+from ..backfill import BackfillRefused, enqueued_in, interval_events, refuse_if_events_gone
+from ..lake_tables import delta_table_exists
+from .binding import Binding, sink_frames
+from .declarations import EventHubsSource, FilesSource, PipelineConfig
+from .file_backfill import backfill_files_interval
+from .interval_writes import sink_writes, write_interval
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +46,17 @@ def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
             "run it on an interval; backfill is for functions that return DataFrames"
         )
     kinds = {name: source.kind for name, source in config.sources.items()}
-    if len(kinds) != 1 or not isinstance(next(iter(config.sources.values())), EventHubsSource):
+    if len(kinds) != 1 or not isinstance(next(iter(config.sources.values())), EventHubsSource | FilesSource):
         declared = ", ".join(f"{name} ({kind})" for name, kind in kinds.items())
         return (
-            f"job {config.name}: a pipeline backfills an interval of one source of kind eventhubs; its "
-            f"sources are {declared}"
+            f"job {config.name}: a pipeline backfills an interval of one source of kind eventhubs or "
+            f"files; its sources are {declared}"
+        )
+    (name, source), *_ = config.sources.items()
+    if isinstance(source, FilesSource) and source.interval_folder is None:
+        return (
+            f"job {config.name}: sources.{name}.interval_folder is not set, so a backfill cannot tell which "
+            "landing folder holds an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
         )
     not_lake = [f"sinks.{name}.kind: {s.kind}" for name, s in config.sinks.items() if s.kind == "eventhubs"]
     if not_lake:
@@ -90,8 +87,17 @@ def backfill_pipeline(
     spark: Any, config: PipelineConfig, binding: Binding, start: datetime, end: datetime
 ) -> dict[str, int]:
     """Replace the rows of ``[start, end)`` in every sink with the function's rows of that interval's
-    events; the rows read and written per table. Refused (:class:`BackfillRefused`) with the reason
+    input; the rows read and written per table. Refused (:class:`BackfillRefused`) with the reason
     when that would double or lose rows."""
+    if isinstance(next(iter(config.sources.values())), FilesSource):
+        return backfill_files_interval(spark, config, binding, start, end)
+    return _backfill_events(spark, config, binding, start, end)
+
+
+def _backfill_events(
+    spark: Any, config: PipelineConfig, binding: Binding, start: datetime, end: datetime
+) -> dict[str, int]:
+    """The backfill of a pipeline reading one Event Hub: the events enqueued in ``[start, end)``."""
     from pyspark.sql import functions as F
 
     from pyspark_eventhubs import parse_options
@@ -109,7 +115,7 @@ def backfill_pipeline(
         frames = sink_frames(
             binding.call({source_name: events}, config.params, spark), binding.reference, list(config.sinks)
         )
-        writes = _sink_writes(config, binding, frames)
+        writes = sink_writes(config, binding, frames, IDENTITY_COLUMNS, "the events' identity")
         for name, sink in config.sinks.items():
             if sink.kind == "delta":
                 _refuse_unless_past(config.sink_checkpoint(name), hub, last, f"{subject}: sink {name!r}")
@@ -117,19 +123,7 @@ def backfill_pipeline(
         for write in writes:
             if write.kind == "delta" and delta_table_exists(spark, write.table):
                 refuse_if_events_gone(spark.read.format("delta").load(write.table), predicate, ids, subject)
-        counts = {"read": events.count()}
-        for write in writes:
-            rows = write.rows.persist()
-            try:
-                counts[write.table] = rows.count()
-                if write.kind == "delta":
-                    replace_rows(rows, write.table, predicate, write.partition_by, subject)
-                else:
-                    label = window_label(start)
-                    side = backfill_path(write.table)
-                    overwrite_window_partition(rows.withColumn(WINDOW_COLUMN, F.lit(label)), side, label)
-            finally:
-                rows.unpersist()
+        counts = {"read": events.count(), **write_interval(writes, predicate, start, subject)}
     finally:
         events.unpersist()
     log.info("%s: %s", subject, ", ".join(f"{where} {n}" for where, n in counts.items()))
@@ -154,34 +148,3 @@ def _refuse_unless_past(checkpoint: str, hub: str, last: dict[str, int], subject
             f"{ {p: committed.get(p, 0) for p in behind} }); it will land these events itself, so a "
             "backfill now would write them twice. Backfill this interval once the job has caught up."
         )
-
-
-@dataclass(frozen=True)
-class _TableWrite:
-    """The rows of the interval for one table of a sink (its output or its quarantine)."""
-
-    kind: str  # delta | parquet
-    table: str
-    rows: Any
-    partition_by: list[str]
-
-
-def _sink_writes(config: PipelineConfig, binding: Binding, frames: dict[str, Any]) -> list[_TableWrite]:
-    """What to write to every table of every sink; a Delta sink without the identity columns, or a sink
-    with a quarantine column but no quarantine table, is refused by name (PipelineError)."""
-    writes = []
-    for name, frame in frames.items():
-        sink = config.sinks[name]
-        check_columns(frame, sink, name, binding.reference)
-        missing = [column for column in IDENTITY_COLUMNS if column not in (sink.columns or frame.columns)]
-        if missing and sink.kind == "delta":
-            raise PipelineError(
-                f"pipeline {binding.reference!r}: sink {name!r} has no column {', '.join(missing)}; a "
-                f"backfill finds and checks an interval's rows by the events' "
-                f"{', '.join(IDENTITY_COLUMNS)}, so keep them in the DataFrame the function returns for it"
-            )
-        writes.append(_TableWrite(sink.kind, sink.output_path, output_rows(frame, sink), sink.partition_by))
-        if marks_quarantine(frame, config, name, binding.reference):
-            bad = quarantine_rows(frame, sink)
-            writes.append(_TableWrite(sink.kind, sink.quarantine_path or "", bad, sink.partition_by))
-    return writes

@@ -49,7 +49,7 @@ def read_source(spark: Any, source: Any) -> Any:
 
         return read_delta_stream(spark, source.path, source)
     if isinstance(source, FilesSource):
-        return _read_files(spark, source)
+        return read_files(spark, source)
     if isinstance(source, ParquetSource):
         return (
             spark.readStream.format("parquet")
@@ -60,22 +60,30 @@ def read_source(spark: Any, source: Any) -> Any:
     raise PipelineError(f"no reader for source kind {getattr(source, 'kind', type(source).__name__)!r}")
 
 
-def _read_files(spark: Any, source: FilesSource) -> Any:
+def read_files(spark: Any, source: FilesSource, paths: list[str] | None = None) -> Any:
+    """The files source as a stream of its landing folder or, with ``paths``, as a batch of those
+    files (a backfill's): the same columns either way - the declared ones, ``_raw_record`` for json
+    and csv, ``_source_file``."""
     from pyspark.sql import functions as F
 
     text = source.format in ("json", "csv")
+    reader = spark.read if paths is not None else spark.readStream
     reader = (
-        spark.readStream.format(source.format)
+        reader.format(source.format)
         .schema(source.schema_ddl + (f", {RAW_RECORD} STRING" if text else ""))
         .options(**source.options)
-        .option("maxFilesPerTrigger", str(source.max_files_per_trigger))
-        .option("recursiveFileLookup", "true")
     )
     if text:
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", RAW_RECORD)
-    if source.archive_dir:
-        reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", source.archive_dir)
-    return reader.load(source.path).withColumn(SOURCE_FILE, F.col("_metadata.file_path"))
+    if paths is not None:
+        frame = reader.load(paths)
+    else:
+        reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
+        reader = reader.option("recursiveFileLookup", "true")
+        if source.archive_dir:
+            reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", source.archive_dir)
+        frame = reader.load(source.path)
+    return frame.withColumn(SOURCE_FILE, F.col("_metadata.file_path"))
 
 
 def pipeline_frames(spark: Any, config: PipelineConfig, binding: Binding) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from hubflow_jobs.durations import parse_duration, parse_positive_duration
+from hubflow_jobs.landing_area import archive_root
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Where the registry is read from unless HUBFLOW_REGISTRY names another file.
@@ -72,12 +73,7 @@ class JobPaths(_Strict):
         """
         if not self.archive_dir or not self.landing_root:
             return None
-        landing = self.landing_root
-        if "://" not in landing:
-            landing = os.path.abspath(landing)
-        else:
-            landing = "/" + landing.split("://", 1)[1].split("/", 1)[-1]
-        return self.archive_dir.rstrip("/") + "/" + landing.strip("/")
+        return archive_root(self.landing_root, self.archive_dir)
 
 
 class RegisteredJob(_Strict):

@@ -171,10 +171,11 @@ def test_a_pipeline_of_ones_own_runs_through_spark_submit_and_quarantines_its_ba
     assert sorted(row[QUARANTINE_REASON] for row in bad) == ["no id", "not json"]
 
     # A backfill run of it goes to jobs/backfill.py with the pipeline's reference, which refuses a
-    # files source before Spark starts: exit 2, failed at once (no retry), the reason in the log.
+    # files source without interval_folder before Spark starts: exit 2, failed at once (no retry),
+    # the reason in the log.
     start, end = datetime(2026, 11, 22, 10, tzinfo=UTC), datetime(2026, 11, 22, 11, tzinfo=UTC)
     with pytest.raises(AirflowFailException, match=r"refused its config or backfill window \(exit 2\)") as e:
         SparkJobOperator(task_id="run_job", job_name="shout").execute(_backfill(start, end))
     cause = str(e.value.__cause__)
     assert "jobs/backfill.py --config" in cause and "--application shout:transform" in cause
-    assert "one source of kind eventhubs; its sources are orders (files)" in cause
+    assert "job shout: sources.orders.interval_folder is not set" in cause

@@ -1,0 +1,81 @@
+"""What a pipeline backfill writes: each sink table's rows of the interval, replacing the earlier ones.
+
+Shared by the backfills of both source kinds that can backfill (:mod:`.backfill` for an Event Hub,
+:mod:`.file_backfill` for landing files); they differ in how an interval's rows are read, found
+and checked, not in how they are written. Runs on the driver.
+
+* **delta** sinks: the table's rows the interval's predicate selects are replaced in one Delta
+  transaction (``replaceWhere``, retried on a conflicting commit), the quarantine like the output.
+* **parquet** sinks: the rows go to the side table ``<output_path>_backfill`` (and the
+  quarantine's), in the partition ``window_start=<start>``, which is overwritten; Spark's file sink
+  log would hide rows written into the streaming table's own folder by a batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..backfill import WINDOW_COLUMN, backfill_path, overwrite_window_partition, window_label
+from ..lake_tables import replace_rows
+from .binding import Binding, PipelineError
+from .declarations import PipelineConfig
+from .streams import check_columns, marks_quarantine, output_rows, quarantine_rows
+
+
+@dataclass(frozen=True)
+class TableWrite:
+    """The rows of the interval for one table of a sink (its output or its quarantine)."""
+
+    sink: str  # the sink's name
+    kind: str  # delta | parquet
+    table: str
+    rows: Any
+    partition_by: list[str]
+
+
+def sink_writes(
+    config: PipelineConfig, binding: Binding, frames: dict[str, Any], identity: tuple[str, ...], what: str
+) -> list[TableWrite]:
+    """What to write to every table of every sink. A Delta table without the ``identity`` columns (by
+    which the interval's rows are found and checked; ``what`` names them for the message), or a sink
+    with a quarantine column but no quarantine table, is refused by name (PipelineError)."""
+    writes = []
+    for name, frame in frames.items():
+        sink = config.sinks[name]
+        check_columns(frame, sink, name, binding.reference)
+        tables = [("output", sink.output_path, output_rows(frame, sink))]
+        if marks_quarantine(frame, config, name, binding.reference):
+            tables.append(("quarantine", sink.quarantine_path or "", quarantine_rows(frame, sink)))
+        for role, table, rows in tables:
+            missing = [column for column in identity if column not in rows.columns]
+            if missing and sink.kind == "delta":
+                where = f"sink {name!r}" if role == "output" else f"the quarantine of sink {name!r}"
+                raise PipelineError(
+                    f"pipeline {binding.reference!r}: {where} has no column {', '.join(missing)}; a "
+                    f"backfill finds and checks an interval's rows by {what} ({', '.join(identity)}), so "
+                    "keep them in the DataFrame the function returns for it"
+                )
+            writes.append(TableWrite(name, sink.kind, table, rows, sink.partition_by))
+    return writes
+
+
+def write_interval(writes: list[TableWrite], predicate: str, start: datetime, subject: str) -> dict[str, int]:
+    """Replace the interval's rows (``predicate``) of every table with ``writes``; the rows per table."""
+    from pyspark.sql import functions as F
+
+    counts = {}
+    for write in writes:
+        rows = write.rows.persist()
+        try:
+            counts[write.table] = rows.count()
+            if write.kind == "delta":
+                replace_rows(rows, write.table, predicate, write.partition_by, subject)
+            else:
+                label = window_label(start)
+                side = backfill_path(write.table)
+                overwrite_window_partition(rows.withColumn(WINDOW_COLUMN, F.lit(label)), side, label)
+        finally:
+            rows.unpersist()
+    return counts
