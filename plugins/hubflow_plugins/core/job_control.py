@@ -30,6 +30,7 @@ from hubflow_jobs.status_folder import (
     pid_alive,
     this_host,
 )
+from hubflow_plugins.core.registry import MIN_HEARTBEAT_TIMEOUT
 
 Log = Callable[[str], None]
 #: How long the job's watchdog gets to obey a KILL request before local signals (or an error).
@@ -46,7 +47,7 @@ class JobControl:
     """One job's status folder, seen by its supervisor."""
 
     def __init__(
-        self, job: str, status_dir: str, heartbeat_timeout: timedelta = timedelta(minutes=2)
+        self, job: str, status_dir: str, heartbeat_timeout: timedelta = MIN_HEARTBEAT_TIMEOUT
     ) -> None:
         self.job = job
         self.status_dir = status_dir.rstrip("/")

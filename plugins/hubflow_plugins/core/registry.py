@@ -38,6 +38,11 @@ class RegistryError(ValueError):
     """The registry or a job config it points to cannot be used; the message names the key."""
 
 
+#: The shortest silence after which a job counts as dead (a heartbeat is written every few seconds;
+#: a loaded machine may delay some by many).
+MIN_HEARTBEAT_TIMEOUT = timedelta(minutes=2)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -155,8 +160,10 @@ class RegisteredJob(_Strict):
 
     @property
     def heartbeat_timeout(self) -> timedelta:
-        """Silence after which a supervisor counts the job in a live state as dead."""
-        return max(timedelta(minutes=2), parse_duration(self.supervise_every) / 2)
+        """Silence after which the job in a live state counts as dead, for its supervisor, its health
+        sensor and the status page alike: half its supervision interval, at least
+        :data:`MIN_HEARTBEAT_TIMEOUT`."""
+        return max(MIN_HEARTBEAT_TIMEOUT, parse_duration(self.supervise_every) / 2)
 
     @property
     def is_pipeline(self) -> bool:

@@ -14,7 +14,7 @@ masks connection string keys, SAS signatures and account keys wherever they appe
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,6 @@ _SECRET = re.compile(
     r"(\s*[=:]\s*)([^;&\s\"',]+)"
 )
 #: Silence allowed before a live state counts as dead (the supervisor's default).
-HEARTBEAT_TIMEOUT = timedelta(minutes=2)
 _LAST_BATCH_KEYS = (
     "batch_id",
     "timestamp",
@@ -160,7 +159,7 @@ def _fill_status(
 
     folder = StatusFolder(status_dir)
     snapshot["driver_log"] = folder.exists(DRIVER_LOG_FILE)
-    live = folder.liveness(HEARTBEAT_TIMEOUT.total_seconds(), now=now)
+    live = folder.liveness(job.heartbeat_timeout.total_seconds(), now=now)
     if live.hold is not None:
         snapshot["hold"] = {
             key: redact(value) for key, value in live.hold.to_dict().items() if key != "target"

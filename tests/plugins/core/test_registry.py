@@ -272,3 +272,39 @@ def test_scheduled_runs_retry_with_a_short_growing_delay_by_default(tmp_path: Pa
 def test_bad_retry_keys_are_refused_naming_the_key(tmp_path: Path, keys: dict, message: str) -> None:
     with pytest.raises(RegistryError, match=message):
         load_registry(_write(tmp_path / "registry.yaml", {"jobs": [_entry(_config(tmp_path), **keys)]}))
+
+
+def test_the_status_page_and_the_supervisor_judge_a_silent_job_by_the_same_heartbeat_timeout(
+    tmp_path: Path,
+) -> None:
+    """A job supervised every 10 minutes may be silent 5: its supervisor and its status page both
+    count it alive after 3 silent minutes and dead after 6 (one rule, the registry's)."""
+    import json
+    import os
+    from datetime import UTC, datetime, timedelta
+
+    from hubflow_jobs.status_folder import STATUS_FILE, this_host
+    from hubflow_plugins.core.job_control import JobControl
+    from hubflow_plugins.core.registry import MIN_HEARTBEAT_TIMEOUT, RegisteredJob
+    from hubflow_plugins.status_page.job_snapshots import _fill_status
+    from hubflow_plugins.status_page.progress_history import ProgressSamples
+
+    job = RegisteredJob(
+        name="slow",
+        application="files_to_lake",
+        config="c.yaml",
+        mode="streaming",
+        supervise_every="10 minutes",
+    )
+    assert job.heartbeat_timeout == timedelta(minutes=5) > MIN_HEARTBEAT_TIMEOUT
+    status_dir = tmp_path / "slow"
+    status_dir.mkdir()
+    beat = datetime.now(UTC)
+    status = {"state": "running", "pid": os.getpid(), "host": this_host(), "heartbeat": beat.isoformat()}
+    (status_dir / STATUS_FILE).write_text(json.dumps(status), encoding="utf-8")
+    control = JobControl(job.name, str(status_dir), heartbeat_timeout=job.heartbeat_timeout)
+    for silent, alive in ((timedelta(minutes=3), True), (timedelta(minutes=6), False)):
+        snapshot: dict = {}
+        _fill_status(snapshot, job, str(status_dir), ProgressSamples(), beat + silent)
+        assert control.liveness(beat + silent).alive is alive
+        assert snapshot["alive"] is alive, snapshot
