@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow_jobs.redaction import redact
 from hubflow_jobs.status_folder import LEASE_FILE, StatusFolder
 from hubflow_plugins.core.registry import RegisteredJob, RegistryError, load_registry, registry_path
-from hubflow_plugins.status_page.job_snapshots import job_snapshot, redact
+from hubflow_plugins.status_page.job_snapshots import job_snapshot
 from hubflow_plugins.status_page.progress_history import ProgressSamples
 
 

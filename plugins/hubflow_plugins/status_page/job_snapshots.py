@@ -13,11 +13,11 @@ masks connection string keys, SAS signatures and account keys wherever they appe
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hubflow_jobs.redaction import redact
 from hubflow_plugins.status_page.progress_history import (
     OffsetsCache,
     ProgressSamples,
@@ -27,11 +27,7 @@ from hubflow_plugins.status_page.progress_history import (
     read_history_file,
 )
 
-_SECRET = re.compile(
-    r"(?i)\b(SharedAccessKey|SharedAccessSignature|AccountKey|ClientSecret|Password|sig|token)"
-    r"(\s*[=:]\s*)([^;&\s\"',]+)"
-)
-#: Silence allowed before a live state counts as dead (the supervisor's default).
+#: The keys of a progress shown as the job's last batch.
 _LAST_BATCH_KEYS = (
     "batch_id",
     "timestamp",
@@ -40,13 +36,6 @@ _LAST_BATCH_KEYS = (
     "processed_rows_per_second",
     "batch_duration_ms",
 )
-
-
-def redact(text: Any) -> Any:
-    """``text`` with every secret-looking value (``SharedAccessKey=...``, ``sig=...``) masked."""
-    if not isinstance(text, str):
-        return text
-    return _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
 
 
 def load_jobs(registry_path: Path | None = None) -> list[Any]:

@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from hubflow_plugins.status_page.job_snapshots import redact
+from hubflow_jobs.redaction import redact
 from hubflow_plugins.status_page.progress_history import source_lag
 from hubflow_plugins.status_page.status_app import create_app
 from tests.plugins.status_page.conftest import BATCH_SIZE, EVENT_COUNTS, SECRET, StatusWorld
