@@ -62,6 +62,7 @@ from .landing_area import (
     qualified_uri,
     retry_when_files_move,
 )
+from .utc_times import utc_time
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +79,14 @@ class BackfillRefused(RuntimeError):
 
 def parse_window(start: str, end: str) -> tuple[datetime, datetime]:
     """Two ISO-8601 times (UTC when no zone is given) with start < end."""
-    try:
-        bounds = [datetime.fromisoformat(value.replace("Z", "+00:00")) for value in (start, end)]
-    except ValueError as exc:
-        raise WindowError(f"window times must be ISO-8601, e.g. 2026-11-22T10:00:00Z: {exc}") from None
-    first, last = (b if b.tzinfo else b.replace(tzinfo=UTC) for b in bounds)
+    first, last = utc_time(start), utc_time(end)
+    for given, parsed in ((start, first), (end, last)):
+        if parsed is None:
+            raise WindowError(f"window times must be ISO-8601, e.g. 2026-11-22T10:00:00Z: {given!r} is not")
+    assert first is not None and last is not None
     if not first < last:
         raise WindowError(f"--window-start {start} must be before --window-end {end}")
-    return first.astimezone(UTC), last.astimezone(UTC)
+    return first, last
 
 
 def backfill_path(table: str) -> str:

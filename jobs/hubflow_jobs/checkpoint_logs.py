@@ -28,6 +28,8 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
+from .utc_times import utc_time
+
 COMPACT_SUFFIX = ".compact"
 _VERSION_LINE = re.compile(r"^v(\d+)$")
 
@@ -420,14 +422,9 @@ def info_time(info: dict[str, Any]) -> datetime | None:
         value = info.get(key)
         if value is None:
             continue
-        if isinstance(value, datetime):
-            return value if value.tzinfo else value.replace(tzinfo=UTC)
         if isinstance(value, int | float):
             return datetime.fromtimestamp(float(value), tz=UTC)
-        if isinstance(value, str):
-            try:
-                parsed = datetime.fromisoformat(value)
-            except ValueError:
-                continue
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        moment = utc_time(value)
+        if moment is not None:
+            return moment
     return None

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .config import KeyedValueError, StrictModel, checks_environment, is_local, local_path
+from .utc_times import utc_time
 
 _BYTE_UNITS = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3, "tb": 1024**4}
 
@@ -53,13 +54,12 @@ def parse_bytes(value: int | str) -> int:
 
 def parse_timestamp(value: str) -> datetime:
     """An ISO-8601 date or time (UTC when it names no zone)."""
-    try:
-        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
+    moment = utc_time(str(value))
+    if moment is None:
         raise ValueError(
             f"{value!r} is not an ISO-8601 date or time, e.g. 2026-11-22 or 2026-11-22T10:00:00Z"
-        ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        )
+    return moment
 
 
 class DeltaReadOptions(StrictModel):

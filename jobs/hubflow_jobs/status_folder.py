@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from .storage import DocumentStore, store_for
+from .utc_times import utc_time
 
 log = logging.getLogger(__name__)
 
@@ -127,14 +128,9 @@ def utc_now() -> str:
 
 def age_seconds(iso_time: Any, now: datetime | None = None) -> float | None:
     """Seconds since the ISO time ``iso_time`` (naive = UTC), or None when it is not a time."""
-    if not iso_time:
+    moment = utc_time(iso_time)
+    if moment is None:
         return None
-    try:
-        moment = datetime.fromisoformat(str(iso_time))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
     return ((now or datetime.now(UTC)) - moment).total_seconds()
 
 

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from hubflow_jobs.azure_storage import url_to_fs
 from hubflow_jobs.checkpoint_logs import join, list_batch_ids, read_text
+from hubflow_jobs.utc_times import utc_time
 
 if TYPE_CHECKING:
     from hubflow_plugins.core.job_control import JobControl, Liveness
@@ -63,11 +64,10 @@ def parse_enqueued_time(text: str | None) -> datetime | None:
     """An ISO-8601 time (UTC when it names no zone), or None."""
     if not text:
         return None
-    try:
-        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        raise RewindError(f"enqueued time {text!r} is not ISO-8601, e.g. 2026-11-22T10:00:00Z") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    moment = utc_time(str(text))
+    if moment is None:
+        raise RewindError(f"enqueued time {text!r} is not ISO-8601, e.g. 2026-11-22T10:00:00Z")
+    return moment
 
 
 def rewind_positions(

@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from datetime import UTC, datetime
 from typing import Any
 
 from hubflow_jobs.status_folder import PROGRESS_HISTORY_FILE as HISTORY_FILE
+from hubflow_jobs.utc_times import utc_time
 
 #: Points returned per job (the newest ones).
 MAX_POINTS = 120
@@ -296,10 +296,5 @@ def _number(value: Any) -> float | None:
 
 
 def _iso(value: Any) -> str | None:
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+    moment = utc_time(str(value)) if value else None
+    return moment.isoformat() if moment is not None else None
