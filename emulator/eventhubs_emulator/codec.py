@@ -83,6 +83,7 @@ class Described:
 
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
+_I16 = struct.Struct(">h")
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 _U64 = struct.Struct(">Q")
@@ -221,6 +222,18 @@ def _encode_symbol_array(out: bytearray, items: list) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- decoding
+#
+# Decoding reads its input once and in place (array elements too), and refuses hostile input before
+# doing the work it declares: every size and element count is checked against the bytes that remain,
+# a compound value must use exactly the bytes its size declares, an array's element constructor carries
+# one descriptor at most, and the two things input bytes do not bound are capped below.
+
+# Deepest nesting of lists, maps, arrays and described values: AMQP traffic nests fewer than ten levels,
+# and the cap keeps the recursive decoder far from Python's recursion limit.
+MAX_DEPTH = 64
+# Most elements of zero-width types (null, true, false, uint0, ulong0, list0) in the arrays of one decoded
+# value: they take no bytes, so without this a 10-byte array could declare 2^32 - 1 of them.
+MAX_ZERO_WIDTH_ELEMENTS = 65536
 
 # Fixed widths of the value after the constructor byte, for constructors without a size prefix.
 _FIXED_WIDTH: dict[int, int] = {
@@ -232,24 +245,66 @@ _FIXED_WIDTH: dict[int, int] = {
     0x94: 16, 0x98: 16,
 }  # fmt: skip
 
+# Fewest bytes a value of a sized type takes after its constructor (its size, and count if compound).
+_MIN_SIZED_WIDTH: dict[int, int] = {
+    0xA0: 1, 0xA1: 1, 0xA3: 1, 0xB0: 4, 0xB1: 4, 0xB3: 4,
+    0xC0: 2, 0xC1: 2, 0xD0: 8, 0xD1: 8, 0xE0: 2, 0xF0: 8,
+}  # fmt: skip
+
+_TYPE_NAMES = {0x40: "null", 0x41: "true", 0x42: "false", 0x43: "uint0", 0x44: "ulong0", 0x45: "list0"}
+
+_UINT0 = UInt(0)
+_ULONG0 = ULong(0)
+
+
+def _signed8(buf: Any, pos: int) -> int:
+    v = buf[pos]
+    return v - 256 if v > 127 else v
+
+
+def _char(buf: Any, pos: int) -> str:
+    code_point = _U32.unpack_from(buf, pos)[0]
+    if code_point > 0x10FFFF:
+        raise AmqpDecodeError(f"char 0x{code_point:x} is not a Unicode code point")
+    return chr(code_point)
+
+
+# How to read the value of each fixed-width type, given the buffer and the position after the constructor.
+_READ_FIXED: dict[int, Any] = {
+    0x40: lambda b, p: None,
+    0x41: lambda b, p: True,
+    0x42: lambda b, p: False,
+    0x43: lambda b, p: _UINT0,
+    0x44: lambda b, p: _ULONG0,
+    0x45: lambda b, p: [],
+    0x50: lambda b, p: UByte(b[p]),
+    0x51: _signed8,
+    0x52: lambda b, p: UInt(b[p]),
+    0x53: lambda b, p: ULong(b[p]),
+    0x54: _signed8,
+    0x55: _signed8,
+    0x56: lambda b, p: b[p] != 0,
+    0x60: lambda b, p: UShort(_U16.unpack_from(b, p)[0]),
+    0x61: lambda b, p: _I16.unpack_from(b, p)[0],
+    0x70: lambda b, p: UInt(_U32.unpack_from(b, p)[0]),
+    0x71: lambda b, p: _I32.unpack_from(b, p)[0],
+    0x72: lambda b, p: _F32.unpack_from(b, p)[0],
+    0x73: _char,
+    0x74: lambda b, p: bytes(b[p : p + 4]),  # decimals: kept as their raw bytes
+    0x80: lambda b, p: ULong(_U64.unpack_from(b, p)[0]),
+    0x81: lambda b, p: _I64.unpack_from(b, p)[0],
+    0x82: lambda b, p: _F64.unpack_from(b, p)[0],
+    0x83: lambda b, p: Timestamp(_I64.unpack_from(b, p)[0]),
+    0x84: lambda b, p: bytes(b[p : p + 8]),
+    0x94: lambda b, p: bytes(b[p : p + 16]),
+    0x98: lambda b, p: uuid.UUID(bytes=bytes(b[p : p + 16])),
+}
+
 
 def skip(buf: bytes | memoryview, pos: int) -> int:
     """Return the position just after the encoded value starting at ``pos`` (without decoding it)."""
     try:
-        code = buf[pos]
-        pos += 1
-        if code == 0x00:
-            pos = skip(buf, pos)
-            return skip(buf, pos)
-        width = _FIXED_WIDTH.get(code)
-        if width is not None:
-            end = pos + width
-        elif code & 0xF0 in (0xA0, 0xC0, 0xE0):
-            end = pos + 1 + buf[pos]
-        elif code & 0xF0 in (0xB0, 0xD0, 0xF0):
-            end = pos + 4 + _U32.unpack_from(buf, pos)[0]
-        else:
-            raise AmqpDecodeError(f"unknown AMQP constructor 0x{code:02x}")
+        end = _skip(buf, pos, 0)
     except (IndexError, struct.error) as exc:
         raise AmqpDecodeError("truncated AMQP value") from exc
     if end > len(buf):
@@ -257,148 +312,231 @@ def skip(buf: bytes | memoryview, pos: int) -> int:
     return end
 
 
-def decode(buf: bytes | memoryview, pos: int = 0) -> tuple[Any, int]:
-    """Decode the value starting at ``pos``; return it and the position just after it."""
-    try:
-        return _decode(buf, pos)
-    except (IndexError, struct.error, UnicodeDecodeError) as exc:
-        raise AmqpDecodeError(f"malformed AMQP value: {exc}") from exc
-
-
-def _decode_elements(buf: bytes | memoryview, pos: int, count: int, end: int) -> tuple[list, int]:
-    items = []
-    for _ in range(count):
-        item, pos = _decode(buf, pos)
-        items.append(item)
-    if pos > end:
-        raise AmqpDecodeError("compound value longer than its size")
-    return items, end
-
-
-def _decode(buf: bytes | memoryview, pos: int) -> tuple[Any, int]:
+def _skip(buf: bytes | memoryview, pos: int, depth: int) -> int:
     code = buf[pos]
     pos += 1
-    if code == 0x00:
-        descriptor, pos = _decode(buf, pos)
-        value, pos = _decode(buf, pos)
-        return Described(descriptor, value), pos
-    if code == 0x40:
-        return None, pos
-    if code == 0x41:
-        return True, pos
-    if code == 0x42:
-        return False, pos
-    if code == 0x56:
-        return buf[pos] != 0, pos + 1
-    if code in (0x43, 0x44):
-        return (UInt(0) if code == 0x43 else ULong(0)), pos
-    if code == 0x45:
-        return [], pos
-    if code == 0x50:
-        return UByte(buf[pos]), pos + 1
-    if code == 0x51 or code == 0x54 or code == 0x55:
-        v = buf[pos]
-        return (v - 256 if v > 127 else v), pos + 1
-    if code == 0x52:
-        return UInt(buf[pos]), pos + 1
-    if code == 0x53:
-        return ULong(buf[pos]), pos + 1
-    if code == 0x60:
-        return UShort(_U16.unpack_from(buf, pos)[0]), pos + 2
-    if code == 0x61:
-        return struct.unpack_from(">h", buf, pos)[0], pos + 2
-    if code == 0x70:
-        return UInt(_U32.unpack_from(buf, pos)[0]), pos + 4
-    if code == 0x71:
-        return _I32.unpack_from(buf, pos)[0], pos + 4
-    if code == 0x72:
-        return _F32.unpack_from(buf, pos)[0], pos + 4
-    if code == 0x73:
-        return chr(_U32.unpack_from(buf, pos)[0]), pos + 4
-    if code == 0x80:
-        return ULong(_U64.unpack_from(buf, pos)[0]), pos + 8
-    if code == 0x81:
-        return _I64.unpack_from(buf, pos)[0], pos + 8
-    if code == 0x82:
-        return _F64.unpack_from(buf, pos)[0], pos + 8
-    if code == 0x83:
-        return Timestamp(_I64.unpack_from(buf, pos)[0]), pos + 8
-    if code == 0x98:
-        if pos + 16 > len(buf):
-            raise AmqpDecodeError("truncated uuid")
-        return uuid.UUID(bytes=bytes(buf[pos : pos + 16])), pos + 16
-    if code in (0x74, 0x84, 0x94):  # decimals: keep the raw bytes
-        width = _FIXED_WIDTH[code]
-        return bytes(buf[pos : pos + width]), pos + width
-    if code in (0xA0, 0xA1, 0xA3, 0xB0, 0xB1, 0xB3):
-        if code & 0xF0 == 0xA0:
-            n = buf[pos]
-            pos += 1
-        else:
-            n = _U32.unpack_from(buf, pos)[0]
-            pos += 4
-        end = pos + n
-        if end > len(buf):
-            raise AmqpDecodeError("truncated string or binary")
-        raw = bytes(buf[pos:end])
-        low = code & 0x0F
-        if low == 0:
-            return raw, end
-        if low == 1:
-            return raw.decode("utf-8"), end
-        return Symbol(raw.decode("ascii")), end
-    if code in (0xC0, 0xC1, 0xD0, 0xD1):
-        if code & 0xF0 == 0xC0:
-            size, count = buf[pos], buf[pos + 1]
-            end = pos + 1 + size
-            pos += 2
-        else:
-            size, count = _U32.unpack_from(buf, pos)[0], _U32.unpack_from(buf, pos + 4)[0]
-            end = pos + 4 + size
-            pos += 8
-        if end > len(buf):
-            raise AmqpDecodeError("truncated list or map")
-        items, pos = _decode_elements(buf, pos, count, end)
-        if code & 0x0F == 0:
-            return items, pos
-        if count % 2:
-            raise AmqpDecodeError("map with an odd number of elements")
-        return {_hashable(items[i]): items[i + 1] for i in range(0, count, 2)}, pos
-    if code in (0xE0, 0xF0):
-        if code == 0xE0:
-            size, count = buf[pos], buf[pos + 1]
-            end = pos + 1 + size
-            pos += 2
-        else:
-            size, count = _U32.unpack_from(buf, pos)[0], _U32.unpack_from(buf, pos + 4)[0]
-            end = pos + 4 + size
-            pos += 8
-        if end > len(buf):
-            raise AmqpDecodeError("truncated array")
-        return _decode_array(buf, pos, count, end), end
+    while code == 0x00:  # described: skip the descriptor, then go on with the value's constructor
+        depth = _deeper(depth)
+        pos = _skip(buf, pos, depth)
+        code = buf[pos]
+        pos += 1
+    width = _FIXED_WIDTH.get(code)
+    if width is not None:
+        return pos + width
+    if code & 0xF0 in (0xA0, 0xC0, 0xE0):
+        return pos + 1 + buf[pos]
+    if code & 0xF0 in (0xB0, 0xD0, 0xF0):
+        return pos + 4 + _U32.unpack_from(buf, pos)[0]
     raise AmqpDecodeError(f"unknown AMQP constructor 0x{code:02x}")
 
 
-def _decode_array(buf: bytes | memoryview, pos: int, count: int, end: int) -> list:
-    if count == 0:
-        return SymbolArray()
-    element = buf[pos]
-    pos += 1
-    items: list = SymbolArray() if element in (0xA3, 0xB3) else []
-    # Array elements are encoded without their own constructor: decode each from a copy of the tail
-    # prefixed with the shared constructor. Arrays are rare and short here (capabilities, mechanisms).
-    tail = bytes(buf[pos:end])
-    off = 0
-    for _ in range(count):
-        value, used = _decode(bytes([element]) + tail[off:], 0)
-        off += used - 1
-        items.append(value)
-    return items
+def decode(buf: bytes | memoryview, pos: int = 0) -> tuple[Any, int]:
+    """Decode the value starting at ``pos``; return it and the position just after it.
+
+    Raises AmqpDecodeError, and nothing else, for any input that is not a valid AMQP value.
+    """
+    try:
+        return _Reader(buf).value(pos, len(buf), 0)
+    except AmqpDecodeError:
+        raise
+    except (IndexError, struct.error, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8/ASCII
+        raise AmqpDecodeError(f"malformed AMQP value: {exc}") from exc
+
+
+def _deeper(depth: int) -> int:
+    if depth >= MAX_DEPTH:
+        raise AmqpDecodeError(f"AMQP value nested deeper than {MAX_DEPTH} levels")
+    return depth + 1
+
+
+def _type_name(code: int) -> str:
+    name = _TYPE_NAMES.get(code)
+    return f"{name} (0x{code:02x})" if name else f"0x{code:02x}"
+
+
+class _Reader:
+    """The state of one decode call: the buffer, and what is left of the zero-width element allowance.
+
+    Every method takes ``end``, the position its value must end by (the end of the enclosing compound
+    value, or of the buffer), and ``depth``, the number of compound or described values around it.
+    """
+
+    __slots__ = ("buf", "zero_width_left")
+
+    def __init__(self, buf: bytes | memoryview) -> None:
+        self.buf = buf
+        self.zero_width_left = MAX_ZERO_WIDTH_ELEMENTS
+
+    def value(self, pos: int, end: int, depth: int) -> tuple[Any, int]:
+        """Decode the value whose constructor is at ``pos``."""
+        if pos >= end:
+            raise AmqpDecodeError("truncated AMQP value")
+        code = self.buf[pos]
+        if code == 0x00:
+            depth = _deeper(depth)
+            descriptor, pos = self.value(pos + 1, end, depth)
+            value, pos = self.value(pos, end, depth)
+            return Described(descriptor, value), pos
+        return self.after_constructor(code, pos + 1, end, depth)
+
+    def after_constructor(self, code: int, pos: int, end: int, depth: int) -> tuple[Any, int]:
+        """Decode the value of the primitive type ``code`` whose bytes start at ``pos``.
+
+        The constructor is read by the caller: an array's elements share one, written once.
+        """
+        buf = self.buf
+        read = _READ_FIXED.get(code)
+        if read is not None:
+            after = pos + _FIXED_WIDTH[code]
+            if after > end:
+                raise AmqpDecodeError(f"truncated AMQP value of type 0x{code:02x}")
+            return read(buf, pos), after
+        if code in (0xA0, 0xA1, 0xA3, 0xB0, 0xB1, 0xB3):
+            value_end, pos = self._size(code, pos, end, "string or binary")
+            raw = bytes(buf[pos:value_end])
+            low = code & 0x0F
+            if low == 0:
+                return raw, value_end
+            if low == 1:
+                return raw.decode("utf-8"), value_end
+            return Symbol(raw.decode("ascii")), value_end
+        if code in (0xC0, 0xC1, 0xD0, 0xD1):
+            return self._list_or_map(code, pos, end, depth)
+        if code in (0xE0, 0xF0):
+            value_end, pos = self._size(code, pos, end, "array")
+            count, pos = self._count(code, pos, value_end, "array")
+            depth = _deeper(depth)
+            if count == 0:
+                if pos < value_end:  # the SDK leaves out an empty array's element constructor
+                    _described, _descriptor, _element, pos = self._element_constructor(pos, value_end, depth)
+                self._all_used("array", 0, pos, value_end)
+                return SymbolArray(), value_end
+            return self._array(pos, value_end, count, depth), value_end
+        raise AmqpDecodeError(f"unknown AMQP constructor 0x{code:02x}")
+
+    def _size(self, code: int, pos: int, end: int, what: str) -> tuple[int, int]:
+        """Read the 1-byte (0xA_, 0xC_, 0xE_) or 4-byte size at ``pos``: (value end, position after)."""
+        if code & 0x10:
+            if pos + 4 > end:
+                raise AmqpDecodeError(f"truncated {what} size")
+            size = _U32.unpack_from(self.buf, pos)[0]
+            pos += 4
+        else:
+            if pos >= end:
+                raise AmqpDecodeError(f"truncated {what} size")
+            size = self.buf[pos]
+            pos += 1
+        if size > end - pos:
+            raise AmqpDecodeError(f"{what} declares {size} bytes where {end - pos} remain")
+        return pos + size, pos
+
+    def _count(self, code: int, pos: int, value_end: int, what: str) -> tuple[int, int]:
+        """Read the 1-byte or 4-byte element count that starts a compound value's bytes."""
+        if code & 0x10:
+            if pos + 4 > value_end:
+                raise AmqpDecodeError(f"{what} of {value_end - pos} bytes has no room for its count")
+            return _U32.unpack_from(self.buf, pos)[0], pos + 4
+        if pos >= value_end:
+            raise AmqpDecodeError(f"{what} of 0 bytes has no room for its count")
+        return self.buf[pos], pos + 1
+
+    @staticmethod
+    def _all_used(what: str, count: int, pos: int, value_end: int) -> None:
+        if pos != value_end:
+            raise AmqpDecodeError(
+                f"{what} of {count} elements leaves {value_end - pos} of its declared bytes unused"
+            )
+
+    def _list_or_map(self, code: int, pos: int, end: int, depth: int) -> tuple[Any, int]:
+        what = "map" if code & 0x01 else "list"
+        value_end, pos = self._size(code, pos, end, what)
+        count, pos = self._count(code, pos, value_end, what)
+        if count > value_end - pos:  # every element takes at least its constructor byte
+            raise AmqpDecodeError(f"{what} declares {count} elements in {value_end - pos} bytes")
+        if what == "map" and count % 2:
+            raise AmqpDecodeError(f"map with an odd number of elements ({count})")
+        depth = _deeper(depth)
+        items = []
+        value = self.value
+        for _ in range(count):
+            item, pos = value(pos, value_end, depth)
+            items.append(item)
+        self._all_used(what, count, pos, value_end)
+        if what == "list":
+            return items, pos
+        try:
+            return {_hashable(items[i]): items[i + 1] for i in range(0, count, 2)}, pos
+        except TypeError as exc:  # a described key (or one holding a described value): not hashable
+            raise AmqpDecodeError("map key is or holds a described value, which is not supported") from exc
+
+    def _element_constructor(self, pos: int, end: int, depth: int) -> tuple[bool, Any, int, int]:
+        """Read an array's element constructor: (described, descriptor, primitive code, position after).
+
+        One descriptor at most: nested ones (which the grammar allows and no peer sends) would let each
+        input byte make up to MAX_DEPTH objects.
+        """
+        if pos >= end:
+            raise AmqpDecodeError("truncated array element constructor")
+        code = self.buf[pos]
+        if code != 0x00:
+            return False, None, code, pos + 1
+        descriptor, pos = self.value(pos + 1, end, _deeper(depth))
+        if pos >= end:
+            raise AmqpDecodeError("truncated array element constructor")
+        code = self.buf[pos]
+        if code == 0x00:
+            raise AmqpDecodeError("array element constructor with more than one descriptor")
+        return True, descriptor, code, pos + 1
+
+    def _array(self, pos: int, end: int, count: int, depth: int) -> list:
+        """Decode ``count`` elements sharing the constructor at ``pos``, filling the bytes up to ``end``."""
+        described, descriptor, element, pos = self._element_constructor(pos, end, depth)
+        width = _FIXED_WIDTH.get(element)
+        if width is None:
+            width = _MIN_SIZED_WIDTH.get(element)
+            if width is None:
+                raise AmqpDecodeError(f"unknown AMQP constructor 0x{element:02x} in an array")
+        if width == 0:
+            if count > self.zero_width_left:
+                raise AmqpDecodeError(
+                    f"array declares {count} elements of the zero-width type {_type_name(element)}, "
+                    f"more than the {self.zero_width_left} left of the {MAX_ZERO_WIDTH_ELEMENTS} "
+                    "one value may hold"
+                )
+            self.zero_width_left -= count
+            self._all_used("array", count, pos, end)
+            if element == 0x45:
+                items: list = [[] for _ in range(count)]
+            else:
+                items = [_READ_FIXED[element](self.buf, pos)] * count  # immutable: one object shared
+        elif count > (end - pos) // width:
+            raise AmqpDecodeError(
+                f"array declares {count} elements of type 0x{element:02x} in {end - pos} bytes"
+            )
+        elif element in _READ_FIXED:
+            read = _READ_FIXED[element]
+            buf = self.buf
+            after = pos + count * width
+            self._all_used("array", count, after, end)
+            items = [read(buf, p) for p in range(pos, after, width)]
+        else:
+            items = []
+            after_constructor = self.after_constructor
+            for _ in range(count):
+                item, pos = after_constructor(element, pos, end, depth)
+                items.append(item)
+            self._all_used("array", count, pos, end)
+        if described:
+            return [Described(descriptor, item) for item in items]
+        if element in (0xA3, 0xB3):
+            return SymbolArray(items)
+        return items
 
 
 def _hashable(key: Any) -> Any:
+    """A decoded map key as a dict key: lists and maps become tuples."""
     if isinstance(key, list):
-        return tuple(key)
+        return tuple(_hashable(k) for k in key)
     if isinstance(key, dict):
-        return tuple(key.items())
+        return tuple((_hashable(k), _hashable(v)) for k, v in key.items())
     return key

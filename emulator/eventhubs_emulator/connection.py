@@ -83,6 +83,8 @@ class Connection:
         self.remote_max_frame_size = 512
         self.grants: list[Grant] = []
         self.closed = False
+        self.amqp_started = False  # the AMQP protocol headers are exchanged (SASL, if any, is over)
+        self.opened = False  # our open frame is sent
         self._blocked: set[Link] = set()
         self._draining = False
         self._drain_task: asyncio.Future | None = None
@@ -151,14 +153,35 @@ class Connection:
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError, HandshakeRefused):
             pass
         except ProtocolError as exc:
-            self._close_with_error(exc.condition, exc.description)
+            self._fail(exc.condition, exc.description)
         except AmqpDecodeError as exc:
-            self._close_with_error("amqp:decode-error", f"malformed frame: {exc}")
+            self._fail("amqp:decode-error", f"malformed frame: {exc}")
         except Exception as exc:  # a bug or bad input must not take the server down
             log.exception("connection failed")
-            self._close_with_error("amqp:internal-error", f"emulator error: {type(exc).__name__}")
+            self._end_with_error("amqp:internal-error", f"emulator error: {type(exc).__name__}")
         finally:
             self._cleanup()
+
+    def _fail(self, condition: str, description: str) -> None:
+        """End the connection for the peer's protocol or decode error, logged in one line."""
+        log.warning(
+            "closing the connection from %s: %s (%s)",
+            self.writer.get_extra_info("peername"),
+            description,
+            condition,
+        )
+        self._end_with_error(condition, description)
+
+    def _end_with_error(self, condition: str, description: str) -> None:
+        """Close with an AMQP error once the AMQP headers are exchanged; during SASL just drop.
+
+        AMQP allows no frame before the open, so an error found before it goes out after our open.
+        """
+        if not self.amqp_started or self.closed:
+            return
+        if not self.opened:
+            self._send_open()
+        self._close_with_error(condition, description)
 
     async def _heartbeat(self, interval: float) -> None:
         while not self.closed:
@@ -199,6 +222,7 @@ class Connection:
             self.closed = True
             raise asyncio.IncompleteReadError(b"", None)
         self.writer.write(F.AMQP_HEADER)
+        self.amqp_started = True
 
     def _sasl_init(self, mechanism: str, initial_response: Any) -> None:
         """Authenticate a sasl-init, or answer sasl-outcome ``auth`` and end the connection.
@@ -228,7 +252,7 @@ class Connection:
     async def _read_sasl_frame(self) -> tuple[int, list, bytes]:
         header = await self.reader.readexactly(8)
         size, doff, _frame_type, _channel = _HEADER.unpack(header)
-        if size < 8 or size > 65536:
+        if size < 8 or size > 65536 or doff < 2:
             raise ProtocolError("amqp:connection:framing-error", "invalid SASL frame")
         body = await self.reader.readexactly(size - 8)
         body = body[doff * 4 - 8 :]
@@ -237,7 +261,11 @@ class Connection:
     @staticmethod
     def _performative(body: bytes) -> tuple[int, list, bytes]:
         value, pos = decode(body, 0)
-        if not isinstance(value, Described) or not isinstance(value.value, list):
+        if (
+            not isinstance(value, Described)
+            or not isinstance(value.value, list)
+            or not isinstance(value.descriptor, int)
+        ):
             raise ProtocolError("amqp:decode-error", "frame body is not a performative")
         code = int(value.descriptor)
         if code not in F.FIELD_COUNT:
@@ -279,6 +307,10 @@ class Connection:
         self.remote_max_frame_size = max(512, int(fields[2])) if fields[2] is not None else 0xFFFFFFFF
         if fields[4]:  # the client's idle timeout (ms): send empty frames at half that interval
             self._heartbeat_task = asyncio.ensure_future(self._heartbeat(max(int(fields[4]) / 2000, 0.05)))
+        self._send_open()
+
+    def _send_open(self) -> None:
+        """Send our open frame."""
         self.write(
             F.frame(
                 0,
@@ -297,6 +329,7 @@ class Connection:
                 ],
             )
         )
+        self.opened = True
 
     def _on_begin(self, channel: int, fields: list) -> None:
         session = Session(self, channel, int(fields[1] or 0))

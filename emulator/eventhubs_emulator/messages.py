@@ -70,16 +70,17 @@ def split_sections(message: bytes | memoryview) -> list[Section]:
         start = pos
         if message[pos] != 0x00:
             raise AmqpDecodeError("message section is not a described value")
-        if message[pos + 1] == 0x53:
+        if pos + 2 < n and message[pos + 1] == 0x53:
             code = message[pos + 2]
             value_start = pos + 3
         else:
             descriptor, value_start = decode(message, pos + 1)
-            code = (
-                _SYMBOLIC_SECTIONS.get(str(descriptor), -1)
-                if isinstance(descriptor, str)
-                else int(descriptor)
-            )
+            if isinstance(descriptor, str):
+                code = _SYMBOLIC_SECTIONS.get(str(descriptor), -1)
+            elif isinstance(descriptor, int):
+                code = int(descriptor)
+            else:
+                raise AmqpDecodeError("message section descriptor is neither a ulong nor a symbol")
         end = skip(message, value_start)
         sections.append(Section(code, start, value_start, end))
         pos = end
