@@ -13,8 +13,11 @@ How a file moves depends on the storage, because only some storages can rename a
   and on the archive path being free, which records that ETag in the copy's metadata; then the landing
   blob is deleted, conditional on the same ETag. No bytes pass through this process, and many copies
   run in parallel. There is no rename on Blob, and none is needed: a copy appears at its target whole.
-* **Other filesystems** (local disk, fsspec): copy to a hidden temporary name beside the archive path,
-  rename it (atomic on a local disk and on ADLS with a hierarchical namespace), delete the landing copy.
+* **Other filesystems** (local disk, fsspec): copy to a hidden temporary name of this run's own beside
+  the archive path, check it byte for byte, flush it to the disk (local), rename it (atomic on a local
+  disk and on ADLS with a hierarchical namespace), delete the landing copy. Two runs moving the same
+  file at once (two DAGs, a retry beside a late run) each write their own copy, so neither renames a
+  copy the other is still writing; the file ends in the archive once, whole.
 
 A run killed at any moment can simply be run again; nothing is lost and nothing lands twice:
 
@@ -37,6 +40,7 @@ import hashlib
 import os
 import posixpath
 import shutil
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -45,6 +49,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
 from hubflow_jobs.azure_storage import BlobUrl, url_to_fs
 from hubflow_jobs.blob_objects import BlobInfo, BlobObjects
@@ -58,7 +63,8 @@ from hubflow_jobs.checkpoint_logs import (
 )
 
 TEMP_SUFFIX = ".hubflow-archiving"
-"""Suffix of the hidden temporary copy (``.<name>.hubflow-archiving``) written before the rename."""
+"""Suffix of the hidden temporary copy (``.<name>.<run token>.hubflow-archiving``) written before the
+rename; each run writes its own."""
 
 Log = Callable[[str], Any]
 
@@ -363,22 +369,79 @@ class _FileMover:
         if not self.land_fs.exists(source):
             return "gone"  # removed since the listing (by another run or by hand)
         if self.arch_fs.exists(target):
+            return self._remove_landing_copy(source, target)
+        if self.dry_run:
+            return "moved"
+        parent, name = posixpath.split(target)
+        # A name of this run's own: another run (a second DAG, a retry) moving the same file writes
+        # its own copy, never into this one between its check and its rename.
+        temporary = join(parent, f".{name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
+        self.arch_fs.makedirs(parent, exist_ok=True)
+        try:
+            self._copy(source, temporary)
+            if not self._same_content(source, temporary):
+                self._forget(temporary)
+                raise OSError(f"the copy of {relative} differs from the landing file; nothing removed")
+            self._sync(temporary)
+            # A rename over a copy another run put there meanwhile replaces it with the same bytes.
+            self.arch_fs.mv(temporary, target)
+        except FileNotFoundError:
+            # Another run archived the file meanwhile: it moved the landing copy, or removed this
+            # run's copy as a leftover once its own was in place.
+            self._forget(temporary)
+            return self._remove_landing_copy(source, target)
+        self._sync(parent)
+        self._remove_leftovers(parent, name)
+        try:
+            self.land_fs.rm_file(source)
+        except FileNotFoundError:
+            return "landing-copy-removed"  # another run, which copied it too, removed it first
+        return "moved"
+
+    def _remove_landing_copy(self, source: str, target: str) -> str:
+        """The file is in the archive already: remove the landing copy when both hold the same bytes."""
+        try:
+            if not self.arch_fs.exists(target):
+                if self.land_fs.exists(source):
+                    raise OSError(f"{target} vanished while the file was moved; nothing removed")
+                return "gone"
             if not self._same_content(source, target):
                 return "conflict"
             if not self.dry_run:
                 self.land_fs.rm_file(source)
-            return "landing-copy-removed"
-        if self.dry_run:
-            return "moved"
-        parent, name = posixpath.split(target)
-        temporary = join(parent, f".{name}{TEMP_SUFFIX}")
-        self.arch_fs.makedirs(parent, exist_ok=True)
-        self._copy(source, temporary)
-        if not self._same_content(source, temporary):
-            raise OSError(f"the copy of {relative} differs from the landing file; nothing removed")
-        self.arch_fs.mv(temporary, target)
-        self.land_fs.rm_file(source)
-        return "moved"
+                self._remove_leftovers(*posixpath.split(target))
+        except FileNotFoundError:
+            return "gone"  # another run finished it meanwhile
+        return "landing-copy-removed"
+
+    def _remove_leftovers(self, parent: str, name: str) -> None:
+        """Temporary copies of ``name`` that killed runs left beside it (it is archived now).
+
+        A concurrent run's copy may be among them; that run then renames nothing or finds its copy
+        gone, and finishes as a run that found the file archived.
+        """
+        prefix = f".{name}."
+        for path in self.arch_fs.ls(parent, detail=False):
+            base = posixpath.basename(path.rstrip("/"))
+            if base.startswith(prefix) and base.endswith(TEMP_SUFFIX):
+                self._forget(path)
+
+    def _forget(self, path: str) -> None:
+        try:
+            self.arch_fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+
+    def _sync(self, path: str) -> None:
+        """On a local disk, flush ``path`` (a file, or a folder after a rename) to the device, so the
+        landing copy is deleted only after its archive copy is durable."""
+        if not isinstance(self.arch_fs, LocalFileSystem):
+            return
+        descriptor = os.open(self.arch_fs._strip_protocol(path), os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
 
     def _same_content(self, source: str, target: str) -> bool:
         """Byte for byte (hashes of both), after the cheap size check."""

@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -145,6 +147,29 @@ def test_run_killed_mid_way_then_rerun_loses_nothing_and_archives_once(
     assert len(result.moved) + len(result.landing_copies_removed) + result.already_archived == len(landed)
     if step == "before-delete":
         assert result.landing_copies_removed
+
+
+def test_runs_archiving_the_same_files_at_once_leave_each_file_in_the_archive_once_whole(
+    file_stream: FileStream,
+) -> None:
+    """Two DAGs (or a retry beside a late run) may archive the same files at the same moment: each
+    run copies to a name of its own, so none renames a copy another is still writing."""
+    file_stream.land_and_run(batches=2, files_per_batch=30)
+    landed = contents(file_stream.landing)
+    start = threading.Barrier(4)
+
+    def one_run() -> Any:
+        start.wait()
+        return archive(file_stream, max_workers=4)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda _: one_run(), range(4)))
+
+    assert contents(file_stream.archive) == landed  # every file once, whole, no temporary copies left
+    assert relative_files(file_stream.landing) == []
+    assert all(not result.errors and not result.conflicts for result in results)
+    moved = [name for result in results for name in result.moved]
+    assert len(moved) == len(set(moved)) and set(moved) <= set(landed), "each file moved by one run"
 
 
 def test_dry_run_moves_nothing(file_stream: FileStream) -> None:
