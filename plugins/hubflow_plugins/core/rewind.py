@@ -38,6 +38,13 @@ if TYPE_CHECKING:
     from hubflow_plugins.core.registry import RegisteredJob
 
 
+#: The reason of the hold a rewind keeps on the job while it moves and seeds the checkpoint.
+REWIND_HOLD_REASON = (
+    "rewind in progress; if this hold stays, the rewind did not finish: read the on-call task's log, "
+    "then start or rewind the job again"
+)
+
+
 class RewindError(ValueError):
     """The rewind request cannot be carried out; the message says what to change."""
 
@@ -216,11 +223,12 @@ def rewind_job(
 
     Plans first (positions from ``to_enqueued_time`` or ``to_sequence_numbers``, the rest resume
     where the checkpoint committed; a Delta sink refuses going back), then, unless ``dry_run``:
-    releases a hold, stops the job, moves the checkpoint whole into its backups folder, seeds the
-    new checkpoint at the positions and calls ``start`` (which launches the driver and returns what
-    it did). ``latest`` is the hub's next sequence number per partition (the Event Hubs hook asks
-    the hub). Airflow-free: the operator passes its logger and its driver launcher. Raises
-    :class:`RewindError` with a message for on-call; the old checkpoint is never edited.
+    holds the job (replacing an on-call hold), stops it, moves the checkpoint whole into its backups
+    folder, seeds the new checkpoint at the positions, releases the hold and calls ``start`` (which
+    launches the driver and returns what it did). ``latest`` is the hub's next sequence number per
+    partition (the Event Hubs hook asks the hub). Airflow-free: the operator passes its logger and its
+    driver launcher. Raises :class:`RewindError` with a message for on-call; the old checkpoint is
+    never edited.
     """
     from hubflow_plugins.core.checkpoint_backups import backup_checkpoint
     from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
@@ -246,20 +254,24 @@ def rewind_job(
     except RewindError as exc:
         raise RewindError(f"job {job.name}: cannot rewind: {exc}") from None
     plan = [
+        f"hold job {job.name} while it rewinds, so that no supervisor starts it meanwhile",
         f"stop job {job.name}" if live.alive else f"leave job {job.name} stopped ({live.reason})",
         f"move checkpoint {checkpoint} whole into its backups folder (never edited)",
         f"write a new checkpoint that resumes at sequence numbers {positions}",
-        f"start job {job.name}",
+        f"release the hold and start job {job.name}",
     ]
     if dry_run:
         for line in plan:
             log("dry run, would: %s", line)
         return {"job": job.name, "action": "rewind", "dry_run": True, "done": [f"would {p}" for p in plan]}
     done = []
-    if live.hold is not None:
-        control.folder.release_hold()
-        done.append(f"released the hold {live.hold.describe()}: a rewind ends by starting the job")
-        log("%s", done[-1])
+    # Held from here until the new checkpoint is written: a supervisor run in between leaves the job
+    # stopped instead of starting a driver on a checkpoint being moved (or on none at all). A rewind
+    # that fails part-way leaves the hold, with its reason, for on-call to read.
+    replaced = f" (replacing the hold {live.hold.describe()})" if live.hold is not None else ""
+    hold = control.folder.place_hold(REWIND_HOLD_REASON, by=who)
+    done.append(f"held job {job.name} {hold.describe()} while it rewinds{replaced}")
+    log("%s", done[-1])
     if live.alive:
         done.append(control.stop(stop_wait, log=log, requested_by=who))
         log("%s", done[-1])
@@ -275,6 +287,9 @@ def rewind_job(
             f"job {job.name}: cannot rewind: {exc} The old checkpoint is intact in {backup}."
         ) from None
     done.append(f"new checkpoint {checkpoint} resumes after batch {batch} at {positions}")
+    log("%s", done[-1])
+    control.folder.release_hold()
+    done.append("released the rewind's hold: a rewind ends by starting the job")
     log("%s", done[-1])
     done.append(start())
     log("%s", done[-1])

@@ -207,3 +207,82 @@ def test_oncall_rewind_backs_up_and_replays_from_the_chosen_sequence_numbers(
             except ProcessLookupError:
                 pass
         emulator.stop()
+
+
+def test_the_job_is_held_from_before_its_checkpoint_moves_until_its_new_one_is_written(
+    tmp_path: Path,
+) -> None:
+    """A supervisor run in the middle of a rewind finds the job held (so starts nothing); the hold is
+    released just before the rewind starts the job itself, and one that fails part-way stays."""
+    from hubflow_plugins.core.job_control import JobControl
+    from hubflow_plugins.core.registry import RegisteredJob
+    from hubflow_plugins.core.rewind import REWIND_HOLD_REASON, rewind_job
+
+    config = eventhubs_config(tmp_path, EmulatedHub("hub", "unused", 2), ENV_VAR, name="telemetry")
+    config_path = write_config(tmp_path / "telemetry.yaml", config)
+    job = RegisteredJob(
+        name="telemetry", application="eventhubs_to_lake", config=str(config_path), mode="streaming"
+    )
+    _old_checkpoint(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "backup").rename(job.paths.checkpoint_location)
+    control = JobControl(job.name, job.paths.status_dir)
+    control.folder.place_hold("on-call stop", by="alice")
+    holds: dict[str, object] = {}
+
+    def log(message: str, *args: object) -> None:
+        line = message % args if args else message
+        if line.startswith("checkpoint moved to"):
+            holds["while moved"] = control.folder.hold()
+
+    def start() -> str:
+        holds["at start"] = control.folder.hold()
+        return "started job telemetry"
+
+    def rewind(to: str) -> dict:
+        live = control.liveness()
+        return rewind_job(
+            job,
+            control,
+            live,
+            hub="hub",
+            latest={"0": 100, "1": 100},
+            connection_string="",
+            to_enqueued_time=None,
+            to_sequence_numbers=to,
+            dry_run=False,
+            who="bob",
+            stop_wait=timedelta(seconds=5),
+            start=start,
+            log=log,
+        )
+
+    result = rewind('{"0": 5, "1": 2}')
+    held = holds["while moved"]
+    assert held is not None and held.reason == REWIND_HOLD_REASON and held.by == "bob"
+    assert holds["at start"] is None and control.folder.hold() is None
+    first = result["done"][0]
+    assert first.startswith("held job telemetry by bob at ") and "(replacing the hold by alice at " in first
+    assert first.endswith(": on-call stop)")
+
+    # A rewind that fails after the move (the hub named in the checkpoint is another) stays held.
+    holds.clear()
+    with pytest.raises(RewindError, match="The old checkpoint is intact in"):
+        rewind_job(
+            job,
+            control,
+            control.liveness(),
+            hub="other",
+            latest={"0": 100, "1": 100},
+            connection_string="",
+            to_enqueued_time=None,
+            to_sequence_numbers='{"0": 1, "1": 1}',
+            dry_run=False,
+            who="bob",
+            stop_wait=timedelta(seconds=5),
+            start=start,
+            log=log,
+        )
+    assert "at start" not in holds
+    left = control.folder.hold()
+    assert left is not None and left.reason == REWIND_HOLD_REASON
