@@ -10,10 +10,11 @@ checkpoint, which is what a restart does, and only for that failure before any b
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from hubflow_jobs.query_start import worker_start_timed_out
+from hubflow_jobs.query_start import FIRST_PAUSE, MAX_PAUSE, worker_start_timed_out
 
 #: Starts in all, as the runner's default ``runtime.start_attempts``.
 ATTEMPTS = 3
@@ -31,7 +32,8 @@ def wait_available_now(query: Any, timeout: float = 180) -> Any:
 
 def run_query(start: Callable[[], Any], wait: Callable[[Any], T], attempts: int = ATTEMPTS) -> T:
     """``wait(start())``; when the query failed because its source's Python worker did not connect
-    back before its first batch, stop it and do it again (up to ``attempts`` starts)."""
+    back before its first batch, stop it and do it again (up to ``attempts`` starts), after the
+    runner's pause (a load spike that starved one start may pass before the next)."""
     for attempt in range(1, attempts + 1):
         query = start()
         try:
@@ -42,4 +44,5 @@ def run_query(start: Callable[[], Any], wait: Callable[[Any], T], attempts: int 
                 raise
         finally:
             query.stop()
+        time.sleep(min(MAX_PAUSE, FIRST_PAUSE * 2 ** (attempt - 1)))
     raise AssertionError("unreachable: the last attempt returns or raises")
