@@ -98,7 +98,9 @@ def test_a_files_pipeline_backfill_replaces_its_intervals_files_from_landing_or_
     output, quarantine = tmp_path / "lake" / "out", tmp_path / "lake" / "bad"
     every_id = ids[10] | ids[11]
     assert _tags(spark, output, "id") == Counter({(i, "v1"): 1 for i in every_id})
-    assert _tags(spark, quarantine, "_quarantine_reason") == Counter({("not json", "v1"): 2, ("no id", "v1"): 1})
+    assert _tags(spark, quarantine, "_quarantine_reason") == Counter(
+        {("not json", "v1"): 2, ("no id", "v1"): 1}
+    )
     archive = Path(archive_root(str(landing), str(tmp_path / "archive")))
     archived = {p.name for p in archive.rglob("*.json")}
     assert archived and archived < {"a.json", "b.json", "c.json"}, "some files archived, the last batch's not"
@@ -144,7 +146,9 @@ def test_a_files_pipeline_whose_sink_drops_the_file_name_is_refused_before_anyth
     sections = _sections(tmp_path, "v1")
     del sections["params"]
     del sections["sinks"]["out"]["quarantine_path"]
-    config, binding = load_pipeline("orders_pipeline:nameless", str(pipeline_config(tmp_path, "n", **sections)))
+    config, binding = load_pipeline(
+        "orders_pipeline:nameless", str(pipeline_config(tmp_path, "n", **sections))
+    )
     with pytest.raises(PipelineError) as info:
         backfill_pipeline(spark, config, binding, _hour(10), _hour(11))
     assert (
