@@ -75,9 +75,9 @@ def _conflicting_replace(monkeypatch: pytest.MonkeyPatch, gate: Path, attempts: 
     """
     from pyspark.sql import functions as F
 
-    import hubflow_jobs.pipeline.backfill as backfill
+    import hubflow_jobs.pipeline.interval_writes as writes
 
-    real = backfill.replace_rows
+    real = writes.replace_rows
     gate.mkdir()
 
     def wait_for_go(_: Any) -> bool:
@@ -95,7 +95,7 @@ def _conflicting_replace(monkeypatch: pytest.MonkeyPatch, gate: Path, attempts: 
         attempts.append(made)
         return made
 
-    monkeypatch.setattr(backfill, "replace_rows", replace)
+    monkeypatch.setattr(writes, "replace_rows", replace)
 
 
 def test_event_hubs_backfill_replaces_its_interval_while_the_stream_appends(
