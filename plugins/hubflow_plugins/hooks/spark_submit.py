@@ -2,9 +2,15 @@
 
 The hook owns the ``spark_default`` connection (master, deploy mode, binary) and builds the
 command line; this module adds what hubflow jobs need: the job's ``--config``, the interpreter
-Spark's Python workers must use, secrets passed as environment variables (never on the command
-line, so never in a log or the Spark UI), and a detached launch for long-running streaming jobs
-whose driver must outlive the Airflow task that started it.
+Spark's Python workers must use, secrets passed in the driver's environment only (never on the
+command line, so never in ``ps``, a log or the Spark UI), a driver environment without the
+worker's Airflow settings (:func:`~hubflow_plugins.core.spark_submit_command.driver_environment`),
+and a detached launch for long-running streaming jobs whose driver must outlive the Airflow task
+that started it.
+
+The provider's own ``env_vars`` is not used: on YARN and Kubernetes it turns each variable into a
+``--conf`` (``spark.yarn.appMasterEnv.*``, ``spark.kubernetes.driverEnv.*``) on the command line,
+and elsewhere it adds them to the worker's whole environment.
 """
 
 from __future__ import annotations
@@ -19,14 +25,36 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from hubflow_jobs.detached_process import start_detached
 from hubflow_plugins.core.registry import RegisteredJob
-from hubflow_plugins.core.spark_submit_command import job_environment, spark_submit_binary
+from hubflow_plugins.core.spark_submit_command import (
+    config_variables,
+    driver_environment,
+    job_environment,
+    spark_submit_binary,
+)
 
 #: The environment variable through which a job receives the Event Hubs connection string.
 EVENTHUBS_CONNECTION_STRING_ENV = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
 
 
 class JobSubmitHook(SparkSubmitHook):
-    """SparkSubmitHook that can also start spark-submit in its own session and return at once."""
+    """SparkSubmitHook that gives spark-submit the job's environment only, and can also start it in
+    its own session and return at once."""
+
+    def __init__(
+        self, *, job_env: dict[str, str], named_variables: set[str] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self._job_env = job_env
+        self._named_variables = frozenset(named_variables or ())
+
+    def driver_env(self) -> dict[str, str]:
+        """spark-submit's whole environment: what the job keeps of this process's, and its own."""
+        return driver_environment(os.environ, self._job_env, self._named_variables)
+
+    def submit(self, application: str = "", **kwargs: Any) -> str | None:
+        """The provider's submit, in :meth:`driver_env` (the provider passes ``env`` on to Popen)."""
+        kwargs.setdefault("env", self.driver_env())
+        return super().submit(application, **kwargs)
 
     @property
     def returncode(self) -> int | None:
@@ -62,9 +90,7 @@ class JobSubmitHook(SparkSubmitHook):
                 "--",
                 *command,
             ]
-        env = os.environ.copy()
-        env.update({k: str(v) for k, v in (self._env or {}).items()})
-        return start_detached(command, log_path, env)
+        return start_detached(command, log_path, self.driver_env())
 
 
 def driver_secrets(job: RegisteredJob) -> dict[str, str]:
@@ -85,7 +111,9 @@ def build_submit_hook(
     """A hook that submits ``job`` with its config, conf overrides and secret environment.
 
     The Spark connection must exist: the provider would otherwise fall back to ``--master yarn``,
-    which fails later with a message about HADOOP_CONF_DIR that hides the real cause.
+    which fails later with a message about HADOOP_CONF_DIR that hides the real cause. A job with
+    secrets needs a driver started here (deploy mode client): a driver started by the cluster gets
+    environment variables only through spark-submit's command line.
     """
     from airflow.sdk import BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException
@@ -104,9 +132,20 @@ def build_submit_hook(
         "conf": job.submit_conf,
         "name": job.name,
         "application_args": ["--config", str(job.config_path()), *(extra_args or [])],
-        "env_vars": job_environment(secrets),
     }
     binary = spark_submit_binary()
     if binary:
         kwargs["spark_binary"] = binary
-    return JobSubmitHook(**kwargs)
+    hook = JobSubmitHook(
+        job_env=job_environment(secrets), named_variables=config_variables(job.config_path()), **kwargs
+    )
+    connection = hook._connection
+    if secrets and connection.get("deploy_mode") == "cluster":
+        raise ValueError(
+            f"job {job.name}: the Airflow connection {job.spark_conn_id!r} runs the driver in deploy mode "
+            f"cluster (master {connection.get('master')}), where its secret ({', '.join(sorted(secrets))}) "
+            "could reach the driver only on spark-submit's command line, visible in ps and the "
+            "cluster's UI. Set the connection's deploy mode to client (the driver then runs on the "
+            "Airflow worker and gets the secret in its environment)"
+        )
+    return hook

@@ -1,5 +1,6 @@
-"""The spark-submit hook for registered jobs, built in-process (nothing is submitted): the command a
-job gets, secrets only in the environment, and a clear error when the Spark connection is missing."""
+"""The spark-submit hook for registered jobs: the command a job gets, secrets only in the driver's
+environment, that environment without the worker's Airflow settings (a real spark-submit's driver
+reports what it sees), and clear errors for a missing Spark connection or a driver in the cluster."""
 
 from __future__ import annotations
 
@@ -40,5 +41,97 @@ def test_the_job_command_carries_its_config_and_conf_and_the_secret_only_its_env
     assert "spark.app.name=orders" in command and f"spark.cores.max={job.cores_max}" in command
     assert command[-4:] == [str(job.application_path()), "--config", str(job.config_path()), "--dry-run"]
     assert not any("SharedAccessKey" in part for part in command), "a secret on the command line is in ps"
-    assert hook._env[EVENTHUBS_CONNECTION_STRING_ENV] == SECRET
-    assert hook._env["PYSPARK_PYTHON"] == os.environ.get("PYSPARK_PYTHON", sys.executable)
+    assert hook.driver_env()[EVENTHUBS_CONNECTION_STRING_ENV] == SECRET
+    assert hook.driver_env()["PYSPARK_PYTHON"] == os.environ.get("PYSPARK_PYTHON", sys.executable)
+
+
+#: A driver application that writes its environment (names and values) to the file in argv[1].
+DUMP_ENVIRONMENT = """
+import json, os, sys
+with open(sys.argv[sys.argv.index("--out") + 1], "w") as out:
+    json.dump(dict(os.environ), out)
+"""
+
+#: What the Airflow worker's environment holds that no driver needs (deploy/airflow: compose).
+WORKER_ONLY = {
+    "AIRFLOW__API_AUTH__JWT_SECRET": "jwt-secret-of-the-api-server",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql+psycopg2://airflow:db-password@postgres/airflow",
+    "AIRFLOW_CONN_WAREHOUSE": "postgres://u:warehouse-password@db/x",
+    "AIRFLOW_VAR_API_TOKEN": "token-of-another-team",
+    "UNRELATED_TOOL_TOKEN": "not-for-spark",
+}
+
+
+def _job_with_named_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A registry of one job whose config names ``TEAM_TELEMETRY_CONNECTION`` in a ``*_env`` key."""
+    config = tmp_path / "envcheck.yaml"
+    config.write_text(
+        "name: envcheck\n"
+        "sources:\n"
+        "  events: {kind: eventhubs, connection_string_env: TEAM_TELEMETRY_CONNECTION}\n"
+        "sinks:\n"
+        f"  out: {{kind: delta, output_path: {tmp_path / 'out'}}}\n"
+    )
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(
+        "jobs:\n"
+        "  - name: envcheck\n"
+        "    application: envcheck:run\n"
+        f"    config: {config}\n"
+        "    mode: scheduled\n"
+        "    schedule: '@hourly'\n"
+    )
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(registry))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    return config
+
+
+def test_the_driver_gets_the_jobs_variables_and_none_of_the_workers_airflow_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the provider's submit and the detached launch alike: a real spark-submit's driver sees
+    its secret, the variable its config names, PATH and hubflow's own, and nothing of Airflow's."""
+    _job_with_named_variable(tmp_path, monkeypatch)
+    for name, value in WORKER_ONLY.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TEAM_TELEMETRY_CONNECTION", "Endpoint=sb://team/;SharedAccessKey=named-in-config=")
+    monkeypatch.setenv("HUBFLOW_AZURE_STORAGE", '{"account": "lake"}')
+    application = tmp_path / "dump_environment.py"
+    application.write_text(DUMP_ENVIRONMENT)
+    job = load_registry().job("envcheck")
+
+    seen = {}
+    for how in ("submit", "detached"):
+        out = tmp_path / f"environment-{how}.json"
+        hook = build_submit_hook(
+            job, secrets={EVENTHUBS_CONNECTION_STRING_ENV: SECRET}, extra_args=["--out", str(out)]
+        )
+        if how == "submit":
+            hook.submit(str(application))
+        else:
+            process = hook.launch_detached(str(application), tmp_path / "detached.log")
+            assert process.wait(timeout=300) == 0, (tmp_path / "detached.log").read_text()[-3000:]
+        seen[how] = json.loads(out.read_text())
+
+    for how, env in seen.items():
+        leaked = sorted(set(WORKER_ONLY) & set(env))
+        assert not leaked, f"{how}: the driver inherited the worker's {leaked}"
+        assert env[EVENTHUBS_CONNECTION_STRING_ENV] == SECRET, how
+        assert env["TEAM_TELEMETRY_CONNECTION"].startswith("Endpoint=sb://team/"), how
+        assert env["HUBFLOW_AZURE_STORAGE"] == '{"account": "lake"}', how
+        assert env["PATH"] == os.environ["PATH"], how
+        assert env["PYSPARK_PYTHON"] == os.environ.get("PYSPARK_PYTHON", sys.executable), how
+
+
+def test_a_job_with_a_secret_refuses_a_connection_whose_driver_runs_in_the_cluster(
+    registry: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deploy mode cluster on YARN: the provider would put the secret on spark-submit's command line
+    (spark.yarn.appMasterEnv.*), so the hook refuses before anything starts, saying what to change."""
+    connection = {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))
+    job = load_registry().job("orders")
+    refused = r"deploy mode cluster .* Set the connection's deploy mode to client"
+    with pytest.raises(ValueError, match=refused):
+        build_submit_hook(job, secrets={EVENTHUBS_CONNECTION_STRING_ENV: SECRET})
+    assert build_submit_hook(job)._connection["deploy_mode"] == "cluster", "no secret: nothing to refuse"
