@@ -2,7 +2,9 @@
 
 The SDK sends ``amqp.annotation.x-opt-offset > '<offset>'`` (or sequence-number / enqueued-time, with
 ``>=`` when inclusive; ``-1`` = start of stream, ``@latest`` = end) as an
-``apache.org:selector-filter:string`` filter on the link's source.
+``apache.org:selector-filter:string`` filter on the link's source. A link without that filter starts
+at the partition's beginning (the earliest retained event), as on the service; a client that wants
+only new events sends ``@latest``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ def address_of(term: Any) -> str:
 
 
 def start_position(log_: PartitionLog, source: Any) -> int:
-    """The first sequence number a new consumer link delivers, from its selector filter."""
+    """The first sequence number a new consumer link delivers, from its selector filter.
+
+    No filter means the start of the partition (the earliest retained event), as the service does.
+    """
     filters = None
     if isinstance(source, Described) and isinstance(source.value, list) and len(source.value) > 7:
         filters = source.value[7]
@@ -49,7 +54,7 @@ def start_position(log_: PartitionLog, source: Any) -> int:
             ):
                 expression = value.value if isinstance(value, Described) else value
     if expression is None:
-        return log_.next_seq  # no position: like "@latest"
+        return log_.begin_seq  # no position: from the start of the partition, as on the service
     if isinstance(expression, bytes):
         expression = expression.decode("utf-8", "replace")
     match = _SELECTOR.search(str(expression))

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import threading
 import time
 
 import pytest
-from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
+from azure.eventhub import (
+    EventData,
+    EventHubConsumerClient,
+    EventHubProducerClient,
+    EventHubSharedKeyCredential,
+)
+from azure.eventhub._pyamqp import ReceiveClient
+from azure.eventhub._pyamqp.authentication import JWTTokenAuth
+from azure.eventhub._pyamqp.message import Message
 
+from eventhubs_emulator import Emulator
 from tests.support.emulator import start_test_emulator
 from tests.support.processes import wait_until
 
@@ -187,3 +197,48 @@ def test_latest_gets_only_new_events_pushed_to_a_waiting_receiver(emulator):
     consumer.close()
     thread.join(timeout=10)
     assert [e.body_as_str() for _, e in received] == ["new"]
+
+
+def _receive_without_filter(
+    emu: Emulator, partition_id: str, expected: int, timeout: float = 60.0
+) -> list[Message]:
+    """Attach a receiver with no start-position filter (the SDK's pyamqp ReceiveClient, CBS auth).
+
+    ``EventHubConsumerClient`` always sends a selector filter ("@latest" by default), so a link
+    without one is made with the AMQP client inside azure-eventhub, authenticated the way the SDK
+    authenticates: a SAS token for the hub put on ``$cbs``.
+    """
+    host = f"127.0.0.1:{emu.port}"
+    audience = f"sb://{host}/hub1"
+    credential = EventHubSharedKeyCredential("RootManageSharedAccessKey", "SAS_KEY_VALUE")
+    auth = JWTTokenAuth(
+        audience,
+        audience,
+        functools.partial(credential.get_token, audience),
+        token_type=b"servicebus.windows.net:sastoken",
+    )
+    source = f"amqp://{host}/hub1/ConsumerGroups/$Default/Partitions/{partition_id}"
+    client = ReceiveClient(host, source, auth=auth, use_tls=False, retry_total=0)
+    got: list[Message] = []
+    deadline = time.monotonic() + timeout
+    try:
+        client.open()
+        while len(got) < expected and time.monotonic() < deadline:
+            got += client.receive_message_batch(max_batch_size=expected - len(got), timeout=1)
+    finally:
+        client.close()
+    return got
+
+
+def test_receiver_without_a_position_filter_starts_at_the_beginning_of_the_partition(emulator):
+    conn = emulator.connection_string("hub1")
+    send(conn, [f"first-{i}" for i in range(3)], partition_id="0")
+    send(conn, [f"second-{i}" for i in range(2)], partition_id="0")
+    expected = [f"first-{i}" for i in range(3)] + [f"second-{i}" for i in range(2)]
+    got = _receive_without_filter(emulator, "0", expected=5)
+    assert [b"".join(m.data).decode() for m in got] == expected
+    assert [m.message_annotations[b"x-opt-sequence-number"] for m in got] == list(range(5))
+    # The beginning is the earliest *retained* event: after retention drops 0-1, it starts at 2.
+    emulator.truncate("hub1", partition="0", before_sequence_number=2)
+    got = _receive_without_filter(emulator, "0", expected=3)
+    assert [m.message_annotations[b"x-opt-sequence-number"] for m in got] == [2, 3, 4]
