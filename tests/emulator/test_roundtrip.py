@@ -17,6 +17,7 @@ from azure.eventhub import (
 from azure.eventhub._pyamqp import ReceiveClient
 from azure.eventhub._pyamqp.authentication import JWTTokenAuth
 from azure.eventhub._pyamqp.message import Message
+from azure.eventhub.amqp import AmqpAnnotatedMessage
 
 from eventhubs_emulator import Emulator
 from tests.support.emulator import start_test_emulator
@@ -242,3 +243,30 @@ def test_receiver_without_a_position_filter_starts_at_the_beginning_of_the_parti
     emulator.truncate("hub1", partition="0", before_sequence_number=2)
     got = _receive_without_filter(emulator, "0", expected=3)
     assert [m.message_annotations[b"x-opt-sequence-number"] for m in got] == [2, 3, 4]
+
+
+def test_producer_message_annotations_reach_the_consumer_beside_the_service_ones(emulator):
+    conn = emulator.connection_string("hub1")
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        batched = EventData("batched")
+        batched.raw_amqp_message.annotations["x-custom-tenant"] = "t-1"
+        batched.raw_amqp_message.annotations["x-opt-sequence-number"] = 999  # the service's key wins
+        batched.raw_amqp_message.delivery_annotations = {"x-hop-only": "d"}
+        batch = producer.create_batch(partition_id="0")
+        batch.add(batched)
+        own = {"x-custom-tenant": "t-2", "rank": 7}
+        batch.add(AmqpAnnotatedMessage(value_body={"n": 1}, annotations=own))
+        producer.send_batch(batch)
+        single = EventData("single")
+        single.raw_amqp_message.annotations["x-custom-tenant"] = "t-3"
+        producer.send_event(single, partition_id="0")
+    for metrics in (False, True):  # with runtime metrics the emulator adds delivery annotations too
+        events = receive(conn, "0", expected=3, track_last_enqueued_event_properties=metrics)
+        annotations = [e.raw_amqp_message.annotations for e in events]
+        assert [a[b"x-custom-tenant"] for a in annotations] == [b"t-1", b"t-2", b"t-3"]
+        assert annotations[1][b"rank"] == 7
+        assert [a[b"x-opt-sequence-number"] for a in annotations] == [0, 1, 2]
+        assert [e.sequence_number for e in events] == [0, 1, 2]
+        assert all(b"x-opt-offset" in a and b"x-opt-enqueued-time" in a for a in annotations)
+        # Delivery annotations are for one hop (AMQP 1.0 §3.2.2): the producer's stop at the service.
+        assert all(b"x-hop-only" not in (e.raw_amqp_message.delivery_annotations or {}) for e in events)
