@@ -664,6 +664,8 @@ class Connection:
             return _rejected("amqp:decode-error", f"malformed request message: {exc}")
         if link.kind == "cbs":
             status, description, grant = management.put_token(self.broker, props, body)
+            if status == 404:
+                self.server.warn_once(("put-token", description), "refused a $cbs token: %s", description)
             if grant is not None:
                 now = time.time()
                 self.grants = [g for g in self.grants if g.expires_at > now] + [grant]

@@ -23,7 +23,12 @@ from .store import Broker
 
 
 def put_token(broker: Broker, props: dict, token: Any) -> tuple[int, str, Grant | None]:
-    """Answer a $cbs put-token request: (status code, description, the grant when accepted)."""
+    """Answer a $cbs put-token request: (status code, description, the grant when accepted).
+
+    As on the service: a bad or expired token is 401, and a token for an event hub the namespace does
+    not have is 404 "could not be found" (the client fails at once instead of attaching). A token for
+    the whole namespace (no path) is accepted.
+    """
     if props.get("operation") != "put-token":
         operation = props.get("operation")
         return 400, f"Unsupported $cbs operation {operation!r}; only put-token is supported.", None
@@ -34,7 +39,23 @@ def put_token(broker: Broker, props: dict, token: Any) -> tuple[int, str, Grant 
     name = props.get("name")
     if isinstance(name, str) and audience_path(name) != grant.path:
         return 401, "InvalidAudience: the token's audience does not match the 'name' of the request.", None
+    hub_name = grant.path.split("/", 1)[0]
+    if hub_name and broker.hub(hub_name) is None:
+        return 404, entity_not_found(name if isinstance(name, str) else grant.path, hub_name), None
     return 202, "Accepted", grant
+
+
+def entity_not_found(audience: str, hub_name: str) -> str:
+    """The put-token description for a token whose audience names an event hub that does not exist.
+
+    The first sentence is the service's (it names the audience, e.g. ``sb://<namespace host>/<hub>``);
+    the emulator adds which setting to change.
+    """
+    return (
+        f"The messaging entity '{audience}' could not be found. To know more visit "
+        f"https://aka.ms/sbResourceMgrExceptions. (Emulator: event hub '{hub_name}' is not configured; "
+        f"add it to the namespace's Entities in Config.json.)"
+    )
 
 
 def read(broker: Broker, props: dict, authorized: Callable[[str], bool]) -> tuple[int, str, Any]:

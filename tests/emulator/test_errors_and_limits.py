@@ -7,6 +7,7 @@ import base64
 import hashlib
 import hmac
 import logging
+import re
 import threading
 import time
 from urllib.parse import quote_plus, urlencode
@@ -71,12 +72,45 @@ def test_valid_token_from_sas_credential_works(emulator):
         assert producer.get_partition_ids() == ["0", "1"]
 
 
-def test_unknown_hub_and_partition_are_not_found(emulator):
+def _hub_not_found(emu: Emulator, hub: str) -> str:
+    """What the SDK reports for a $cbs put-token the service answers with 404 (the audience is the hub)."""
+    return (
+        "CBS Token authentication failed.\nStatus code: 404\n"
+        f"Description: The messaging entity 'sb://127.0.0.1:{emu.port}/{hub}' could not be found."
+    )
+
+
+def test_token_for_an_unknown_hub_is_refused_on_cbs_with_404(emulator, caplog):
+    """As on the service, $cbs answers put-token for a hub the namespace lacks with 404 "could not be
+    found", so the SDK fails before it attaches a link (AuthenticationError, an EventHubError)."""
+    caplog.set_level(logging.WARNING, logger="eventhubs_emulator")
     missing = emulator.connection_string("hub1").replace("EntityPath=hub1", "EntityPath=nohub")
+    expected = re.escape(_hub_not_found(emulator, "nohub"))
     started = time.monotonic()
-    with pytest.raises(ConnectError, match="could not be found"):
+    with pytest.raises(AuthenticationError, match=expected):
         with EventHubProducerClient.from_connection_string(missing, retry_total=0) as producer:
             producer.get_eventhub_properties()
+    with pytest.raises(AuthenticationError, match=expected):
+        with EventHubProducerClient.from_connection_string(missing, retry_total=0) as producer:
+            producer.send_batch([EventData("never")], partition_id="0")
+    with pytest.raises(AuthenticationError, match=expected):
+        with EventHubConsumerClient.from_connection_string(
+            missing, consumer_group="$Default", retry_total=0
+        ) as consumer:
+            consumer.get_eventhub_properties()
+    assert time.monotonic() - started < 60
+    warnings = [r.getMessage() for r in caplog.records if r.name == "eventhubs_emulator"]
+    assert len([w for w in warnings if "'nohub' is not configured" in w]) == 1, warnings
+    # The hub that exists still answers, and its token is still accepted for sending.
+    conn = emulator.connection_string("hub1")
+    with EventHubProducerClient.from_connection_string(conn, retry_total=0) as producer:
+        assert producer.get_eventhub_properties()["eventhub_name"] == "hub1"
+        producer.send_batch([EventData("still works")], partition_id="0")
+    assert [e.body_as_str() for e in receive(conn, "0", expected=1)] == ["still works"]
+
+
+def test_unknown_partition_is_not_found(emulator):
+    started = time.monotonic()
     with pytest.raises(ConnectError, match="does not exist"):
         with EventHubProducerClient.from_connection_string(
             emulator.connection_string("hub1"), retry_total=0
