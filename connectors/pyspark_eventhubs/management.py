@@ -206,6 +206,11 @@ class ManagementSession:
         except EventHubsClientError:
             raise
         except Exception as exc:
+            code = getattr(exc, "status_code", None)  # pyamqp's TokenAuthFailure: $cbs refused the token
+            if isinstance(code, int) and code in (401, 403, 404):
+                description = getattr(exc, "status_description", None)
+                text = _text(description) if description is not None else ""
+                raise self._refused("the hub", code, text) from None
             raise _Retryable(
                 f"Event hub {self.options.description}: management request failed: "
                 f"{redact(f'{type(exc).__name__}: {exc}', self.options)}"
@@ -266,16 +271,24 @@ class ManagementSession:
         text = _text(description) if description is not None else ""
         if code < 400:
             return response.value
-        detail = f"{code} {text}".strip()
+        raise self._refused(what, code, text)
+
+    def _refused(self, what: str, code: int, text: str) -> EventHubsClientError:
+        """The error for a refusal with a status code, from ``$management`` or from ``$cbs``.
+
+        The service answers ``$cbs`` put-token for a hub the namespace lacks with 404 and a bad key
+        with 401, before any READ: those are not worth a retry either.
+        """
+        detail = redact(f"{code} {text}".strip(), self.options)
         if code in (401, 403):
-            raise EventHubsClientError(
+            return EventHubsClientError(
                 f"Event hub {self.options.description}: not authorized to read {what} ({detail}); "
                 "check the connection string's key or the credential's role (Azure Event Hubs Data "
                 "Receiver)."
             )
         if code == 404:
-            raise EventHubsClientError(
+            return EventHubsClientError(
                 f"Event hub {self.options.description}: {what} was not found ({detail}); check "
                 "eventhubs.name / EntityPath."
             )
-        raise _Retryable(f"Event hub {self.options.description}: reading {what} failed ({detail}).")
+        return _Retryable(f"Event hub {self.options.description}: reading {what} failed ({detail}).")

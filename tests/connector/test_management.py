@@ -69,7 +69,8 @@ def test_new_partitions_appear_once_the_listing_is_due(hub: Hub, monkeypatch: py
         metadata.close()
 
 
-def test_an_unknown_hub_is_a_clear_error(hub: Hub) -> None:
+def test_an_unknown_hub_is_a_clear_error(hub: Hub, caplog: pytest.LogCaptureFixture) -> None:
+    """The service refuses the $cbs token for a hub it lacks (404) before any READ: not retried."""
     conn = hub.connection_string.replace(";EntityPath=hub1", "")
     metadata = HubMetadata(parse_options({"eventhubs.connectionString": conn, "eventhubs.name": "nohub"}))
     try:
@@ -77,7 +78,23 @@ def test_an_unknown_hub_is_a_clear_error(hub: Hub) -> None:
             metadata.bounds()
     finally:
         metadata.close()
+    assert "the hub was not found (404 " in str(info.value)
+    assert "check eventhubs.name / EntityPath" in str(info.value)
+    assert not [r for r in caplog.records if "reconnecting" in r.getMessage()]
     assert "SharedAccessKey" not in str(info.value)
+
+
+def test_a_wrong_key_is_a_clear_error_not_retried(hub: Hub, caplog: pytest.LogCaptureFixture) -> None:
+    conn = hub.connection_string.replace("SharedAccessKey=SAS_KEY_VALUE", "SharedAccessKey=wrong")
+    metadata = HubMetadata(parse_options({"eventhubs.connectionString": conn}))
+    try:
+        with pytest.raises(EventHubsClientError, match="not authorized to read the hub") as info:
+            metadata.bounds()
+    finally:
+        metadata.close()
+    assert "(401 " in str(info.value)
+    assert not [r for r in caplog.records if "reconnecting" in r.getMessage()]
+    assert "SAS_KEY_VALUE" not in str(info.value) and "=wrong" not in str(info.value)
 
 
 def test_the_request_rate_stays_within_the_service_quota() -> None:
