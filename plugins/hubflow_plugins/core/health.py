@@ -1,16 +1,20 @@
-"""Judging a job's health from its checkpoint, and optionally its Event Hubs lag. No Airflow import.
+"""Judging a job's health from its checkpoint, its status folder and optionally its Event Hubs lag.
+No Airflow import.
 
-Shared by the poke-mode sensor and the deferrable trigger so both decide the same way.
+:func:`judge` is the one judgment the poke-mode sensor and the deferrable trigger both make, from a
+:class:`HealthCheck` (what to judge, plain values that travel to the triggerer): the checkpoint's
+verdict, stalled after how long, idle not stalled when the job is alive or ran dry, a job held by
+on-call reported and not judged, and the lag limit.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from hubflow_jobs.status_folder import WORKING_STATES, JobState, parse_state
+from hubflow_jobs.status_folder import WORKING_STATES, JobState, StatusFolder, parse_state
 from hubflow_plugins.core.checkpoint_inspector import Verdict
 
 #: Verdicts that end a health check well.
@@ -33,6 +37,8 @@ class HealthResult:
     failed: bool
     lag: dict[str, int] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)
+    #: What the judgment read besides the checkpoint (the job's liveness), for the task log.
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,7 +47,69 @@ class HealthResult:
             "done": self.done,
             "failed": self.failed,
             "lag": self.lag,
+            "notes": self.notes,
         }
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """What one health check judges: plain values, so the deferrable trigger carries them as is.
+
+    ``status_dir`` and ``heartbeat_timeout_seconds`` locate and time the job's liveness, read when
+    ``allow_idle`` or ``skip_when_held`` asks for it; ``streaming`` says which idle applies (a live
+    driver, or a scheduled run that read nothing). ``max_lag_events`` needs the hub's latest sequence
+    numbers, which the caller reads (the Airflow connection is not the core's).
+    """
+
+    checkpoint: str
+    stalled_after_seconds: float
+    accept: tuple[str, ...] = tuple(str(v) for v in HEALTHY)
+    fail_on: tuple[str, ...] = tuple(str(v) for v in FAILING)
+    status_dir: str | None = None
+    heartbeat_timeout_seconds: float = 120.0
+    streaming: bool = False
+    allow_idle: bool = False
+    skip_when_held: bool = False
+    max_lag_events: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (tuples as lists), for a trigger's serialization."""
+        fields = asdict(self)
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in fields.items()}
+
+
+def judge(check: HealthCheck, latest: tuple[str, dict[str, int]] | None = None) -> HealthResult:
+    """The health of the job ``check`` describes (``latest``: the hub's next sequence numbers, for the lag).
+
+    A job held by on-call and not running is reported as ``held`` and not judged (a held job is meant
+    to be stopped) when ``skip_when_held``; otherwise :func:`check_health` decides, with the idle
+    exceptions ``allow_idle`` asks for.
+    """
+    notes: list[str] = []
+    live_state, ran_without_input = None, False
+    if check.status_dir and (check.allow_idle or check.skip_when_held):
+        folder = StatusFolder(check.status_dir)
+        live = folder.liveness(check.heartbeat_timeout_seconds)
+        notes.append(f"job status: {live.reason}")
+        if check.skip_when_held and live.hold is not None and not live.alive:
+            reason = f"held {live.hold.describe()}: its health is not judged"
+            return HealthResult(str(JobState.HELD), reason, done=True, failed=False, notes=notes)
+        if check.allow_idle and check.streaming:
+            live_state = live.state if live.alive else None
+        elif check.allow_idle:
+            ran_without_input = finished_without_input(folder.status())
+    result = check_health(
+        check.checkpoint,
+        stalled_after=timedelta(seconds=check.stalled_after_seconds),
+        accept=check.accept,
+        fail_on=check.fail_on,
+        latest=latest,
+        max_lag_events=check.max_lag_events,
+        live_state=live_state,
+        ran_without_input=ran_without_input,
+    )
+    result.notes = notes
+    return result
 
 
 def check_health(

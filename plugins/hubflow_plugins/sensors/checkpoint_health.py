@@ -13,7 +13,8 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from hubflow_jobs.durations import parse_duration
-from hubflow_plugins.core.health import FAILING, HEALTHY
+from hubflow_jobs.status_folder import JobState
+from hubflow_plugins.core.health import FAILING, HEALTHY, HealthCheck
 from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.run_context import is_backfill_run
 
@@ -28,13 +29,14 @@ class CheckpointHealthSensor(BaseSensorOperator):
         missing).
     :param stalled_after: no commit for longer than this is ``stalled`` (default: the registry's).
     :param max_lag_events: with the job's Event Hubs connection, fail when the committed offsets are
-        more than this many events behind the hub (summed over partitions). Poke mode only.
+        more than this many events behind the hub (summed over partitions).
     :param allow_idle: idle is not stalled: a ``stalled`` or ``missing`` checkpoint is healthy when
         a streaming job is alive (fresh heartbeat) and commits nothing because no input arrives,
-        or when a scheduled job's last run finished having read no input. Poke mode only.
+        or when a scheduled job's last run finished having read no input.
     :param skip_when_held: a job held by on-call (``HOLD``) is reported and not judged (the
-        supervisor sets it: a held job is meant to be stopped). Poke mode only.
-    :param deferrable: wait in the triggerer instead of holding a worker slot.
+        supervisor sets it: a held job is meant to be stopped).
+    :param deferrable: wait in the triggerer instead of holding a worker slot; the trigger makes the
+        same judgment as a poke (:func:`hubflow_plugins.core.health.judge`).
 
     In a backfill run the sensor is skipped (and with it what follows, e.g. archiving).
     """
@@ -71,6 +73,21 @@ class CheckpointHealthSensor(BaseSensorOperator):
     def _stalled_after(self, job: Any) -> timedelta:
         return parse_duration(self.stalled_after) if self.stalled_after else job.stalled_after_delta
 
+    def _health_check(self, job: Any) -> HealthCheck:
+        """What to judge, from the registry's job and this task's parameters."""
+        return HealthCheck(
+            checkpoint=job.paths.checkpoint_location,
+            stalled_after_seconds=self._stalled_after(job).total_seconds(),
+            accept=self.accept,
+            fail_on=self.fail_on,
+            status_dir=job.paths.status_dir,
+            heartbeat_timeout_seconds=job.heartbeat_timeout.total_seconds(),
+            streaming=job.mode == "streaming",
+            allow_idle=self.allow_idle,
+            skip_when_held=self.skip_when_held,
+            max_lag_events=self.max_lag_events if job.eventhubs_conn_id else None,
+        )
+
     def execute(self, context: Any) -> Any:
         if is_backfill_run(context):
             raise AirflowSkipException(
@@ -82,63 +99,47 @@ class CheckpointHealthSensor(BaseSensorOperator):
         from hubflow_plugins.triggers.checkpoint_health import CheckpointHealthTrigger
 
         job = load_registry().job(self.job_name)
+        check = self._health_check(job)
         self.defer(
             trigger=CheckpointHealthTrigger(
-                checkpoint=job.paths.checkpoint_location,
-                stalled_after_seconds=self._stalled_after(job).total_seconds(),
-                accept=list(self.accept),
-                fail_on=list(self.fail_on),
+                **check.to_dict(),
                 poke_interval=float(self.poke_interval),
+                eventhubs_conn_id=job.eventhubs_conn_id,
+                consumer_group=self.consumer_group,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=float(self.timeout)) if self.timeout else None,
         )
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        self.log.info("checkpoint of job %s: %s: %s", self.job_name, event["verdict"], event["reason"])
-        if event.get("failed"):
-            raise AirflowFailException(
-                f"job {self.job_name}: checkpoint {event['verdict']}: {event['reason']}"
-            )
+        for note in event.get("notes") or []:
+            self.log.info("%s", note)
+        self._report(event["verdict"], event["reason"], event.get("lag"), event.get("failed"))
         return event
 
     def poke(self, context: Any) -> bool:
-        from hubflow_plugins.core.health import check_health
+        from hubflow_plugins.core.health import judge
 
         job = load_registry().job(self.job_name)
+        check = self._health_check(job)
         latest = None
-        if self.max_lag_events is not None and job.eventhubs_conn_id:
+        if check.max_lag_events is not None:
             from hubflow_plugins.hooks.eventhubs import EventHubsHook
 
             latest = EventHubsHook(job.eventhubs_conn_id).latest_sequence_numbers(self.consumer_group)
-        live_state, ran_without_input = None, False
-        if self.allow_idle or self.skip_when_held:
-            from hubflow_jobs.status_folder import StatusFolder
-            from hubflow_plugins.core.health import finished_without_input
-
-            folder = StatusFolder(job.paths.status_dir)
-            live = folder.liveness(job.heartbeat_timeout.total_seconds())
-            self.log.info("job status: %s", live.reason)
-            if self.skip_when_held and live.hold is not None and not live.alive:
-                self.log.info("job %s is held %s: its health is not judged", job.name, live.hold.describe())
-                return True
-            if self.allow_idle and job.mode == "streaming":
-                live_state = live.state if live.alive else None
-            elif self.allow_idle:
-                ran_without_input = finished_without_input(folder.status())
-        result = check_health(
-            job.paths.checkpoint_location,
-            stalled_after=self._stalled_after(job),
-            accept=self.accept,
-            fail_on=self.fail_on,
-            latest=latest,
-            max_lag_events=self.max_lag_events,
-            live_state=live_state,
-            ran_without_input=ran_without_input,
-        )
-        self.log.info("checkpoint of job %s: %s: %s", job.name, result.verdict, result.reason)
-        if result.lag:
-            self.log.info("Event Hubs lag per partition: %s", result.lag)
-        if result.failed:
-            raise AirflowFailException(f"job {job.name}: checkpoint {result.verdict}: {result.reason}")
+        result = judge(check, latest)
+        for note in result.notes:
+            self.log.info("%s", note)
+        self._report(result.verdict, result.reason, result.lag, result.failed)
         return result.done
+
+    def _report(self, verdict: str, reason: str, lag: dict[str, int] | None, failed: bool | None) -> None:
+        """Log the judgment; a failing one fails the task without retry (waiting will not mend it)."""
+        if verdict == JobState.HELD:
+            self.log.info("job %s is %s", self.job_name, reason)
+            return
+        self.log.info("checkpoint of job %s: %s: %s", self.job_name, verdict, reason)
+        if lag:
+            self.log.info("Event Hubs lag per partition: %s", lag)
+        if failed:
+            raise AirflowFailException(f"job {self.job_name}: checkpoint {verdict}: {reason}")

@@ -12,6 +12,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from hubflow_plugins.core.checkpoint_inspector import Verdict
+from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.sensors.checkpoint_health import CheckpointHealthSensor
 from hubflow_plugins.triggers.checkpoint_health import CheckpointHealthTrigger
 
@@ -50,6 +51,15 @@ def test_deferrable_hands_the_trigger_the_jobs_checkpoint_and_plain_verdicts(
         "accept": ["healthy"],
         "fail_on": ["corrupt", "missing"],
         "poke_interval": 7.0,
+        # the rest of the poke's judgment travels too (tests/plugins/triggers: held, idle)
+        "status_dir": str(tmp_path / "orders" / "status" / "orders"),
+        "heartbeat_timeout_seconds": load_registry().job("orders").heartbeat_timeout.total_seconds(),
+        "streaming": False,
+        "allow_idle": False,
+        "skip_when_held": False,
+        "max_lag_events": None,
+        "eventhubs_conn_id": None,
+        "consumer_group": "$Default",
     }
 
 
