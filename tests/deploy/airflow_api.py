@@ -76,17 +76,21 @@ class AirflowApi:
                 lines.append(str(entry))
         return "\n".join(lines)
 
-    def create_backfill(self, dag_id: str, start: datetime, end: datetime) -> dict[str, Any]:
-        """A backfill of every interval in ``[start, end)``, rerunning intervals that already ran."""
+    def create_backfill(
+        self, dag_id: str, first: datetime, last: datetime, max_active_runs: int = 1
+    ) -> dict[str, Any]:
+        """A backfill of the runs with logical dates ``first`` to ``last``, both included (Airflow's
+        ``to_date`` is inclusive), rerunning intervals that already ran; ``max_active_runs`` of them
+        at once (the UI's Backfill dialog offers 10)."""
         return self._call(
             "POST",
             "/api/v2/backfills",
             json={
                 "dag_id": dag_id,
-                "from_date": start.isoformat(),
-                "to_date": end.isoformat(),
+                "from_date": first.isoformat(),
+                "to_date": last.isoformat(),
                 "reprocess_behavior": "completed",
-                "max_active_runs": 1,
+                "max_active_runs": max_active_runs,
                 "run_backwards": False,
             },
         )

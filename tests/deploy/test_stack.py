@@ -2,15 +2,16 @@
 Airflow's REST API and ``docker`` (``make stack-test``; part of ``make test`` where Docker can run).
 
 One compose project (``hubflow-proof``, its own volumes and free host ports) is brought up by
-``scripts/stack.sh up`` with the proof's registry overrides (supervisor and schedule every minute,
-landing folders by minute; tests/deploy/stack/). Then, in order:
+``scripts/stack.sh up`` with the proof's registry overrides (supervisor every minute, the landing job
+every 2 minutes, landing folders by minute; tests/deploy/stack/). Then, in order:
 
 1. 10,000 events go to the emulator and order files (good and bad records) land in two past
    minutes' folders; the supervisor DAG starts ``telemetry_bronze`` on a Celery worker and
    ``landing_orders`` runs on its schedule and archives what it committed.
-2. A backfill of the two minutes through ``POST /api/v2/backfills`` while the stream runs: each
-   interval's records, from landing or archive, in the backfill table. Then ``landing_orders`` is
-   paused: it has nothing left to show, and its run a minute would only load the machine.
+2. A backfill of the interval holding both minutes through ``POST /api/v2/backfills`` while the
+   stream runs: the records of each of its folders, from landing or archive, replace theirs in the
+   job's Delta tables (one ``replaceWhere`` commit each). Then ``landing_orders`` is paused: it has
+   nothing left to show, and its run every 2 minutes would only load the machine.
 3. ``docker kill`` of the Celery worker that hosts the streaming driver; 10,000 more events. The
    supervisor, on the other worker, restarts the job within its interval plus the lease; a sampler
    sees at most one driver at any moment.
@@ -37,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.deploy.airflow_api import AirflowApi, wait_for
@@ -60,6 +62,8 @@ ONCALL = "hubflow__oncall"
 WORKERS = ("airflow-worker-1", "airflow-worker-2")
 #: The supervisor's interval in the proof (tests/deploy/stack/registry-overrides.yaml).
 SUPERVISE_EVERY = 60.0
+#: landing_orders' schedule there: one backfill interval spans two minute folders.
+LANDING_EVERY = timedelta(minutes=2)
 EVENTS_PER_ROUND = 10_000
 LANDING = "/opt/hubflow/data/landing/orders"
 #: A driver's start on a loaded 2-core machine (spark-submit, JVM, session, executors).
@@ -326,6 +330,21 @@ def diagnostics(stack: ComposeStack, api: AirflowApi) -> str:
                 lines.append(f"{run['dag_run_id']} {run['run_type']} {run['state']}: {tasks}")
                 if run["state"] == "failed" and len(lines) < 400:
                     lines.append(failed_run_detail(api, dag_id, run)[-2500:])
+        lines.append(f"--- {LANDING_DAG} backfill runs")
+        for run in api.runs(LANDING_DAG, run_type="backfill"):
+            lines.append(f"{run['dag_run_id']} {run['state']} (start {run.get('start_date')})")
+            for task in api.task_instances(LANDING_DAG, run["dag_run_id"]):
+                lines.append(
+                    f"  {task['task_id']}: {task['state']} try {task['try_number']} on {task.get('hostname')}"
+                )
+                if task["state"] not in ("success", "skipped", None) and task["try_number"]:
+                    log = api.task_log(LANDING_DAG, run["dag_run_id"], task["task_id"], task["try_number"])
+                    lines.append(log[-4000:])
+        lines.append("--- spark master (applications: cores)")
+        master = httpx.get(f"http://127.0.0.1:{stack.ports['spark']}/json/", timeout=30).json()
+        lines.append(f"cores {master.get('coresused')}/{master.get('cores')}")
+        for app in master.get("activeapps", []):
+            lines.append(f"  {app.get('name')}: {app.get('cores')} cores, {app.get('state')}")
         lines.append("--- status page")
         lines.extend(json.dumps(job, default=str)[:1500] for job in api.status_page_jobs())
         lines.append("--- telemetry_bronze driver.log (end)")
@@ -344,6 +363,8 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
     phase = time.monotonic()
     landing = Landing()
     now = datetime.now(UTC).replace(second=0, microsecond=0)
+    # Two minute folders of one backfill interval [now - 3 min, now - 1 min), which lies before
+    # every scheduled run's (the first one's ends when the DAG is unpaused).
     backfill_minutes = [now - timedelta(minutes=3), now - timedelta(minutes=2)]
     for minute in backfill_minutes:
         landing.add(stack, minute)
@@ -373,27 +394,25 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
         )
         timings["landing files archived"] = time.monotonic() - phase
 
-        # 2. Backfill the two minutes while the stream runs.
+        # 2. Backfill the interval of the two minutes while the stream runs: one run (Airflow's
+        # to_date is inclusive: from and to the interval's logical date).
         phase = time.monotonic()
-        backfill = api.create_backfill(
-            LANDING_DAG, backfill_minutes[0], backfill_minutes[-1] + timedelta(minutes=1)
-        )
+        assert backfill_minutes[-1] + timedelta(minutes=1) - backfill_minutes[0] == LANDING_EVERY
+        backfill = api.create_backfill(LANDING_DAG, backfill_minutes[0], backfill_minutes[0])
 
         def backfill_done() -> list[dict] | None:
-            runs = [
-                r for r in api.runs(LANDING_DAG, run_type="backfill") if r["state"] in ("success", "failed")
-            ]
-            failed = [r for r in runs if r["state"] == "failed"]
+            runs = api.runs(LANDING_DAG, run_type="backfill")
+            assert len(runs) <= 1, f"a run outside the interval: {runs}"
+            finished = [r for r in runs if r["state"] in ("success", "failed")]
+            failed = [r for r in finished if r["state"] == "failed"]
             assert not failed, failed_run_detail(api, LANDING_DAG, failed[0])
-            return runs if len(runs) >= len(backfill_minutes) else None
+            return finished or None
 
-        backfill_runs = wait_for(
-            backfill_done, 2 * START_UP + 120, f"backfill {backfill['id']} of two intervals"
-        )
+        backfill_runs = wait_for(backfill_done, START_UP + 120, f"backfill {backfill['id']} of one interval")
         assert running_on(api, sampler) == first_host, "the stream stopped during the backfill"
-        timings["backfill of two intervals"] = time.monotonic() - phase
+        timings["backfill of one interval"] = time.monotonic() - phase
         # landing_orders has shown what it must (scheduled runs beside the stream, the archive, the
-        # backfill): pausing it spares the rest of the proof a spark-submit a minute on 2 shared cores.
+        # backfill): pausing it spares the rest of the proof a spark-submit every 2 minutes on 2 cores.
         api.pause(LANDING_DAG)
 
         # 3. Lose the worker that hosts the driver.
@@ -473,8 +492,10 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
     # Every landing record once: written or quarantined, never both, never twice.
     assert report["orders_ids"] == landing.all_good()
     assert report["quarantine_raw"] == landing.all_bad()
-    # The backfill table holds each interval's records exactly.
-    assert len(backfill_runs) == len(backfill_minutes)
+    # The backfill replaced its interval's rows once in each table; they hold each folder's records
+    # exactly.
+    assert len(backfill_runs) == 1
+    assert report["replacements"] == {"orders": 1, "quarantine": 1}, report["replacements"]
     for minute in backfill_minutes:
         folder = f"{LANDING}/{minute:%Y/%m/%d/%H/%M}"
         window = report["backfill"][f"{minute:%Y-%m-%dT%H:%M:%SZ}"]

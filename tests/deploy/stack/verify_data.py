@@ -83,6 +83,20 @@ def files_under(root: Path) -> list[str]:
     )
 
 
+def replacements(spark, path: str) -> int:
+    """How many commits of the Delta table at ``path`` replaced rows (``replaceWhere``: an overwrite
+    with a predicate), from its history."""
+    from delta.tables import DeltaTable
+
+    history = DeltaTable.forPath(spark, path).history().collect()
+    return sum(
+        1
+        for commit in history
+        if (commit.operationParameters or {}).get("mode") == "Overwrite"
+        and (commit.operationParameters or {}).get("predicate")
+    )
+
+
 def main() -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
@@ -138,6 +152,9 @@ def main() -> int:
     report["backfill"] = {
         window: {k: sorted(v) for k, v in entry.items()} for window, entry in backfill.items()
     }
+    if orders_format == "delta":  # the backfill's replaceWhere commits (the stream only appends)
+        tables = {"orders": ORDERS.sink.output_path, "quarantine": ORDERS.sink.quarantine_path}
+        report["replacements"] = {name: replacements(spark, path) for name, path in tables.items()}
     report["checkpoint"] = checkpoint_files()
     report["archive_files"] = files_under(ARCHIVE)
     report["landing_files"] = files_under(LANDING)
