@@ -1,9 +1,10 @@
 """The operator that supervises a long-running streaming job: ensure it runs, start, stop, restart, rewind.
 
-Thin on purpose: the registry says what a job is, ``hooks.spark_submit`` builds the command through
-the provider's SparkSubmitHook, ``core.job_control`` stops a running job, ``core.rewind`` does a
-rewind and ``hubflow_jobs.status_folder`` (the job<->supervisor contract) says whether it runs or is
-held. Heavy imports (fsspec backends, the Azure SDK) happen inside ``execute``.
+Thin on purpose: the registry says what a job is, ``core.supervision`` decides what an action does
+(a pure function of what was found), ``hooks.spark_submit`` builds the command through the
+provider's SparkSubmitHook, ``core.job_control`` stops a running job, ``core.rewind`` does a rewind
+and ``hubflow_jobs.status_folder`` (the job<->supervisor contract) says whether it runs or is held.
+Heavy imports (fsspec backends, the Azure SDK) happen inside ``execute``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from hubflow_plugins.core.registry import RegisteredJob, load_registry
+from hubflow_plugins.core.supervision import STREAMING_ACTIONS, Step
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.run_context import is_true, requested_by
-
-STREAMING_ACTIONS = ("ensure_running", "start", "stop", "restart", "rewind")
 
 
 class StreamingJobOperator(BaseOperator):
@@ -82,6 +82,7 @@ class StreamingJobOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from hubflow_plugins.core.job_control import JobControl
+        from hubflow_plugins.core.supervision import decide
 
         if self.action not in STREAMING_ACTIONS:
             raise AirflowFailException(f"unknown action {self.action!r}; expected one of {STREAMING_ACTIONS}")
@@ -91,60 +92,62 @@ class StreamingJobOperator(BaseOperator):
         control = JobControl(job.name, job.paths.status_dir, heartbeat_timeout=job.heartbeat_timeout)
         live = control.liveness()
         self.log.info("found: %s", live.reason)
-        done: list[str] = []
         if self.action == "rewind":
             return self._rewind(job, control, live, dry_run, who)
-        if self.action == "ensure_running" and live.hold is not None:
+        decision = decide(
+            self.action,
+            alive=live.alive,
+            held=live.hold is not None,
+            recent_restarts=control.folder.restarts_within(3600) if not live.alive else 0,
+            max_restarts_per_hour=job.max_restarts_per_hour,
+        )
+        if decision.refusal:
+            raise AirflowFailException(
+                f"job {job.name} is {decision.refusal}; last state: {live.reason}. Read its driver "
+                f"log in {job.paths.status_dir}/driver.log, fix the cause, then start it from the "
+                "on-call DAG."
+            )
+        if decision.steps == (Step.REPORT_HOLD,):
             return self._report_hold(job, live, dry_run)
+        done: list[str] = []
+        for step in decision.steps:  # each said as it is done: a stop can take minutes
+            done.append(self._carry_out(step, job, control, live, dry_run, who, decision.count_restart))
+            self.log.info("%s", done[-1])
+        return {"job": job.name, "action": self.action, "dry_run": dry_run, "done": done}
 
-        if self.action == "stop":
+    def _carry_out(
+        self,
+        step: Step,
+        job: RegisteredJob,
+        control: Any,
+        live: Any,
+        dry_run: bool,
+        who: str,
+        count_restart: bool,
+    ) -> str:
+        """Do one step of the decision (or say what it would do); return what was done."""
+        if step == Step.PLACE_HOLD:
             reason = self.reason or "on-call stop"
             if dry_run:
-                done.append(f"would hold job {job.name} ({who}: {reason}) and stop it")
-            else:
-                hold = control.folder.place_hold(reason, by=who)
-                done.append(
-                    f"held job {job.name} {hold.describe()}; supervisors leave it stopped until start"
-                )
-                self.log.info("%s", done[-1])
-        if self.action in ("start", "restart") and live.hold is not None:
+                return f"would hold job {job.name} ({who}: {reason}) and stop it"
+            hold = control.folder.place_hold(reason, by=who)
+            return f"held job {job.name} {hold.describe()}; supervisors leave it stopped until start"
+        if step == Step.RELEASE_HOLD:
             if dry_run:
-                done.append(f"would release the hold {live.hold.describe()}")
-            else:
-                control.folder.release_hold()
-                done.append(f"released the hold {live.hold.describe()}")
-                self.log.info("%s", done[-1])
-
-        if self.action in ("stop", "restart") and live.alive:
+                return f"would release the hold {live.hold.describe()}"
+            control.folder.release_hold()
+            return f"released the hold {live.hold.describe()}"
+        if step == Step.STOP:
             if dry_run:
-                done.append(f"would stop job {job.name} (pid {live.pid} on {live.host})")
-            else:
-                done.append(control.stop(self.stop_wait, log=self.log.info, requested_by=who))
-            live = control.liveness()
-        elif self.action == "stop":
-            done.append("nothing to stop")
-
-        if self.action in ("ensure_running", "start", "restart"):
-            if live.alive:
-                done.append("already running; nothing to do")
-            else:
-                recent = control.folder.restarts_within(3600)
-                if self.action == "ensure_running" and recent >= job.max_restarts_per_hour:
-                    raise AirflowFailException(
-                        f"job {job.name} is restart-looping: restarted {recent} times in the last hour "
-                        f"(limit {job.max_restarts_per_hour}); last state: {live.reason}. Read its driver "
-                        f"log in {job.paths.status_dir}/driver.log, fix the cause, then start it from the "
-                        "on-call DAG."
-                    )
-                if dry_run:
-                    done.append(f"would start job {job.name} from checkpoint {job.paths.checkpoint_location}")
-                else:
-                    # Only the supervisor's own restarts count towards its restart-loop limit: an
-                    # on-call start is the deliberate action that limit's message asks for.
-                    done.append(self._start(job, control, count_restart=self.action == "ensure_running"))
-        for line in done:
-            self.log.info("%s", line)
-        return {"job": job.name, "action": self.action, "dry_run": dry_run, "done": done}
+                return f"would stop job {job.name} (pid {live.pid} on {live.host})"
+            return control.stop(self.stop_wait, log=self.log.info, requested_by=who)
+        if step == Step.NOTHING_TO_STOP:
+            return "nothing to stop"
+        if step == Step.ALREADY_RUNNING:
+            return "already running; nothing to do"
+        if dry_run:
+            return f"would start job {job.name} from checkpoint {job.paths.checkpoint_location}"
+        return self._start(job, control, count_restart=count_restart)
 
     def _report_hold(self, job: RegisteredJob, live: Any, dry_run: bool) -> dict[str, Any]:
         """``ensure_running`` of a held job: say so, start nothing, succeed."""
