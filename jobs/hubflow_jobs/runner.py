@@ -28,6 +28,7 @@ from . import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_HELD, EXIT_KILLED, EXIT_LOCKE
 from .config import ConfigError, JobConfig, load_config
 from .executors import NoExecutorsError
 from .listener import StatusListener
+from .process_identity import process_fields
 from .query_group import last_batch_id, stop_after_batch
 from .query_start import WorkerStartTimedOut, check_worker_start, start_attempts
 from .session import build_session
@@ -104,12 +105,13 @@ def main(argv: Sequence[str], model: type[ConfigT], start_query: StartQuery, des
     outcome: tuple[int, str] = (EXIT_FAILED, f"job {config.name} failed before its query started")
     try:
         clear_leftover_requests(folder)
-        status.update(state=JobState.STARTING, jvm_pid=fence.jvm_pid)  # at once: the session is slow
+        # At once (the session is slow); the JVM by pid and start time, so a stop signals only it.
+        status.update(state=JobState.STARTING, **process_fields(fence.jvm_pid, "jvm_pid"))
         watchdog.start()
         with SignalHandlers(stop):
             spark = build_session(config)
             fence.attach(spark)
-            status.update(jvm_pid=fence.jvm_pid)
+            status.update(**process_fields(fence.jvm_pid, "jvm_pid"))
             previous_handler = install_jvm_sigterm_handler(spark, stop)
             try:
                 outcome = run_job(spark, config, start_query, stop, status=status, watchdog=watchdog)

@@ -8,7 +8,7 @@ name and rule they share. It imports neither Spark nor Airflow: the Airflow side
 Files (all through :mod:`hubflow_jobs.storage`, so the folder may be local or ``abfss://``):
 
 =====================  ===========  =============================================================
-``status.json``        the job      :class:`JobStatus`: state, heartbeat, pid/host, last progress
+``status.json``        the job      :class:`JobStatus`: state, heartbeat, its process, last progress
 ``progress_history.jsonl``  the job  one line per batch (the status page's charts)
 ``lease``              the job      :class:`Lease`: one running instance per checkpoint
 ``STOP``               supervisor   please stop: the running batch finishes, exit 0
@@ -18,16 +18,22 @@ Files (all through :mod:`hubflow_jobs.storage`, so the folder may be local or ``
 ``driver.log``         supervisor   the driver's output (written or copied here by the launcher)
 =====================  ===========  =============================================================
 
+status.json and the lease name the process that wrote them: ``pid`` and ``host`` (for people) and
+``pid_start_ticks``, ``pid_namespace``, ``boot_id`` (:mod:`hubflow_jobs.process_identity`, which
+alone judges whether that process still runs: only from its own process space).
+
 Markers (``STOP``, ``KILL``, ``HOLD``) hold ``{"at", "by", "reason", "target"}`` (``target`` = the
 lease holder a KILL is meant for, or null); an empty marker file counts too.
 
 The lease, and why no two drivers ever write one checkpoint (clock skew included):
 
 * A starter *creates* ``lease`` (create-if-absent). If it exists, the starter takes it over only
-  (a) when the holder runs on this host and its pid is gone, or (b) when it has watched the
-  document stay unchanged (same version) for ``lease_duration`` on its **own monotonic clock**.
-  No wall clock of another host is trusted, so clock skew between hosts does not matter; only
-  clock *rates* do (ppm). The takeover is a replace-if-unchanged on the version it watched.
+  (a) when the holder ran in this process space (host, pid namespace, boot) and no process with
+  its pid and start time runs any more, or (b) when it has watched the document stay unchanged
+  (same version) for ``lease_duration`` on its **own monotonic clock**. No wall clock of another
+  host is trusted, so clock skew between hosts does not matter; only clock *rates* do (ppm). A
+  holder in another process space (or of an older hubflow) is never probed here. The takeover
+  is a replace-if-unchanged on the version it watched.
 * The holder renews every ``lease_refresh_interval`` (replace-if-unchanged on its last version).
   If a renewal finds the document changed, the lease was taken: the job exits hard at once. If
   renewals fail (storage unreachable), the job asks itself to stop at half ``lease_fence_after``
@@ -43,7 +49,6 @@ import contextlib
 import json
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -53,6 +58,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from .process_identity import (
+    SPACE_KEYS,
+    START_SUFFIX,
+    is_running,
+    this_process,
+    why_cannot_judge,
+    why_not_running,
+)
+from .process_identity import this_host as this_host  # re-exported: the contract's host name
 from .storage import DocumentStore, store_for
 from .utc_times import utc_time
 
@@ -135,7 +149,11 @@ def age_seconds(iso_time: Any, now: datetime | None = None) -> float | None:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with ``pid`` runs on this host (a zombie, exited but not reaped, does not)."""
+    """Whether a process with ``pid`` runs on this host (a zombie, exited but not reaped, does not).
+
+    Only for a pid this process knows itself (its child, its parent); a pid read from a document
+    is judged by :func:`hubflow_jobs.process_identity.is_running` (pid reuse, other containers).
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -147,11 +165,6 @@ def pid_alive(pid: int) -> bool:
             return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True  # no /proc (not Linux): existence is all we can tell
-
-
-def this_host() -> str:
-    """The host name written into status.json and the lease (the one pid liveness is judged on)."""
-    return socket.gethostname()
 
 
 @dataclass(frozen=True)
@@ -188,6 +201,9 @@ class Liveness:
     host: str | None = None
     heartbeat_age_seconds: float | None = None
     hold: Marker | None = None
+    #: Whether the driver runs here, verified by pid and start time (so it may be signalled);
+    #: False: it ran in this process space and has exited; None: it cannot be judged from here.
+    running_here: bool | None = None
 
     @property
     def shown_state(self) -> JobState | None:
@@ -195,11 +211,6 @@ class Liveness:
         if self.hold is not None and not self.alive:
             return JobState.HELD
         return self.state
-
-    @property
-    def on_this_host(self) -> bool:
-        """Whether the driver runs on this host (so its pid can be probed and signalled)."""
-        return self.host == this_host() and isinstance(self.pid, int)
 
 
 class StatusFolder:
@@ -309,7 +320,8 @@ class StatusFolder:
 
     def liveness(self, heartbeat_timeout: float, now: datetime | None = None) -> Liveness:
         """Whether the job runs now: its state, its heartbeat (younger than ``heartbeat_timeout``
-        seconds) and, on the driver's own host, its pid; with the on-call hold, if any."""
+        seconds) and, in the driver's own process space, its pid and start time; with the on-call
+        hold, if any."""
         now = now or datetime.now(UTC)
         job = self.url.rsplit("/", 1)[-1]
         status, hold = self.status(), self.hold()
@@ -317,12 +329,14 @@ class StatusFolder:
             return Liveness(False, f"job {job} has never reported a status in {self.url}", hold=hold)
         state, pid, host = parse_state(status.get("state")), status.get("pid"), status.get("host")
         age = age_seconds(status.get("heartbeat"), now)
+        running = is_running(status)
         common: dict[str, Any] = {
             "state": state,
             "pid": pid if isinstance(pid, int) else None,
             "host": host,
             "heartbeat_age_seconds": age,
             "hold": hold,
+            "running_here": running,
         }
         held = f"; held {hold.describe()}" if hold is not None else ""
         if state is None or not state.live:
@@ -334,9 +348,10 @@ class StatusFolder:
                     False, f"job {job} is held {hold.describe()} (last state {state}{detail})", **common
                 )
             return Liveness(False, f"job {job} is {status.get('state')}{detail}", **common)
-        if host == this_host() and isinstance(pid, int) and not pid_alive(pid):
-            return Liveness(False, f"job {job} says {state} but its driver pid {pid} is gone{held}", **common)
-        expired = self._lease_expired(pid, host, now)
+        if running is False:
+            gone = why_not_running(status)
+            return Liveness(False, f"job {job} says {state} but its driver {gone}{held}", **common)
+        expired = self._lease_expired(status, now)
         if expired is not None:
             return Liveness(False, f"job {job} says {state} but {expired}{held}", **common)
         if age is None or age > heartbeat_timeout:
@@ -344,20 +359,20 @@ class StatusFolder:
             return Liveness(False, f"job {job} says {state} but is silent ({shown}){held}", **common)
         return Liveness(True, f"job {job} is {state}, heartbeat {age:.0f} s ago{held}", **common)
 
-    def _lease_expired(self, pid: Any, host: Any, now: datetime) -> str | None:
+    def _lease_expired(self, status: dict[str, Any], now: datetime) -> str | None:
         """Why the driver that wrote status.json is dead by its own lease, or None.
 
         A driver renews its lease every ``lease_refresh_interval`` and stops itself when it cannot
         (``lease_fence_after`` < ``lease_duration``), so its lease not renewed for longer than
         ``lease_duration`` means it no longer runs, wherever it ran (a killed worker container
         cannot say so): the supervisor need not wait out the longer heartbeat timeout. Only the
-        lease of the driver that wrote the status counts (same pid and host): a new driver that is
+        lease of the driver that wrote the status counts (same process): a new driver that is
         still waiting out an old holder's lease is judged by its heartbeat. Wall clocks of two
         hosts are compared here; that only decides when a start is tried, the starter's own
         :meth:`Lease.acquire` still waits the lease out before it takes over.
         """
         lease = self.read_json(LEASE_FILE)
-        if not lease or (lease.get("pid"), lease.get("host")) != (pid, host):
+        if not lease or not _same_writer(lease, status):
             return None
         age, duration = age_seconds(lease.get("renewed_at"), now), lease.get("lease_duration_seconds")
         if age is None or not isinstance(duration, int | float) or age <= duration:
@@ -420,9 +435,8 @@ class JobStatus:
             "last_progress": None,
             "input_rows": 0,
             "exception": None,
-            "pid": os.getpid(),
             "jvm_pid": None,
-            "host": this_host(),
+            **this_process(),
         }
 
     @property
@@ -526,8 +540,8 @@ class Lease:
         return self.folder.store
 
     def acquire(self) -> None:
-        """Take the lease, waiting out a silent holder on another host; raise
-        :class:`LeaseHeldError` when the holder is alive (renews, or its pid runs on this host)."""
+        """Take the lease, waiting out a silent holder that cannot be probed from here; raise
+        :class:`LeaseHeldError` when the holder is alive (renews, or runs in this process space)."""
         watched, watched_since = None, 0.0
         poll = max(0.05, min(1.0, self.timing.refresh_interval / 4))
         while True:
@@ -544,18 +558,20 @@ class Lease:
                 raise LeaseHeldError(self._held_message(holder, "its lease was renewed while we watched"))
             pid, host = holder.get("pid"), holder.get("host")
             reason = None
-            if host == this_host() and isinstance(pid, int):
-                if pid_alive(pid):
-                    raise LeaseHeldError(self._held_message(holder, f"pid {pid} runs on this host"))
-                reason = f"pid {pid} is not running on this host"
+            running = is_running(holder)
+            if running is True:
+                raise LeaseHeldError(self._held_message(holder, f"pid {pid} runs on this host"))
+            if running is False:
+                reason = why_not_running(holder)
             elif watched is None:
                 watched, watched_since = current.version, time.monotonic()
                 log.info(
-                    "job %s: the lease is held by pid %s on host %s; it is taken over if it is not "
-                    "renewed within %.0f s (lease_duration)",
+                    "job %s: the lease is held by pid %s on host %s, which cannot be probed from here "
+                    "(%s); it is taken over if it is not renewed within %.0f s (lease_duration)",
                     self.job,
                     pid,
                     host,
+                    why_cannot_judge(holder),
                     self.timing.duration,
                 )
             elif time.monotonic() - watched_since >= self.timing.duration:
@@ -618,8 +634,7 @@ class Lease:
         self._document = {
             "job": self.job,
             "holder": self.token,
-            "pid": os.getpid(),
-            "host": this_host(),
+            **this_process(),
             "started_at": now,
             "renewed_at": now,
             "renewals": 0,
@@ -641,6 +656,17 @@ class Lease:
             f"{self.folder.path(STOP_MARKER)}). If it was killed on another host, its lease is taken "
             f"over once it has not been renewed for {self.timing.duration:.0f} s."
         )
+
+
+def _same_writer(first: dict[str, Any], second: dict[str, Any]) -> bool:
+    """Whether two documents name the same process: same pid and host, and the same start time and
+    space where both say (a document of an older hubflow has neither)."""
+    if (first.get("pid"), first.get("host")) != (second.get("pid"), second.get("host")):
+        return False
+    for key in ("pid" + START_SUFFIX, *SPACE_KEYS):
+        if None not in (first.get(key), second.get(key)) and first[key] != second[key]:
+            return False
+    return True
 
 
 def _dump(document: dict[str, Any]) -> bytes:

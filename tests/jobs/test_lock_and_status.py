@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_jobs import EXIT_KILLED, EXIT_LEASE_LOST, EXIT_LOCKED, EXIT_OK
+from hubflow_jobs import EXIT_KILLED, EXIT_LEASE_LOST, EXIT_LOCKED, EXIT_OK, process_identity
 from hubflow_jobs import status_folder as contract
 from hubflow_jobs.config import RuntimeConfig
 from hubflow_jobs.runner import clear_leftover_requests
@@ -45,11 +45,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 HOLDER = Path(__file__).with_name("lease_holder.py")
 
 
-def _dead_pid() -> int:
-    """The pid of a process that has just exited (so nothing runs under it)."""
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
+def _dead_process() -> dict[str, object]:
+    """The identity fields of a process of this space that has just exited (pid, start time, space)."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    fields = {**process_identity.process_fields(process.pid), **process_identity.this_space()}
+    process.kill()
     process.wait()
-    return process.pid
+    return fields
 
 
 def _env() -> dict[str, str]:
@@ -185,10 +187,11 @@ def test_on_this_host_a_dead_holder_is_replaced_at_once_and_a_live_one_refuses(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     folder = StatusFolder(str(tmp_path / "job_a"))
-    dead = _dead_pid()
+    holder = _dead_process()
+    dead = holder["pid"]
     (tmp_path / "job_a").mkdir()
     (tmp_path / "job_a" / LEASE_FILE).write_text(
-        json.dumps({"pid": dead, "host": contract.this_host(), "started_at": "2026-01-01T00:00:00+00:00"})
+        json.dumps({**holder, "started_at": "2026-01-01T00:00:00+00:00"})
     )
     timing = LeaseTiming(duration=600, refresh_interval=10, fence_after=300)
     lease = Lease(folder, "job_a", timing)
@@ -216,7 +219,7 @@ def test_a_lease_from_another_host_is_taken_only_after_it_stays_unchanged_for_it
     folder = StatusFolder(str(tmp_path / "job_a"))
     # The holder renews every 0.2 s; 5 s of lease leave a loaded machine room to show it alive.
     timing = LeaseTiming(duration=5.0, refresh_interval=0.2, fence_after=3.0)
-    monkeypatch.setattr(contract, "this_host", lambda: "host-a")
+    monkeypatch.setattr(process_identity, "this_host", lambda: "host-a")
     holder = Lease(folder, "job_a", timing)
     holder.acquire()
     renewing = threading.Event()
@@ -226,7 +229,7 @@ def test_a_lease_from_another_host_is_taken_only_after_it_stays_unchanged_for_it
             assert holder.renew()
             time.sleep(timing.refresh_interval)
 
-    monkeypatch.setattr(contract, "this_host", lambda: "host-b")
+    monkeypatch.setattr(process_identity, "this_host", lambda: "host-b")
     renewing.set()
     renewer = threading.Thread(target=renew_while_set, daemon=True)
     renewer.start()

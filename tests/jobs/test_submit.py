@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_FAILED, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
+from hubflow_jobs import EXIT_FAILED, EXIT_KILLED, EXIT_LOCKED, EXIT_OK, process_identity
 from hubflow_jobs.status_folder import pid_alive
 from tests.support.processes import wait_until
 
@@ -79,22 +79,25 @@ def _wait_started(job: subprocess.Popen, log: Path, base: Path) -> None:
     assert job.poll() is None, last_log_line(log)
 
 
-def _dead_pid() -> int:
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
+def _dead_process() -> dict[str, Any]:
+    """The identity fields (pid, start time, process space) of a process that has just exited."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    fields = {**process_identity.process_fields(process.pid), **process_identity.this_space()}
+    process.kill()
     process.wait()
-    return process.pid
+    return fields
 
 
 def test_marker_stop_second_instance_and_a_dead_holders_lease(spark: Any, tmp_path: Path) -> None:
     config, _ = _streaming_config(tmp_path, files=3)
     status_dir = tmp_path / "status" / "files_to_lake"
     status_dir.mkdir(parents=True)
-    dead = _dead_pid()
+    holder = _dead_process()
+    dead = holder["pid"]
     (status_dir / "lease").write_text(
         json.dumps(
             {
-                "pid": dead,
-                "host": socket.gethostname(),
+                **holder,
                 "started_at": "2026-01-01T00:00:00+00:00",
                 "heartbeat": datetime.now(UTC).isoformat(),
             }

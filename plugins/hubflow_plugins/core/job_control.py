@@ -8,7 +8,6 @@ which the jobs runtime shares: this module adds only the supervisor's procedure.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import tempfile
@@ -18,6 +17,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from hubflow_jobs import EXIT_HELD, EXIT_LOCKED
+from hubflow_jobs.process_identity import (
+    is_running,
+    process_fields,
+    signal_process,
+    why_cannot_judge,
+    why_not_running,
+)
 from hubflow_jobs.status_folder import (
     DRIVER_LOG_FILE,
     KILL_MARKER,
@@ -27,8 +33,6 @@ from hubflow_jobs.status_folder import (
     JobStatus,
     Liveness,
     StatusFolder,
-    pid_alive,
-    this_host,
 )
 from hubflow_plugins.core.registry import MIN_HEARTBEAT_TIMEOUT
 
@@ -75,13 +79,14 @@ class JobControl:
             self.folder.record_restart()
 
     def mark_starting(self, pid: int) -> None:
-        """status.json of a driver just launched: starting, on this host, as spark-submit's ``pid``.
+        """status.json of a driver just launched: starting, here, as spark-submit's ``pid`` (and its
+        start time).
 
         Until the driver writes its own status (a minute or more on a loaded worker), a supervisor
         run in between sees a live start (pid alive here, fresh heartbeat elsewhere) instead of the
         old "stopped", and starts no second driver.
         """
-        JobStatus(self.folder, self.job).update(state=JobState.STARTING, pid=pid)
+        JobStatus(self.folder, self.job).update(state=JobState.STARTING, **process_fields(pid))
 
     def wait_until_running(
         self, process: subprocess.Popen, timeout: timedelta, log_path: Path, poll_seconds: float = 1.0
@@ -117,10 +122,12 @@ class JobControl:
 
         1. The STOP marker: the job finishes its running batch and exits 0; up to ``wait``.
         2. A KILL request (meant for the current lease holder): the job's watchdog halts the driver
-           JVM and exits hard; up to ``kill_wait``. When the driver runs on this host, SIGTERM too.
-        3. On this host only: SIGKILL to the driver JVM and the Python driver.
-        A kill loses nothing: Spark replays the unfinished batch from the checkpoint. Raises
-        ``TimeoutError`` when a driver on another host outlives all of it.
+           JVM and exits hard; up to ``kill_wait``. When the driver runs here, SIGTERM too.
+        3. Here only: SIGKILL to the driver JVM and the Python driver.
+        "Here" means verified by :func:`hubflow_jobs.process_identity.signal_process`: this process
+        space, that pid, that start time; no other process is ever signalled. A kill loses nothing:
+        Spark replays the unfinished batch from the checkpoint. Raises ``TimeoutError`` when a
+        driver that cannot be signalled from here outlives all of it.
         """
         live = self.liveness()
         if not live.alive:
@@ -138,24 +145,29 @@ class JobControl:
         )
         self.folder.request_kill(f"did not stop within {wait}", by=requested_by, target=holder)
         status = self.folder.status() or {}
-        pids = [p for p in (status.get("jvm_pid"), live.pid) if isinstance(p, int)]
-        if live.on_this_host:
-            log(f"the driver runs on this host: SIGTERM to pid {live.pid} as well")
-            _signal(live.pid, signal.SIGTERM)
+        if signal_process(status, signal.SIGTERM):
+            log(f"the driver runs here (pid {status.get('pid')}, its start time verified): sent SIGTERM too")
         if self._wait_dead(kill_wait.total_seconds(), poll_seconds):
             return (
                 "killed on request (KILL marker); the unfinished batch will be replayed from the checkpoint"
             )
-        if not live.on_this_host:
+        status = self.folder.status() or status
+        running = is_running(status)
+        if running is False:  # exited since the wait ended
+            return "killed on request (KILL marker): " + why_not_running(status)
+        if running is None:
+            why = why_cannot_judge(status)
             raise TimeoutError(
-                f"job {self.job} did not stop within {wait + kill_wait}: its driver (pid {live.pid} on "
-                f"host {live.host}) neither stopped on the STOP marker nor obeyed the KILL request, and "
-                "this worker cannot signal it. Kill it on that host or kill its Spark application; if "
-                "that host is gone, the job's lease expires by itself and the next start takes over."
+                f"job {self.job} did not stop within {wait + kill_wait}: its driver (pid "
+                f"{status.get('pid')} on host {status.get('host')}) neither stopped on the STOP marker "
+                f"nor obeyed the KILL request, and this worker cannot signal it: {why}. Kill it on "
+                "that host (or container) or kill its Spark application; if that host is gone, the "
+                "job's lease expires by itself and the next start takes over."
             )
-        log(f"job {self.job} ignored the KILL request; sending SIGKILL to pids {pids}")
-        for pid in pids:
-            _signal(pid, signal.SIGKILL)
+        log(f"job {self.job} ignored the KILL request; sending SIGKILL to its verified processes")
+        for key in ("jvm_pid", "pid"):
+            if signal_process(status, signal.SIGKILL, key):
+                log(f"SIGKILL sent to {key} {status.get(key)}")
         self._wait_dead(30.0, poll_seconds)
         return "killed (SIGKILL); the unfinished batch will be replayed from the checkpoint"
 
@@ -163,23 +175,13 @@ class JobControl:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             status = self.folder.status() or {}
-            pid = status.get("pid")
-            same_host = status.get("host") == this_host() and isinstance(pid, int)
-            if same_host and not pid_alive(pid):
+            running = is_running(status)
+            if running is False:
                 return True
-            if not same_host and status.get("state") in (JobState.STOPPED, JobState.FAILED):
+            if running is None and status.get("state") in (JobState.STOPPED, JobState.FAILED):
                 return True
             time.sleep(poll_seconds)
         return False
-
-
-def _signal(pid: int | None, sig: signal.Signals) -> None:
-    if not isinstance(pid, int):
-        return
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _tail(path: Path, lines: int = 25) -> str:

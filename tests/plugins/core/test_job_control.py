@@ -1,11 +1,14 @@
-"""Starting a job from the supervisor's side (no Airflow): real child processes stand in for
-spark-submit, and the status folder is the contract they share with the supervisor."""
+"""Starting and stopping a job from the supervisor's side (no Airflow): real child processes stand in
+for spark-submit, and the status folder is the contract they share with the supervisor. A stop
+signals only a process verified as the driver (pid and start time), never one that reuses its pid."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,7 +16,10 @@ import pytest
 
 from hubflow_jobs import EXIT_LOCKED
 from hubflow_jobs.detached_process import start_detached
+from hubflow_jobs.process_identity import start_ticks, this_space
+from hubflow_jobs.status_folder import STATUS_FILE, utc_now
 from hubflow_plugins.core.job_control import JobControl, JobStartError
+from tests.support.processes import wait_until
 
 #: A stand-in driver: reports itself running in the status folder argv[1], then waits to be killed.
 RUNNING_DRIVER = """
@@ -70,3 +76,69 @@ def test_a_driver_that_never_reports_running_times_out_naming_its_log(tmp_path: 
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(10)
+
+
+def _sleep_300() -> subprocess.Popen:
+    process = subprocess.Popen(["sleep", "300"])
+    wait_until(lambda: start_ticks(process.pid) is not None, 10, "the sleep to start")
+    return process
+
+
+def _end(*processes: subprocess.Popen) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+
+
+def test_stop_never_signals_a_process_that_reuses_the_drivers_pid(tmp_path: Path) -> None:
+    """status.json names a pid that runs here, but with another start time: the driver exited and an
+    unrelated process got its pid. The job is not running, and that process is not signalled."""
+    control = _control(tmp_path)
+    unrelated = _sleep_300()
+    try:
+        reused = {"pid": unrelated.pid, "pid_start_ticks": start_ticks(unrelated.pid) - 1}
+        status = {**this_space(), **reused, "job": "orders", "state": "running", "heartbeat": utc_now()}
+        control.folder.write_json(STATUS_FILE, status)
+        lines: list[str] = []
+        how = control.stop(
+            timedelta(seconds=1), lines.append, kill_wait=timedelta(seconds=1), poll_seconds=0.1
+        )
+        assert how.startswith("not running (job orders says running but its driver ")
+        assert f"pid {unrelated.pid} on this host is another process now" in how
+        time.sleep(0.2)
+        assert unrelated.poll() is None, f"the unrelated process was signalled: {lines}"
+    finally:
+        _end(unrelated)
+
+
+#: A driver that ignores SIGTERM, STOP and KILL: reports itself running (with argv[2] as its JVM's
+#: pid, claimed with a wrong start time), then waits to be killed.
+STUBBORN_DRIVER = """
+import signal, sys, time
+from hubflow_jobs.status_folder import JobState, JobStatus, StatusFolder
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+JobStatus(StatusFolder(sys.argv[1]), "orders").update(
+    state=JobState.RUNNING, jvm_pid=int(sys.argv[2]), jvm_pid_start_ticks=1
+)
+time.sleep(300)
+"""
+
+
+def test_stop_kills_only_the_verified_driver_not_a_process_that_reuses_its_jvm_pid(tmp_path: Path) -> None:
+    control = _control(tmp_path)
+    unrelated = _sleep_300()
+    driver = subprocess.Popen([sys.executable, "-c", STUBBORN_DRIVER, control.status_dir, str(unrelated.pid)])
+    try:
+        wait_until(lambda: control.liveness().alive, 30, "the stand-in driver to report running")
+        lines: list[str] = []
+        how = control.stop(
+            timedelta(seconds=0.5), lines.append, kill_wait=timedelta(seconds=0.5), poll_seconds=0.1
+        )
+        assert how.startswith("killed (SIGKILL)"), lines
+        assert driver.wait(10) == -signal.SIGKILL
+        assert f"SIGKILL sent to pid {driver.pid}" in lines
+        assert not any("jvm_pid" in line for line in lines if "SIGKILL sent" in line), lines
+        assert unrelated.poll() is None, f"the process under the JVM's old pid was signalled: {lines}"
+    finally:
+        _end(driver, unrelated)
