@@ -94,14 +94,7 @@ class AggregationConfig(StrictModel):
 
 
 class AggregateSinkConfig(QuarantinedOutputConfig):
-    """``sink:`` of eventhubs_aggregate: ``output_path``, ``quarantine_path`` and ``format``."""
-
-    @model_validator(mode="after")
-    def _distinct(self) -> AggregateSinkConfig:
-        output, quarantine = self.output_path.rstrip("/"), self.quarantine_path.rstrip("/")
-        if output == quarantine or quarantine.startswith(output + "/") or output.startswith(quarantine + "/"):
-            raise KeyedValueError("quarantine_path", "must not be output_path or lie inside or around it")
-        return self
+    """``sink:`` of eventhubs_aggregate: ``output_path``, ``quarantine_path`` (apart) and ``format``."""
 
 
 class EventHubsAggregateConfig(JobConfig):

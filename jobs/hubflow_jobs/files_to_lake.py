@@ -111,13 +111,7 @@ class FileSourceConfig(LandingFilesKeys):
 
 
 class LakeSinkConfig(QuarantinedOutputConfig):
-    """``sink:`` of files_to_lake: ``output_path``, ``quarantine_path`` and ``format``."""
-
-    @model_validator(mode="after")
-    def _distinct(self) -> LakeSinkConfig:
-        if self.output_path.rstrip("/") == self.quarantine_path.rstrip("/"):
-            raise KeyedValueError("quarantine_path", "must differ from output_path")
-        return self
+    """``sink:`` of files_to_lake: ``output_path``, ``quarantine_path`` (apart from it) and ``format``."""
 
 
 class FilesToLakeConfig(JobConfig):

@@ -23,9 +23,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from .config import StrictModel
+from .config import KeyedValueError, StrictModel
 from .file_sink import ExactlyOnceFileSink
 
 log = logging.getLogger(__name__)
@@ -52,10 +52,37 @@ class LakeOutputConfig(StrictModel):
         return [self.output_path] if self.format == "delta" else []
 
 
+def check_quarantine_path(output_path: str, quarantine_path: str) -> None:
+    """Refuse a quarantine table that is the output table or lies inside or around it.
+
+    The one rule every sink with a quarantine follows. Nested tables are refused because one
+    table's maintenance would take the other's files for its own untracked ones (Delta's VACUUM
+    deletes them) and a reader of the outer folder would read both; a folder whose name starts with
+    ``_`` or ``.`` is hidden from both, so a quarantine in ``<output>/_quarantine`` is fine.
+    Raises :class:`KeyedValueError` keyed ``quarantine_path``.
+    """
+    output, quarantine = output_path.rstrip("/"), quarantine_path.rstrip("/")
+    if output == quarantine:
+        raise KeyedValueError("quarantine_path", "must differ from output_path")
+    for outer, inner, where in ((output, quarantine, "inside"), (quarantine, output, "around")):
+        if inner.startswith(outer + "/") and not inner[len(outer) + 1 :].startswith(("_", ".")):
+            raise KeyedValueError(
+                "quarantine_path",
+                f"lies {where} output_path {output_path}: one table's VACUUM would delete the other's "
+                "files; put them side by side, or the quarantine in a folder of the output whose name "
+                "starts with _ (e.g. _quarantine)",
+            )
+
+
 class QuarantinedOutputConfig(LakeOutputConfig):
     """A lake output with a quarantine table beside it, both in ``format``."""
 
     quarantine_path: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _quarantine_apart(self) -> QuarantinedOutputConfig:
+        check_quarantine_path(self.output_path, self.quarantine_path)
+        return self
 
     def delta_tables(self) -> list[str]:
         """The Delta tables this sink writes: the output and the quarantine (none for parquet)."""

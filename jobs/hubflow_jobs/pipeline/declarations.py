@@ -41,7 +41,7 @@ from ..config import (
 from ..delta_source import DeltaSourceConfig
 from ..eventhubs_config import EventHubSinkConfig, EventHubSourceConfig
 from ..files_to_lake import LandingFilesKeys
-from ..lake_tables import LakeFormat
+from ..lake_tables import LakeFormat, check_quarantine_path
 
 #: The folder, inside the job's checkpoint, that holds the checkpoints of its further sinks.
 SINK_CHECKPOINTS = "sinks"
@@ -107,8 +107,8 @@ class LakeSink(StrictModel):
 
     @model_validator(mode="after")
     def _distinct(self) -> LakeSink:
-        if self.quarantine_path and self.quarantine_path.rstrip("/") == self.output_path.rstrip("/"):
-            raise KeyedValueError("quarantine_path", "must differ from output_path")
+        if self.quarantine_path:
+            check_quarantine_path(self.output_path, self.quarantine_path)
         if self.quarantine_columns and not self.quarantine_path:
             raise KeyedValueError("quarantine_columns", "needs quarantine_path (the table that keeps them)")
         return self
