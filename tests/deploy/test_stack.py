@@ -374,9 +374,14 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
     started_at = datetime.now(UTC)
 
     with DriverSampler(stack) as sampler:
-        # 1. The supervisor starts the stream on a worker; the landing job runs and archives.
+        # 1. The supervisor starts the stream on a worker; the landing job runs and archives. The
+        # stream counts as started once it committed a batch: a driver whose query cannot start (on
+        # a loaded machine Spark's Python planner may miss its connect-back window every attempt)
+        # looks alive until it gives up, and the next supervisor run starts it again elsewhere.
         first_host = wait_for(
-            lambda: running_on(api, sampler), 2 * SUPERVISE_EVERY + START_UP, "telemetry_bronze running"
+            lambda: job_snapshot(api, "telemetry_bronze")["last_batch"] and running_on(api, sampler),
+            2 * SUPERVISE_EVERY + 2 * START_UP,
+            "telemetry_bronze running with a committed batch",
         )
         timings["stream running after unpausing"] = time.monotonic() - phase
 
@@ -408,7 +413,8 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
             assert not failed, failed_run_detail(api, LANDING_DAG, failed[0])
             return finished or None
 
-        backfill_runs = wait_for(backfill_done, START_UP + 120, f"backfill {backfill['id']} of one interval")
+        # A run is a driver's start-up and about as much again of batch work (read, check, replace).
+        backfill_runs = wait_for(backfill_done, 2 * START_UP, f"backfill {backfill['id']} of one interval")
         assert running_on(api, sampler) == first_host, "the stream stopped during the backfill"
         timings["backfill of one interval"] = time.monotonic() - phase
         # landing_orders has shown what it must (scheduled runs beside the stream, the archive, the
