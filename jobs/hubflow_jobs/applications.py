@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 BACKFILL_APPLICATIONS: tuple[str, ...] = ("files_to_lake",)
 #: Built-in applications, not yet pipelines, that write lake tables (Delta unless their config says
 #: ``format: parquet``).
-LAKE_WRITING_APPLICATIONS: tuple[str, ...] = ("files_to_lake", "eventhubs_aggregate")
+LAKE_WRITING_APPLICATIONS: tuple[str, ...] = ("files_to_lake",)
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,12 @@ BUILTIN_PIPELINES: dict[str, BuiltinPipeline] = {
         "LakeToEventHubsConfig",
         "lake table -> Event Hubs (replay, forwarding)",
     ),
+    "eventhubs_aggregate": BuiltinPipeline(
+        "hubflow_jobs.builtins.eventhubs_aggregate",
+        "windows",
+        "EventHubsAggregateConfig",
+        "Event Hubs -> windowed aggregates in the lake (Delta or parquet), bad events quarantined",
+    ),
 }
 
 
@@ -87,17 +93,11 @@ class Application:
 
 def _applications() -> dict[str, Application]:
     """Every streaming application, by entry script name (imports the job modules, so pyspark on use)."""
-    from .eventhubs_aggregate import EventHubsAggregateConfig, start_eventhubs_aggregate
     from .files_to_lake import FilesToLakeConfig, start_files_to_lake
 
     return {
         "files_to_lake": Application(
             FilesToLakeConfig, start_files_to_lake, "file landing -> lake (Delta or parquet)"
-        ),
-        "eventhubs_aggregate": Application(
-            EventHubsAggregateConfig,
-            start_eventhubs_aggregate,
-            "Event Hubs -> windowed aggregates in the lake (Delta or parquet)",
         ),
     }
 
@@ -134,6 +134,8 @@ def can_backfill(application: str) -> bool:
 def _reads_a_hub(builtin: str) -> bool:
     """Whether the built-in pipeline ``builtin`` reads an Event Hub (what a pipeline backfill re-reads)."""
     legacy = getattr(BUILTIN_PIPELINES[builtin].config_model(), "LEGACY", None)
+    if not getattr(legacy, "backfills", True):
+        return False  # eventhubs_aggregate: a window's rows are not an interval's events
     return getattr(legacy, "source_kind", None) == "eventhubs"
 
 

@@ -171,7 +171,8 @@ class StatusListener(StreamingQueryListener):
 class QueryProgressListener(StreamingQueryListener):
     """Calls ``on_progress`` with each progress of one named query of a session; never raises.
 
-    For counters a job keeps beside its status (eventhubs_aggregate's late and quarantined events).
+    For counters a job keeps beside its status (a pipeline's late rows, watermark and observed counts:
+    :mod:`hubflow_jobs.pipeline.progress`).
 
     It removes itself from the session when that query ends, so a session that runs the job again
     (tests, notebooks) does not collect listeners.

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from hubflow_jobs.eventhubs_aggregate import AggregateSinkConfig
+from hubflow_jobs.builtins.eventhubs_aggregate import LegacyEventHubsAggregateConfig
 from hubflow_jobs.files_to_lake import LakeSinkConfig
 from hubflow_jobs.pipeline.declarations import LakeSink
 
 SINKS: dict[str, tuple[type, dict[str, Any]]] = {
     "files_to_lake": (LakeSinkConfig, {}),
-    "eventhubs_aggregate": (AggregateSinkConfig, {}),
+    "eventhubs_aggregate": (LegacyEventHubsAggregateConfig.model_fields["sink"].annotation, {}),
     "pipeline": (LakeSink, {"kind": "delta"}),
 }
 

@@ -19,6 +19,7 @@ import pytest
 
 from tests.support.lake import delta_version, recorded_batch, spark_rows
 
+from .fixtures.files_to_lake_v0.make_fixture import config as files_config
 from .fixtures.lake_to_eventhubs_v0.make_fixture import config as publisher_config
 from .helpers import (
     EVENTHUBS_TO_LAKE,
@@ -179,12 +180,74 @@ def test_a_publisher_checkpoint_of_the_job_before_pipelines_publishes_only_what_
     assert sorted(body["order_id"] for body in published) == list(range(10, 15)), "only the new orders, once"
 
 
+FILES_FIXTURE = Path(__file__).parent / "fixtures" / "files_to_lake_v0"
+
+
+def _files_new_keys(config: dict[str, Any]) -> dict[str, Any]:
+    """files_to_lake's config written with the pipeline's keys (the built-in's sink defaults)."""
+    config = dict(config)
+    source, sink = dict(config.pop("source")), dict(config.pop("sink"))
+    config["params"] = {"required_columns": source.pop("required_columns")}
+    config["sources"] = {"landing": {"kind": "files", **source}}
+    config["sinks"] = {"lake": {"kind": sink.pop("format"), **sink}}
+    return config
+
+
+def test_a_files_checkpoint_of_the_job_before_pipelines_resumes_exactly(spark: Any, tmp_path: Path) -> None:
+    """The fixture's job read a.json and b.json (archived) and c.json (committed, still in landing, as
+    Spark archives a batch's files when it plans the next one). Resumed in place by today's job under
+    the old keys: d.json lands once, c.json is archived now, nothing is read again, both tables keep
+    their columns and get one commit with the old query's transaction."""
+    from .fixtures.files_to_lake_v0 import make_fixture as v0
+    from .helpers import files_to_lake_config, run_files_to_lake, write_json_landing_file
+
+    where = v0.WHERE
+    shutil.rmtree(where, ignore_errors=True)
+    try:
+        for folder in v0.FOLDERS:
+            shutil.copytree(FILES_FIXTURE / folder, where / folder)
+        output, quarantine = where / "lake" / "orders", where / "quarantine"
+        ids, raws = {"id": "value"}, {"raw_record": "value", "batch_id": "value"}
+        old_ids = {r[0] for r in spark_rows(spark, output, ids)}
+        assert old_ids == {*range(1, 6), *range(100, 103), *range(200, 204)}, "what the fixture's job read"
+        assert len(spark_rows(spark, quarantine, raws)) == 5
+        schemas = {
+            table: spark.read.format("delta").load(str(table)).schema for table in (output, quarantine)
+        }
+        more = write_json_landing_file(where / "landing", "d.json", 300, good=2, bad=1)
+
+        with pytest.warns(FutureWarning, match="files_to_lake before it became a pipeline"):
+            config = files_to_lake_config(write_config(where / "job.yaml", v0.config(where)))
+        code, reason = run_files_to_lake(spark, config)
+        assert code == 0, reason
+
+        rows = [r[0] for r in spark_rows(spark, output, ids)]
+        assert sorted(rows) == sorted(old_ids | more), "every record exactly once"
+        quarantined = spark_rows(spark, quarantine, raws)
+        assert len(quarantined) == 6 and {r[1] for r in quarantined} == {0, 2}, "d.json's bad one, batch 2"
+        checkpoint = where / "checkpoints" / "files_to_lake"
+        for table, schema in schemas.items():
+            assert spark.read.format("delta").load(str(table)).schema == schema, (
+                f"{table.name} keeps its columns"
+            )
+            assert delta_version(table) == 2, "one new batch, one commit each"
+            assert recorded_batch(table, _query_id(checkpoint)) == 2, (
+                "written with the old query's transaction"
+            )
+        archived = {p.name for p in (where / "archive").rglob("*.json")}
+        assert archived == {"a.json", "b.json", "c.json"}, "c.json archived once its batch's successor ran"
+        assert [p.name for p in (where / "landing").iterdir()] == ["d.json"]
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
 @pytest.mark.parametrize(
     ("builtin", "old_config", "new_keys"),
     [
         ("eventhubs_to_lake", _bronze_config, _new_keys),
         ("bronze_to_silver", silver_config, _silver_new_keys),
         ("lake_to_eventhubs", publisher_config, _publisher_new_keys),
+        ("files_to_lake", files_config, _files_new_keys),
     ],
 )
 def test_old_and_new_keys_are_the_same_job(
@@ -214,10 +277,130 @@ def test_old_and_new_keys_are_the_same_job(
 
 def _config_model(builtin: str) -> Any:
     """The built-in's config model (each built-in's module names its own)."""
-    from hubflow_jobs.builtins import bronze_to_silver, eventhubs_to_lake, lake_to_eventhubs
+    from hubflow_jobs.builtins import bronze_to_silver, eventhubs_to_lake, files_to_lake, lake_to_eventhubs
 
     return {
+        "files_to_lake": files_to_lake.FilesToLakeConfig,
         "eventhubs_to_lake": eventhubs_to_lake.EventHubsToLakeConfig,
         "bronze_to_silver": bronze_to_silver.BronzeToSilverConfig,
         "lake_to_eventhubs": lake_to_eventhubs.LakeToEventHubsConfig,
     }[builtin]
+
+
+AGGREGATE_FIXTURE = Path(__file__).parent / "fixtures" / "eventhubs_aggregate_v0"
+
+
+def _aggregate_new_keys(config: dict[str, Any]) -> dict[str, Any]:
+    """eventhubs_aggregate's config written with the pipeline's keys: its two sinks, the quarantine's
+    query keeping the checkpoint the job before pipelines left in the quarantine table."""
+    config = dict(config)
+    source, aggregation, sink = config.pop("source"), config.pop("aggregation"), config.pop("sink")
+    config["sources"] = {"events": {"kind": "eventhubs", **source}}
+    config["params"] = aggregation
+    quarantine = sink["quarantine_path"]
+    config["sinks"] = {
+        "windows": {
+            "kind": sink["format"],
+            "output_path": sink["output_path"],
+            "partition_by": ["window_date"],
+        },
+        "quarantine": {
+            "kind": sink["format"],
+            "output_path": quarantine,
+            "partition_by": ["ingest_date"],
+            "checkpoint": f"{quarantine}/_checkpoint",
+        },
+    }
+    return config
+
+
+def test_aggregate_old_and_new_keys_are_the_same_job(tmp_path: Path) -> None:
+    """eventhubs_aggregate's old config (one ``sink:`` for two tables) and its pipeline keys validate
+    to one job, whose quarantine query resumes from the checkpoint the old job kept in the table."""
+    from hubflow_jobs.builtins.eventhubs_aggregate import EventHubsAggregateConfig
+    from hubflow_jobs.builtins.legacy_config import LegacyConfigWarning
+    from hubflow_jobs.config import load_config
+
+    from .fixtures.eventhubs_aggregate_v0.make_fixture import config as aggregate_config
+
+    old = aggregate_config(tmp_path)
+    with pytest.warns(LegacyConfigWarning, match="eventhubs_aggregate"):
+        upgraded = load_config(
+            write_config(tmp_path / "old.yaml", old), EventHubsAggregateConfig, check_environment=False
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LegacyConfigWarning)
+        new = write_config(tmp_path / "new.yaml", _aggregate_new_keys(old))
+        rewritten = load_config(new, EventHubsAggregateConfig, check_environment=False)
+    assert upgraded.model_dump() == rewritten.model_dump()
+    output, quarantine = old["sink"]["output_path"], old["sink"]["quarantine_path"]
+    assert upgraded.delta_table_writers() == [
+        (output, upgraded.checkpoint_location),
+        (quarantine, f"{quarantine}/_checkpoint"),
+    ]
+    assert upgraded.checkpoint_location == f"{tmp_path}/checkpoints/device_minutes"
+
+
+def test_an_aggregate_checkpoint_of_the_job_before_pipelines_resumes_exactly(
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path
+) -> None:
+    """The fixture's job wrote windows of minutes 0 and 1, held d (4:10) and c (5:00) open in its
+    RocksDB state at watermark 4:30, and quarantined three events. Resumed by today's job: the late a
+    is dropped and counted, d's window sums both runs' events, e (10:00) closes 4 and 5, every
+    window is written once and every bad event quarantined once; nothing is read again."""
+    from .fixtures.eventhubs_aggregate_v0 import make_fixture as v0
+
+    eventhub.send(v0.spread(v0.fixture_bodies()))  # the hub as the fixture's job saw it, then more
+    new_bad = [b"{broken", v0.reading(None, 270, 1.0)]
+    eventhub.send(
+        v0.spread(
+            [v0.reading("a", 50, 1000.0), v0.reading("d", 260, 8.0), v0.reading("e", 600, 1.0), *new_bad]
+        )
+    )
+    for folder in v0.FOLDERS:
+        shutil.copytree(AGGREGATE_FIXTURE / folder, tmp_path / folder)
+    output, quarantine = tmp_path / "lake" / v0.NAME, tmp_path / "quarantine" / v0.NAME
+    window_columns = {"window_start": "value", "device": "value", "event_count": "value", "temp_sum": "value"}
+    old_windows = spark_rows(spark, output, window_columns)
+    assert len(old_windows) == 4, "the fixture wrote the windows of minutes 0 and 1"
+    schemas = {table: spark.read.format("delta").load(str(table)).schema for table in (output, quarantine)}
+
+    config = v0.config(tmp_path)
+    log = tmp_path / "driver.log"
+    job = spark_submit(
+        write_config(tmp_path / "job.yaml", config),
+        log,
+        script=JOBS_DIR / "eventhubs_aggregate.py",
+        extra_env={v0.ENV_VAR: eventhub.connection_string},
+    )
+    assert job.wait(600) == 0, log.read_text()[-4000:]
+
+    rows = spark_rows(spark, output, window_columns)
+    assert len({(row[0], row[1]) for row in rows}) == len(rows), "every window once, by identity"
+    first = min(row[0] for row in rows)  # the window of minute 0, 2026-01-01T00:00 UTC
+    minutes = sorted((int((row[0] - first).total_seconds() // 60), *row[1:]) for row in rows)
+    assert minutes == [
+        (0, "a", 2, 3.0),
+        (0, "b", 1, 10.0),
+        (1, "a", 1, 4.0),
+        (1, "b", 1, 20.0),
+        (4, "d", 2, 15.0),
+        (5, "c", 1, 100.0),
+    ], "the late a is not counted; d sums the state of the old run and the new event"
+    assert set(old_windows) <= set(rows), "the fixture's windows are untouched"
+    bad = spark_rows(
+        spark, quarantine, {"partition": "value", "sequenceNumber": "value", "raw_body": "value"}
+    )
+    assert len({(row[0], row[1]) for row in bad}) == len(bad), "every bad event once, by identity"
+    assert sorted(row[2].encode() for row in bad) == sorted([*v0.BAD, *new_bad])
+    for table, schema in schemas.items():
+        assert spark.read.format("delta").load(str(table)).schema == schema, f"{table.name} keeps its columns"
+    assert (quarantine / "_checkpoint" / "commits" / "1").exists(), (
+        "the quarantine resumed its old checkpoint"
+    )
+    assert not (tmp_path / "checkpoints" / v0.NAME / "sinks").exists()
+    status = json.loads((tmp_path / "status" / v0.NAME / "status.json").read_text())
+    assert status["counts"] == {"read": 5, "aggregated": 3, "quarantined": 2}, "only the new events read"
+    assert status["late_events"]["run_total"] == 1
+    assert status["watermark"] == "2026-01-01T00:09:30.000Z"
+    assert "the built-in eventhubs_aggregate before it became a pipeline" in log.read_text()

@@ -1,5 +1,7 @@
 """eventhubs_aggregate against the embedded emulator on real Spark: exact window sums per key,
-late events counted, bad events quarantined, a re-run batch writes no window twice, RocksDB state."""
+late events counted, bad events quarantined, a re-run batch writes no window twice, RocksDB state.
+The job is the built-in pipeline (hubflow_jobs.builtins.eventhubs_aggregate), run with the config
+keys of before pipelines, as an upgrading team has them."""
 
 from __future__ import annotations
 
@@ -17,14 +19,15 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
-from hubflow_jobs.config import load_config
-from hubflow_jobs.eventhubs_aggregate import (
+from hubflow_jobs.builtins.eventhubs_aggregate import (
+    QUARANTINE,
     QUARANTINE_CHECKPOINT,
-    ROCKSDB_PROVIDER,
-    STATE_STORE_PROVIDER_CONF,
+    SINK,
     EventHubsAggregateConfig,
-    start_eventhubs_aggregate,
 )
+from hubflow_jobs.config import load_config
+from hubflow_jobs.pipeline.job import start_function
+from hubflow_jobs.pipeline.progress import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER_CONF
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.processes import wait_until
@@ -154,8 +157,9 @@ def test_windows_late_events_quarantine_and_rerun_exactly_once(
     config = load_config(
         write_config(tmp_path / "job.yaml", aggregate_config(tmp_path, eventhub)), EventHubsAggregateConfig
     )
-    output = Path(config.sink.output_path)
-    quarantine = Path(config.sink.quarantine_path)
+    output = Path(config.sinks[SINK].output_path)  # type: ignore[union-attr]
+    quarantine = Path(config.sinks[QUARANTINE].output_path)  # type: ignore[union-attr]
+    start_eventhubs_aggregate = start_function("eventhubs_aggregate")
 
     # Run 1: windows 0 and 1 complete; c at 5:00 moves the watermark to 4:30, so window 5 stays open.
     good = [

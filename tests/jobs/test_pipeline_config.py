@@ -107,7 +107,10 @@ def test_sink_checkpoints_the_first_sink_is_the_jobs_the_others_under_sinks(tmp_
         ("/lake/hot_bad", checkpoint),
         ("/lake/all", f"{checkpoint}/sinks/all"),
     ]
-    assert config.extra_spark_conf() == {}
+    # No Event Hubs, nothing to mask; every pipeline keeps its state in RocksDB unless spark_conf says.
+    from hubflow_jobs.pipeline.progress import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER_CONF
+
+    assert config.extra_spark_conf() == {STATE_STORE_PROVIDER_CONF: ROCKSDB_PROVIDER}
 
 
 @pytest.mark.parametrize(
@@ -264,3 +267,28 @@ def test_environment_checks_can_be_skipped_for_readers_elsewhere(
     )
     config = load_config(write_config(tmp_path / "job.yaml", raw), PipelineConfig, check_environment=False)
     assert list(config.sources) == ["telemetry", "devices", "orders"]
+
+
+def test_a_further_sink_may_name_its_checkpoint_apart_from_the_tables(tmp_path: Path) -> None:
+    """A further sink's ``checkpoint`` is where its query resumes (e.g. an older job's), and the
+    cleanup DAG pairs its tables with it; it may not be the job's, another sink's, or a table's files."""
+    quarantine = {"kind": "delta", "output_path": "/lake/bad", "checkpoint": "/lake/bad/_checkpoint"}
+    config = _load(tmp_path, sinks={"out": {"kind": "delta", "output_path": "/lake/out"}, "bad": quarantine})
+    job = f"{tmp_path}/checkpoints/orders_pipeline"
+    assert config.sink_checkpoint("bad") == "/lake/bad/_checkpoint"
+    assert config.delta_table_writers() == [("/lake/out", job), ("/lake/bad", "/lake/bad/_checkpoint")]
+
+    out = {"kind": "delta", "output_path": "/lake/out"}
+    refused = {
+        "/lake/bad/state": "sinks.bad.checkpoint: lies inside the table /lake/bad",
+        "/lake/bad": "sinks.bad.checkpoint: must lie apart from the table /lake/bad",
+        "/lake": "sinks.bad.checkpoint: must lie apart from the table /lake/bad",
+        job: "sinks.bad.checkpoint: is the checkpoint of the job's query",
+    }
+    for checkpoint, problem in refused.items():
+        bad = {**quarantine, "checkpoint": checkpoint}
+        assert problem in _error(tmp_path, sinks={"out": out, "bad": bad})
+    first = {**out, "checkpoint": "/c/elsewhere"}
+    assert "sinks.out.checkpoint: the first sink's query is the job's query" in _error(
+        tmp_path, sinks={"out": first, "bad": quarantine}
+    )

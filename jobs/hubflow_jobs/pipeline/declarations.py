@@ -21,7 +21,8 @@ reads and where its results go, so hubflow does every ``readStream`` and ``write
 Each source kind takes the keys of today's ``source:`` of that kind (docs/jobs.md, docs/delta.md);
 a files source's ``archive_dir`` is optional. The first sink's query is the job's query, with its
 checkpoint at ``<checkpoint_root>/<name>``; each further sink's query keeps its own checkpoint in
-``<checkpoint_root>/<name>/sinks/<sink>`` (:func:`sink_checkpoint`). Imports no Spark.
+``<checkpoint_root>/<name>/sinks/<sink>``, or where the sink's ``checkpoint`` says
+(:func:`sink_checkpoint`). Imports no Spark.
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ class LakeSink(StrictModel):
     a sink without one refuses such a column. ``columns`` and ``quarantine_columns`` choose (and
     order) what each table keeps of the function's frame, when the two differ in shape; by default
     the output keeps every column but ``_quarantine_reason`` and the quarantine every column.
+    ``checkpoint`` (optional, not on the first sink) is where the sink's query keeps its checkpoint
+    instead of ``<checkpoint_root>/<name>/sinks/<sink>``, e.g. one an older job left there; inside
+    a table only in a folder named ``_...`` (hidden from readers and VACUUM).
     """
 
     kind: LakeFormat
@@ -104,11 +108,15 @@ class LakeSink(StrictModel):
     partition_by: list[str] = Field(default_factory=list)
     columns: list[str] | None = Field(default=None, min_length=1)
     quarantine_columns: list[str] | None = Field(default=None, min_length=1)
+    checkpoint: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _distinct(self) -> LakeSink:
         if self.quarantine_path:
             check_quarantine_path(self.output_path, self.quarantine_path)
+        if self.checkpoint:
+            for table in self.tables():
+                _check_checkpoint_apart(self.checkpoint, table)
         if self.quarantine_columns and not self.quarantine_path:
             raise KeyedValueError("quarantine_columns", "needs quarantine_path (the table that keeps them)")
         return self
@@ -171,20 +179,42 @@ class PipelineConfig(JobConfig):
                     )
         return self
 
+    @model_validator(mode="after")
+    def _sink_checkpoints_apart(self) -> PipelineConfig:
+        first, *further = self.sinks
+        if getattr(self.sinks[first], "checkpoint", None):
+            raise KeyedValueError(
+                f"sinks.{first}.checkpoint",
+                "the first sink's query is the job's query; its checkpoint is <checkpoint_root>/<name>",
+            )
+        seen = {self.checkpoint_location.rstrip("/"): "the job's query"}
+        for name in further:
+            checkpoint = self.sink_checkpoint(name).rstrip("/")
+            if checkpoint in seen:
+                raise KeyedValueError(f"sinks.{name}.checkpoint", f"is the checkpoint of {seen[checkpoint]}")
+            seen[checkpoint] = f"sink {name}"
+        return self
+
     def extra_spark_conf(self) -> dict[str, str]:
-        """With an Event Hubs source or sink: mask its connection string wherever Spark prints options."""
+        """With an Event Hubs source or sink: mask its connection string wherever Spark prints options.
+        Every pipeline keeps its streaming state in RocksDB unless ``spark_conf`` names another provider."""
+        from .progress import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER_CONF
+
+        state = {STATE_STORE_PROVIDER_CONF: ROCKSDB_PROVIDER}
         hubs = [*self.sources.values(), *self.sinks.values()]
         if not any(isinstance(declared, EventHubsSource | EventHubsSink) for declared in hubs):
-            return {}
+            return state
         from pyspark_eventhubs import redaction_conf
 
-        return redaction_conf()
+        return {**redaction_conf(), **state}
 
     def sink_checkpoint(self, sink: str) -> str:
-        """The checkpoint of the query writing ``sink``: the job's own for the first sink."""
+        """The checkpoint of the query writing ``sink``: the job's own for the first sink, the sink's
+        ``checkpoint`` when it sets one."""
         if sink == next(iter(self.sinks)):
             return self.checkpoint_location
-        return join_path(self.checkpoint_location, SINK_CHECKPOINTS, sink)
+        declared = getattr(self.sinks[sink], "checkpoint", None)
+        return declared or join_path(self.checkpoint_location, SINK_CHECKPOINTS, sink)
 
     def delta_tables(self) -> list[str]:
         """Every Delta table of the sinks (outputs and quarantines), which the cleanup DAG maintains."""
@@ -208,6 +238,21 @@ class PipelineConfig(JobConfig):
         """``(path, archive_dir)`` of the pipeline's only files source; None without exactly one."""
         files = [s for s in self.sources.values() if isinstance(s, FilesSource)]
         return (files[0].path, files[0].archive_dir) if len(files) == 1 else None
+
+
+def _check_checkpoint_apart(checkpoint: str, table: str) -> None:
+    """Refuse a sink's ``checkpoint`` that is one of its tables or lies around one, or inside one but
+    not in a ``_``/``.`` folder (readers would read its files and VACUUM delete them)."""
+    checkpoint, table = checkpoint.rstrip("/"), table.rstrip("/")
+    if checkpoint == table or table.startswith(checkpoint + "/"):
+        raise KeyedValueError("checkpoint", f"must lie apart from the table {table}")
+    inner = checkpoint[len(table) + 1 :] if checkpoint.startswith(table + "/") else None
+    if inner is not None and not inner.startswith(("_", ".")):
+        raise KeyedValueError(
+            "checkpoint",
+            f"lies inside the table {table}: put it apart, or in a folder of it named _... "
+            "(e.g. _checkpoint)",
+        )
 
 
 #: The kinds each named section accepts, for the message of a wrong or missing ``kind``.

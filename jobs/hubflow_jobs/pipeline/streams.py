@@ -5,6 +5,8 @@ Runs on the driver. :func:`start_pipeline` is the pipeline's ``start_query`` for
 query per sink. The first sink's query is the job's query (checkpoint ``<checkpoint_root>/<name>``,
 reported in status.json); each further sink gets a query of its own on a helper session, with the
 function called again on that session's sources, so the job's status listener sees the first only.
+Every query's late rows, watermark and ``observe()`` counts go to status.json too
+(:mod:`.progress`), and stateful operators keep their state in RocksDB by default.
 
 Lake sinks are exactly once like the built-in jobs' tables (:mod:`hubflow_jobs.lake_tables`): Delta
 through delta-spark's sink (one commit per batch with the query's transaction), parquet through
@@ -33,6 +35,7 @@ from .declarations import (
     ParquetSource,
     PipelineConfig,
 )
+from .progress import PipelineProgress, use_state_store
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +101,17 @@ def start_pipeline(spark: Any, config: PipelineConfig, status: JobStatus, bindin
     if binding.takes_context:
         return start_own_queries(spark, config, binding)
     names = list(config.sinks)
+    use_state_store(spark, config.spark_conf)
+    progress = PipelineProgress(status)
     first = pipeline_frames(spark, config, binding)
+    progress.listen(spark, config.name)
     main = start_sink(spark, first[names[0]], config, names[0], binding.reference, status)
     helpers: list[Any] = []
     try:
         for name in names[1:]:
             session = helper_session(spark)
             frame = pipeline_frames(session, config, binding)[name]
+            progress.listen(session, f"{config.name}.{name}")
             helpers.append(start_sink(session, frame, config, name, binding.reference))
     except Exception:
         for query in [main, *helpers]:
