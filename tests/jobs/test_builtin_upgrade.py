@@ -342,12 +342,21 @@ def test_aggregate_old_and_new_keys_are_the_same_job(tmp_path: Path) -> None:
 
 
 def test_an_aggregate_checkpoint_of_the_job_before_pipelines_resumes_exactly(
-    spark: Any, eventhub: EmulatedHub, tmp_path: Path
+    spark: Any, eventhub: EmulatedHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fixture's job wrote windows of minutes 0 and 1, held d (4:10) and c (5:00) open in its
     RocksDB state at watermark 4:30, and quarantined three events. Resumed by today's job: the late a
     is dropped and counted, d's window sums both runs' events, e (10:00) closes 4 and 5, every
-    window is written once and every bad event quarantined once; nothing is read again."""
+    window is written once and every bad event quarantined once; nothing is read again. Run in-process
+    on the shared session (as tests/jobs/test_eventhubs_aggregate.py runs the job), not spark-submit."""
+    from hubflow_jobs.builtins.eventhubs_aggregate import EventHubsAggregateConfig
+    from hubflow_jobs.builtins.legacy_config import LegacyConfigWarning
+    from hubflow_jobs.config import load_config
+    from hubflow_jobs.pipeline.job import start_function
+    from hubflow_jobs.pipeline.progress import STATE_STORE_PROVIDER_CONF
+    from hubflow_jobs.runner import run_job
+    from hubflow_jobs.stop import StopRequest
+
     from .fixtures.eventhubs_aggregate_v0 import make_fixture as v0
 
     eventhub.send(v0.spread(v0.fixture_bodies()))  # the hub as the fixture's job saw it, then more
@@ -365,15 +374,22 @@ def test_an_aggregate_checkpoint_of_the_job_before_pipelines_resumes_exactly(
     assert len(old_windows) == 4, "the fixture wrote the windows of minutes 0 and 1"
     schemas = {table: spark.read.format("delta").load(str(table)).schema for table in (output, quarantine)}
 
-    config = v0.config(tmp_path)
-    log = tmp_path / "driver.log"
-    job = spark_submit(
-        write_config(tmp_path / "job.yaml", config),
-        log,
-        script=JOBS_DIR / "eventhubs_aggregate.py",
-        extra_env={v0.ENV_VAR: eventhub.connection_string},
-    )
-    assert job.wait(600) == 0, log.read_text()[-4000:]
+    monkeypatch.setenv(v0.ENV_VAR, eventhub.connection_string)
+    with pytest.warns(
+        LegacyConfigWarning, match="the built-in eventhubs_aggregate before it became a pipeline"
+    ):
+        config = load_config(
+            write_config(tmp_path / "job.yaml", v0.config(tmp_path)), EventHubsAggregateConfig
+        )
+    provider = spark.conf.get(STATE_STORE_PROVIDER_CONF, None)
+    try:
+        code, reason = run_job(spark, config, start_function("eventhubs_aggregate"), StopRequest())
+    finally:  # the job sets the state store provider on the shared session
+        if provider is None:
+            spark.conf.unset(STATE_STORE_PROVIDER_CONF)
+        else:
+            spark.conf.set(STATE_STORE_PROVIDER_CONF, provider)
+    assert code == 0, reason
 
     rows = spark_rows(spark, output, window_columns)
     assert len({(row[0], row[1]) for row in rows}) == len(rows), "every window once, by identity"
@@ -403,4 +419,3 @@ def test_an_aggregate_checkpoint_of_the_job_before_pipelines_resumes_exactly(
     assert status["counts"] == {"read": 5, "aggregated": 3, "quarantined": 2}, "only the new events read"
     assert status["late_events"]["run_total"] == 1
     assert status["watermark"] == "2026-01-01T00:09:30.000Z"
-    assert "the built-in eventhubs_aggregate before it became a pipeline" in log.read_text()
