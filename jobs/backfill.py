@@ -2,12 +2,11 @@
 --config FILE --window-start ISO --window-end ISO``.
 
 Processes exactly one data interval of a job as a batch and replaces that interval's rows: in the
-job's own Delta table (one ``replaceWhere`` transaction), or in the parquet side table's partition
-(see ``hubflow_jobs.backfill``). ``--application`` is the job's registry ``application``: the built-in
-``files_to_lake`` (the interval's landing or archive folders), or a pipeline reading one Event Hub
-into lake sinks (the enqueued-time window): ``MODULE:FUNCTION`` or a built-in that is one, such as
-``eventhubs_to_lake`` (see ``hubflow_jobs.pipeline.backfill``). Exit codes as for every job: 0 done,
-1 failed or refused, 2 bad config, window or pipeline.
+job's own Delta tables (one ``replaceWhere`` transaction each), or in the parquet side table's
+partition (see ``hubflow_jobs.pipeline.backfill``). ``--application`` is the job's registry
+``application``: a pipeline ``MODULE:FUNCTION`` or a built-in that is one (``eventhubs_to_lake``:
+the enqueued-time window of its Event Hub; ``files_to_lake``: the interval's landing or archive
+folders). Exit codes as for every job: 0 done, 1 failed or refused, 2 bad config, window or pipeline.
 """
 
 import argparse
@@ -16,21 +15,13 @@ import sys
 from typing import Any
 
 from hubflow_jobs import EXIT_CONFIG_ERROR
-from hubflow_jobs.applications import (
-    BACKFILL_APPLICATIONS,
-    CONFIG_MODELS,
-    backfill_builtins,
-    pipeline_reference,
-)
-from hubflow_jobs.backfill import BackfillRefused, WindowError, backfill_files, interval_folders, parse_window
-from hubflow_jobs.config import ConfigError, load_config
+from hubflow_jobs.applications import backfill_builtins, can_backfill
+from hubflow_jobs.backfill import BackfillRefused, WindowError, parse_window
+from hubflow_jobs.config import ConfigError
 from hubflow_jobs.pipeline.binding import PipelineError
 from hubflow_jobs.runner import configure_logging, run_batch
 
 log = logging.getLogger("hubflow_jobs")
-
-#: The applications a backfill can run, with their config model.
-BACKFILL_CONFIG_MODELS = {name: CONFIG_MODELS[name] for name in BACKFILL_APPLICATIONS}
 
 
 def main(argv: list[str]) -> int:
@@ -45,39 +36,31 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--window-start", required=True, help="ISO-8601, inclusive")
     parser.add_argument("--window-end", required=True, help="ISO-8601, exclusive")
     args = parser.parse_args(argv)
+    if not can_backfill(args.application):
+        log.error(
+            "--application %s: a backfill runs %s jobs and pipelines (MODULE:FUNCTION)",
+            args.application,
+            ", ".join(backfill_builtins()),
+        )
+        return EXIT_CONFIG_ERROR
     try:
         start, end = parse_window(args.window_start, args.window_end)
-        if pipeline_reference(args.application) is not None:
-            return _backfill_pipeline(args.application, args.config, start, end)
-        if args.application not in BACKFILL_CONFIG_MODELS:
-            builtins = ", ".join(backfill_builtins())
-            log.error(
-                "--application %s: a backfill runs %s jobs and pipelines (MODULE:FUNCTION)",
-                args.application,
-                builtins,
-            )
-            return EXIT_CONFIG_ERROR
-        config = load_config(args.config, BACKFILL_CONFIG_MODELS[args.application])
-        interval_folders(config, start, end)  # a layout or window it cannot use fails before Spark
+        return _backfill_pipeline(args.application, args.config, start, end)
     except (ConfigError, WindowError, PipelineError) as exc:
         log.error("%s", exc)
         return EXIT_CONFIG_ERROR
 
-    def work(spark: Any) -> dict[str, Any]:
-        return backfill_files(spark, config, start, end)
-
-    return run_batch(config, f"backfill [{start}, {end})", work, refused=BackfillRefused)
-
 
 def _backfill_pipeline(application: str, config_path: str, start: Any, end: Any) -> int:
-    """The backfill of a pipeline job; its config and function are checked before Spark starts."""
-    from hubflow_jobs.pipeline.backfill import backfill_pipeline, backfill_problem
+    """The backfill of a pipeline job; its config, function and window are checked before Spark starts."""
+    from hubflow_jobs.pipeline.backfill import backfill_pipeline, backfill_problem, check_window
     from hubflow_jobs.pipeline.job import load_pipeline, ship_module
 
     config, binding = load_pipeline(application, config_path)
     problem = backfill_problem(config, binding)
     if problem:
         raise PipelineError(problem)
+    check_window(config, start, end)
 
     def work(spark: Any) -> dict[str, int]:
         ship_module(spark, binding)

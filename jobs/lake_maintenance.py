@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
-from hubflow_jobs.applications import CONFIG_MODELS, config_model
+from hubflow_jobs.applications import BUILTIN_PIPELINES, config_model
 from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.lake_maintenance import maintain_table
 from hubflow_jobs.runner import configure_logging, run_batch
@@ -25,7 +25,9 @@ def main(argv: list[str]) -> int:
     configure_logging()
     parser = argparse.ArgumentParser(description="compact, vacuum and checkpoint a job's Delta tables")
     parser.add_argument(
-        "--application", required=True, help=f"one of {', '.join(sorted(CONFIG_MODELS))} or module:function"
+        "--application",
+        required=True,
+        help=f"one of {', '.join(sorted(BUILTIN_PIPELINES))} or module:function",
     )
     parser.add_argument("--config", required=True, help="the job's YAML config file")
     parser.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
@@ -34,7 +36,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     model = config_model(args.application)
     if model is None:
-        parser.error(f"--application {args.application!r}: not one of {', '.join(sorted(CONFIG_MODELS))}")
+        parser.error(f"--application {args.application!r}: not one of {', '.join(sorted(BUILTIN_PIPELINES))}")
     try:
         config = load_config(args.config, model)
     except ConfigError as exc:

@@ -214,18 +214,23 @@ def write_jobs(data: Path, with_eventhubs: bool) -> Path:
     orders = {
         "name": "landing_orders",
         **common,
-        "source": {
-            "path": str(data / "landing" / "orders"),
-            "format": "json",
-            "schema": "order_id BIGINT, customer STRING, amount DOUBLE, created_at TIMESTAMP",
-            "required_columns": ["order_id"],
-            "max_files_per_trigger": 2,
-            "archive_dir": str(data / "archive"),
+        "sources": {
+            "landing": {
+                "kind": "files",
+                "path": str(data / "landing" / "orders"),
+                "format": "json",
+                "schema": "order_id BIGINT, customer STRING, amount DOUBLE, created_at TIMESTAMP",
+                "max_files_per_trigger": 2,
+                "archive_dir": str(data / "archive"),
+            }
         },
-        "sink": {
-            "output_path": str(data / "lake" / "orders"),
-            "quarantine_path": str(data / "quarantine"),
-            "format": "delta",
+        "params": {"required_columns": ["order_id"]},
+        "sinks": {
+            "lake": {
+                "kind": "delta",
+                "output_path": str(data / "lake" / "orders"),
+                "quarantine_path": str(data / "quarantine"),
+            }
         },
     }
     (configs / "landing_orders.yaml").write_text(yaml.safe_dump(orders, sort_keys=False))

@@ -84,7 +84,8 @@ def _check_job_config(
         where = f"registry {registry_path}: jobs[{name}].application" if registry_path else NO_REGISTRY
         result.problems.append(
             f"{where}: unknown application {application!r}; the built-in applications are "
-            f"{', '.join(sorted(applications.CONFIG_MODELS))}, or name a pipeline function as module:function"
+            f"{', '.join(sorted(applications.BUILTIN_PIPELINES))}, or name a pipeline function as "
+            "module:function"
         )
         return
     try:

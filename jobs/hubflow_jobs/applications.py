@@ -1,37 +1,23 @@
-"""Which applications exist (entry scripts ``jobs/<application>.py``), what each can do, and its config model.
+"""The built-in jobs (entry scripts ``jobs/<application>.py``), what a job can do, and its config model.
 
-The one list everyone shares: ``jobs/backfill.py`` and ``jobs/lake_maintenance.py`` take
-``--application`` and read the job's config with its model from here; the Airflow plugins import
-the name lists (which applications backfill, which write lake tables) from here too.
-
-A registry entry may also name a pipeline function ``module:function`` (:mod:`.pipeline`): its
-config model is :class:`~.pipeline.declarations.PipelineConfig` (:func:`config_model`). The
-built-in jobs rebuilt as pipelines (:data:`BUILTIN_PIPELINES`, in :mod:`.builtins`) keep their
-names; :func:`pipeline_reference` gives the function a name runs.
-
-The name lists import nothing. ``APPLICATIONS`` (config model, start function, summary of each
-streaming application not yet a pipeline; the entry scripts run them with
-``runner.run_application``) and ``CONFIG_MODELS`` (theirs and those of :data:`BUILTIN_PIPELINES`)
-are built on first use (module ``__getattr__``): they import the job modules, and DAG parsing
-imports this module and must stay free of them (tests/dags/test_dags.py).
+Every job is a pipeline (:mod:`.pipeline`): a registry entry's ``application`` names a function of
+the user's as ``module:function``, or a built-in job (:data:`BUILTIN_PIPELINES`, in :mod:`.builtins`)
+by its name; :func:`pipeline_reference` gives the function a name runs. What a job can do follows
+from its declared sources and sinks, not from a list of names: :func:`can_backfill` and
+:func:`writes_lake_tables` answer for a registry entry before its config is read (the Airflow
+plugins ask when they build DAGs), ``jobs/backfill.py`` refuses with the reason a pipeline whose
+config cannot backfill. Importing this module imports no job module and no Spark (DAG parsing
+imports it; tests/dags/test_dags.py); :meth:`BuiltinPipeline.config_model` imports the built-in's.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .config import JobConfig
-
-#: The built-in applications, not yet pipelines, that a backfill can run (an interval of their input
-#: can be read again); pipelines are judged by their sources and sinks (:func:`can_backfill`).
-BACKFILL_APPLICATIONS: tuple[str, ...] = ("files_to_lake",)
-#: Built-in applications, not yet pipelines, that write lake tables (Delta unless their config says
-#: ``format: parquet``).
-LAKE_WRITING_APPLICATIONS: tuple[str, ...] = ("files_to_lake",)
 
 
 @dataclass(frozen=True)
@@ -61,6 +47,12 @@ BUILTIN_PIPELINES: dict[str, BuiltinPipeline] = {
         "EventHubsToLakeConfig",
         "Event Hubs -> lake (bronze table, Delta or parquet)",
     ),
+    "files_to_lake": BuiltinPipeline(
+        "hubflow_jobs.builtins.files_to_lake",
+        "landed",
+        "FilesToLakeConfig",
+        "file landing -> lake (Delta or parquet), bad records quarantined",
+    ),
     "bronze_to_silver": BuiltinPipeline(
         "hubflow_jobs.builtins.bronze_to_silver",
         "silver",
@@ -82,26 +74,6 @@ BUILTIN_PIPELINES: dict[str, BuiltinPipeline] = {
 }
 
 
-@dataclass(frozen=True)
-class Application:
-    """A streaming application: its config model, the function that starts its query, a one-line summary."""
-
-    config_model: type[JobConfig]
-    start: Callable[..., Any]
-    description: str
-
-
-def _applications() -> dict[str, Application]:
-    """Every streaming application, by entry script name (imports the job modules, so pyspark on use)."""
-    from .files_to_lake import FilesToLakeConfig, start_files_to_lake
-
-    return {
-        "files_to_lake": Application(
-            FilesToLakeConfig, start_files_to_lake, "file landing -> lake (Delta or parquet)"
-        ),
-    }
-
-
 def is_pipeline(application: str) -> bool:
     """Whether a registry ``application`` names a pipeline function of the user's (``module:function``)."""
     from .pipeline.binding import is_pipeline_reference
@@ -111,7 +83,7 @@ def is_pipeline(application: str) -> bool:
 
 def pipeline_reference(application: str) -> str | None:
     """The pipeline function ``application`` runs: itself for ``module:function``, the function of a
-    built-in rebuilt as a pipeline, None for the other built-ins and unknown names."""
+    built-in, None for an unknown name."""
     if is_pipeline(application):
         return application
     builtin = BUILTIN_PIPELINES.get(application)
@@ -119,9 +91,9 @@ def pipeline_reference(application: str) -> str | None:
 
 
 def backfill_builtins() -> list[str]:
-    """The built-in applications whose jobs backfill (for messages): the list above and the built-ins
-    that are pipelines reading an Event Hub."""
-    return sorted([*BACKFILL_APPLICATIONS, *(name for name in BUILTIN_PIPELINES if _reads_a_hub(name))])
+    """The built-in jobs that backfill (for messages): those reading an Event Hub or landing files
+    into lake tables by the interval's rows."""
+    return sorted(name for name in BUILTIN_PIPELINES if _backfills(name))
 
 
 def can_backfill(application: str) -> bool:
@@ -131,43 +103,30 @@ def can_backfill(application: str) -> bool:
     return application in backfill_builtins() or is_pipeline(application)
 
 
-def _reads_a_hub(builtin: str) -> bool:
-    """Whether the built-in pipeline ``builtin`` reads an Event Hub (what a pipeline backfill re-reads)."""
+def _backfills(builtin: str) -> bool:
+    """Whether the built-in ``builtin`` reads an Event Hub or landing files into rows of their interval
+    (what a pipeline backfill reads again and replaces)."""
     legacy = getattr(BUILTIN_PIPELINES[builtin].config_model(), "LEGACY", None)
     if not getattr(legacy, "backfills", True):
         return False  # eventhubs_aggregate: a window's rows are not an interval's events
-    return getattr(legacy, "source_kind", None) == "eventhubs"
+    return getattr(legacy, "source_kind", None) in ("eventhubs", "files")
 
 
 def writes_lake_tables(application: str) -> bool:
-    """Whether jobs of ``application`` may write lake tables: the built-ins that do (a built-in
-    pipeline unless its sink is an Event Hub) and pipelines of the user's (their sinks may be)."""
+    """Whether jobs of ``application`` may write lake tables: a built-in unless its sink is an Event
+    Hub, and pipelines of the user's (their sinks may be)."""
     if application in BUILTIN_PIPELINES:
         legacy = getattr(BUILTIN_PIPELINES[application].config_model(), "LEGACY", None)
         return getattr(legacy, "sink_kind", None) != "eventhubs"
-    return application in LAKE_WRITING_APPLICATIONS or is_pipeline(application)
+    return is_pipeline(application)
 
 
 def config_model(application: str) -> type[JobConfig] | None:
     """The config model of ``application``: a built-in's, ``PipelineConfig`` for ``module:function``,
-    None for an unknown name (imports the job modules of the built-ins, not Spark)."""
+    None for an unknown name (imports the built-in's module, not Spark)."""
     if is_pipeline(application):
         from .pipeline.declarations import PipelineConfig
 
         return PipelineConfig
-    return __getattr__("CONFIG_MODELS").get(application)
-
-
-def __getattr__(name: str) -> Any:
-    """``APPLICATIONS`` (every streaming application, by entry script name) and ``CONFIG_MODELS``
-    (their config models), built on first use."""
-    if name == "APPLICATIONS":
-        applications = _applications()
-        globals()["APPLICATIONS"] = applications
-        return applications
-    if name == "CONFIG_MODELS":
-        models = {app_name: app.config_model for app_name, app in __getattr__("APPLICATIONS").items()}
-        models |= {app_name: builtin.config_model() for app_name, builtin in BUILTIN_PIPELINES.items()}
-        globals()["CONFIG_MODELS"] = models
-        return models
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    builtin = BUILTIN_PIPELINES.get(application)
+    return builtin.config_model() if builtin else None

@@ -2,7 +2,7 @@
 
 Every job config has the common section (:class:`JobConfig`): ``name``, ``trigger``,
 ``checkpoint_root``, ``status_root``, ``spark_conf`` and ``runtime``; a job adds its own sections by
-subclassing it (see :mod:`hubflow_jobs.files_to_lake`). :func:`load_config` turns every problem -
+subclassing it (see :mod:`hubflow_jobs.pipeline.declarations`). :func:`load_config` turns every problem -
 unknown keys, missing keys or paths, bad durations, bad numbers - into one :class:`ConfigError`
 whose message names the key, e.g. ``jobs config error: source.max_files_per_trigger: must be > 0``.
 The schema is documented in ``docs/jobs.md``.

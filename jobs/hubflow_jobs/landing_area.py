@@ -5,8 +5,8 @@ folder and are moved, once processed, to the archive (by Spark's ``cleanSource=a
 archive task) at the path :func:`archive_root` gives, whoever moves them. A backfill reads one data
 interval's folders (``interval_folder``, :mod:`hubflow_jobs.interval_folders`) wherever the files
 are now (:func:`interval_files`), and lists them again when one moves while it reads
-(:func:`retry_when_files_move`). Used by the built-in ``files_to_lake``'s backfill and by the backfill
-of pipelines with a ``kind: files`` source.
+(:func:`retry_when_files_move`). Used by the backfill of pipelines with a ``kind: files`` source
+(the built-in ``files_to_lake`` is one).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 An entry script only names its config model and a function that starts its streaming query::
 
     from hubflow_jobs.runner import main
-    sys.exit(main(sys.argv[1:], FilesToLakeConfig, start_files_to_lake))
+    sys.exit(main(sys.argv[1:], MyJobConfig, start_my_query))
 
 :func:`main` validates the config before Spark starts (exit 2), takes the lease of the job's
 checkpoint (exit 3 while another instance holds it), refuses to start while on-call holds the job
@@ -129,14 +129,6 @@ def main(argv: Sequence[str], model: type[ConfigT], start_query: StartQuery, des
     # The reason is the last line of the run's log, where a supervisor looks for it.
     (log.info if code == EXIT_OK else log.error)("%s", reason)
     return code
-
-
-def run_application(application: str, argv: Sequence[str]) -> int:
-    """The ``main`` of the streaming entry script ``jobs/<application>.py`` (see :mod:`.applications`)."""
-    from .applications import APPLICATIONS
-
-    app = APPLICATIONS[application]
-    return main(argv, app.config_model, app.start, description=app.description)
 
 
 def run_batch(

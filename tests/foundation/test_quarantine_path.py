@@ -9,11 +9,11 @@ import pytest
 from pydantic import ValidationError
 
 from hubflow_jobs.builtins.eventhubs_aggregate import LegacyEventHubsAggregateConfig
-from hubflow_jobs.files_to_lake import LakeSinkConfig
+from hubflow_jobs.builtins.files_to_lake import LegacyFilesToLakeConfig
 from hubflow_jobs.pipeline.declarations import LakeSink
 
 SINKS: dict[str, tuple[type, dict[str, Any]]] = {
-    "files_to_lake": (LakeSinkConfig, {}),
+    "files_to_lake": (LegacyFilesToLakeConfig.model_fields["sink"].annotation, {}),
     "eventhubs_aggregate": (LegacyEventHubsAggregateConfig.model_fields["sink"].annotation, {}),
     "pipeline": (LakeSink, {"kind": "delta"}),
 }

@@ -259,3 +259,52 @@ def receive_all(connection_string: str, timeout: float = 60) -> list[tuple[str, 
     thread.join(30)
     assert len(received) == expected, f"received {len(received)} of {expected} events"
     return received
+
+
+def files_to_lake_config(path: Path) -> Any:
+    """The built-in files_to_lake's config read from ``path`` (old keys or new) by its model."""
+    from hubflow_jobs.builtins.files_to_lake import FilesToLakeConfig
+    from hubflow_jobs.config import load_config
+
+    return load_config(path, FilesToLakeConfig)
+
+
+def lake_tables(config: Any) -> tuple[str, str]:
+    """The output and quarantine tables of a files_to_lake config."""
+    from hubflow_jobs.builtins.files_to_lake import SINK
+
+    sink = config.sinks[SINK]
+    return sink.output_path, sink.quarantine_path
+
+
+def run_files_to_lake(spark: Any, config: Any, stop: Any = None, **kwargs: Any) -> tuple[int, str]:
+    """A files_to_lake run on ``spark`` (the shared runtime, as its entry script runs it)."""
+    from hubflow_jobs.pipeline.job import start_function
+    from hubflow_jobs.runner import run_job
+    from hubflow_jobs.stop import StopRequest
+
+    return run_job(spark, config, start_function("files_to_lake"), stop or StopRequest(), **kwargs)
+
+
+def backfill_files(spark: Any, config: Any, start: Any, end: Any) -> dict[str, int]:
+    """files_to_lake's backfill of ``[start, end)``, as ``jobs/backfill.py`` runs it: the window
+    checked first (WindowError without Spark), then the pipeline's backfill; its counts."""
+    from hubflow_jobs.applications import pipeline_reference
+    from hubflow_jobs.pipeline.backfill import backfill_pipeline, check_window
+    from hubflow_jobs.pipeline.binding import bind, load_function
+
+    check_window(config, start, end)
+    reference = pipeline_reference("files_to_lake")
+    assert reference is not None
+    binding = bind(load_function(reference), reference, list(config.sources))
+    counts = backfill_pipeline(spark, config, binding, start, end)
+    return {key: counts[key] for key in ("files", "read", "written", "quarantined")}
+
+
+def landing_archive(config: Any) -> str:
+    """Where Spark's ``cleanSource=archive`` puts a files_to_lake config's landing files."""
+    from hubflow_jobs.builtins.files_to_lake import SOURCE
+    from hubflow_jobs.landing_area import archive_root
+
+    source = config.sources[SOURCE]
+    return archive_root(source.path, source.archive_dir)

@@ -11,13 +11,19 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_OK
-from hubflow_jobs.backfill import WindowError, backfill_files, window_label
-from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.files_to_lake import FilesToLakeConfig, archive_root, start_files_to_lake
-from hubflow_jobs.runner import run_job
-from hubflow_jobs.stop import StopRequest
+from hubflow_jobs.backfill import WindowError, window_label
+from hubflow_jobs.builtins.files_to_lake import FilesToLakeConfig
+from hubflow_jobs.config import ConfigError
 
-from .helpers import landing_config, write_config, write_json_landing_file
+from .helpers import (
+    backfill_files,
+    files_to_lake_config,
+    landing_archive,
+    landing_config,
+    run_files_to_lake,
+    write_config,
+    write_json_landing_file,
+)
 
 pytestmark = pytest.mark.integration
 PATTERN = "%Y/%m/%d/%H"
@@ -30,7 +36,7 @@ def _hour(h: int) -> datetime:
 
 def _config(base: Path, **source: Any) -> FilesToLakeConfig:
     config = landing_config(base, source={"interval_folder": PATTERN, **source})
-    return load_config(write_config(base / "job.yaml", config), FilesToLakeConfig)
+    return files_to_lake_config(write_config(base / "job.yaml", config))
 
 
 def _land(base: Path, hour: int, name: str, first_id: int, good: int, bad: int) -> set[int]:
@@ -57,13 +63,13 @@ def test_backfill_reads_each_intervals_files_once_from_landing_or_archive_and_re
 
     # The normal job runs over the nested landing folders first and archives what it processed
     # (2 files per batch: the files of earlier batches are archived, the last batch's stay).
-    assert run_job(spark, config, start_files_to_lake, StopRequest())[0] == EXIT_OK
-    archived = {p.name for p in Path(archive_root(config.source)).rglob("*.json")}
+    assert run_files_to_lake(spark, config)[0] == EXIT_OK
+    archived = {p.name for p in Path(landing_archive(config)).rglob("*.json")}
     still_landing = {p.name for p in (tmp_path / "landing").rglob("*.json")}
     assert archived and still_landing, "the test needs files in both places"
     # An archive move that was interrupted leaves a file in both places: it must be read once.
-    twice = sorted(Path(archive_root(config.source)).rglob("*.json"))[0]
-    relative = twice.relative_to(archive_root(config.source))
+    twice = sorted(Path(landing_archive(config)).rglob("*.json"))[0]
+    relative = twice.relative_to(landing_archive(config))
     shutil.copy(twice, tmp_path / "landing" / relative)
 
     output, quarantine = tmp_path / "lake" / "orders_backfill", tmp_path / "quarantine_backfill"
@@ -117,19 +123,19 @@ def test_a_window_that_cuts_a_folder_or_a_config_without_the_layout_is_refused(t
     with pytest.raises(WindowError, match=r"source\.interval_folder: the interval's start .* whole folders"):
         backfill_files(None, config, _hour(10) + timedelta(minutes=30), _hour(12))
     plain = write_config(tmp_path / "plain.yaml", landing_config(tmp_path))
-    no_layout = load_config(plain, FilesToLakeConfig)
+    no_layout = files_to_lake_config(plain)
     with pytest.raises(WindowError, match=r"source\.interval_folder is not set"):
         backfill_files(None, no_layout, _hour(10), _hour(11))
     broken = landing_config(tmp_path, source={"interval_folder": "%Y/%b"})
     with pytest.raises(ConfigError, match=r"source.interval_folder: .*only %Y %m %d %j %H %M %S"):
-        load_config(write_config(tmp_path / "broken.yaml", broken), FilesToLakeConfig)
+        files_to_lake_config(write_config(tmp_path / "broken.yaml", broken))
 
 
 def test_a_file_archived_between_listing_and_reading_is_read_from_the_archive(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A scheduled run archiving files while a backfill reads them: the backfill lists again."""
-    import hubflow_jobs.backfill as backfill
+    import hubflow_jobs.pipeline.file_backfill as backfill
 
     config = _config(tmp_path)
     ids = _land(tmp_path, 10, "a.json", 0, 4, 1) | _land(tmp_path, 10, "b.json", 10, 3, 0)
@@ -141,13 +147,13 @@ def test_a_file_archived_between_listing_and_reading_is_read_from_the_archive(
         listings.append(where)
         if len(listings) == 1:  # move a listed landing file to where Spark's archiving puts it
             moved = Path(paths[0])
-            target = Path(archive_root(config.source)) / moved.relative_to(tmp_path / "landing")
+            target = Path(landing_archive(config)) / moved.relative_to(tmp_path / "landing")
             target.parent.mkdir(parents=True, exist_ok=True)
             moved.rename(target)
         return paths, where
 
     monkeypatch.setattr(backfill, "interval_files", list_then_archive_one)
-    counts = backfill.backfill_files(spark, config, _hour(10), _hour(11))
+    counts = backfill_files(spark, config, _hour(10), _hour(11))
     first, second = listings
     assert (first, second) == (
         {"landing": 2, "archive": 0, "in_both": 0},

@@ -7,18 +7,16 @@ from pathlib import Path
 import pytest
 
 from hubflow_jobs import EXIT_CONFIG_ERROR
+from hubflow_jobs.builtins.files_to_lake import FilesToLakeConfig
 from hubflow_jobs.config import ConfigError, declared_column_names, load_config
 from hubflow_jobs.durations import parse_duration
-from hubflow_jobs.files_to_lake import FilesToLakeConfig, start_files_to_lake
-from hubflow_jobs.runner import main
+from hubflow_jobs.pipeline.job import run_builtin
 
-from .helpers import landing_config, python_job, write_config
+from .helpers import files_to_lake_config, landing_config, python_job, write_config
 
 
 def _load(tmp_path: Path, **overrides) -> FilesToLakeConfig:
-    return load_config(
-        write_config(tmp_path / "job.yaml", landing_config(tmp_path, **overrides)), FilesToLakeConfig
-    )
+    return files_to_lake_config(write_config(tmp_path / "job.yaml", landing_config(tmp_path, **overrides)))
 
 
 def _error(tmp_path: Path, **overrides) -> str:
@@ -91,7 +89,7 @@ def test_missing_keys_and_paths_are_named(tmp_path: Path) -> None:
     config = landing_config(tmp_path)
     del config["checkpoint_root"]
     with pytest.raises(ConfigError, match=r"^jobs config error: checkpoint_root: is required$"):
-        load_config(write_config(tmp_path / "job.yaml", config), FilesToLakeConfig)
+        files_to_lake_config(write_config(tmp_path / "job.yaml", config))
     message = _error(tmp_path, source={"path": str(tmp_path / "nowhere")})
     assert message.startswith("jobs config error: source.path: landing folder")
     assert "does not exist" in message
@@ -110,7 +108,7 @@ def test_main_exits_2_before_spark_starts(tmp_path: Path, caplog: pytest.LogCapt
     config_path = write_config(
         tmp_path / "job.yaml", landing_config(tmp_path, source={"max_files_per_trigger": 0})
     )
-    code = main(["--config", str(config_path)], FilesToLakeConfig, start_files_to_lake)
+    code = run_builtin("files_to_lake", ["--config", str(config_path)])
     assert code == EXIT_CONFIG_ERROR
     assert not (tmp_path / "status").exists(), "nothing may be created for an invalid config"
 
@@ -127,10 +125,10 @@ def test_entry_script_exits_2_and_says_which_key(tmp_path: Path) -> None:
 
 def test_unreadable_and_non_mapping_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
-        load_config(tmp_path / "absent.yaml", FilesToLakeConfig)
+        files_to_lake_config(tmp_path / "absent.yaml")
     (tmp_path / "list.yaml").write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="must hold a mapping"):
-        load_config(tmp_path / "list.yaml", FilesToLakeConfig)
+        files_to_lake_config(tmp_path / "list.yaml")
 
 
 def test_durations_and_schema_names() -> None:
@@ -151,9 +149,9 @@ def test_durations_and_schema_names() -> None:
 
 def test_example_config_is_valid() -> None:
     example = Path(__file__).resolve().parents[2] / "jobs" / "configs" / "files_to_lake.yaml"
-    config = load_config(example, FilesToLakeConfig)
+    config = files_to_lake_config(example)
     assert config.name == "files_to_lake"
-    assert config.source.required_columns == ["order_id", "ordered_at"]
+    assert config.params["required_columns"] == ["order_id", "ordered_at"]
 
 
 def test_eventhubs_example_config_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:

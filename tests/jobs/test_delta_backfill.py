@@ -15,17 +15,27 @@ import pytest
 
 from hubflow_jobs import EXIT_OK
 from hubflow_jobs.applications import pipeline_reference
-from hubflow_jobs.backfill import BackfillRefused, backfill_files
+from hubflow_jobs.backfill import BackfillRefused
 from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.config import load_config
-from hubflow_jobs.files_to_lake import FilesToLakeConfig, archive_root, start_files_to_lake
 from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
 from tests.support.lake import delta_version, spark_rows
 from tests.support.processes import wait_until
 
-from .helpers import EmulatedHub, eventhubs_config, landing_config, write_config, write_json_landing_file
+from .helpers import (
+    EmulatedHub,
+    backfill_files,
+    eventhubs_config,
+    files_to_lake_config,
+    lake_tables,
+    landing_archive,
+    landing_config,
+    run_files_to_lake,
+    write_config,
+    write_json_landing_file,
+)
 
 pytestmark = pytest.mark.integration
 start_eventhubs_to_lake = start_function("eventhubs_to_lake")
@@ -190,10 +200,10 @@ def test_file_backfill_replaces_the_intervals_rows_in_both_delta_tables(spark: A
     raw = landing_config(
         tmp_path, source={"interval_folder": pattern, "max_files_per_trigger": 1}, sink={"format": "delta"}
     )
-    config = load_config(write_config(tmp_path / "job.yaml", raw), FilesToLakeConfig)
-    output, quarantine = Path(config.sink.output_path), Path(config.sink.quarantine_path)
-    assert run_job(spark, config, start_files_to_lake, StopRequest())[0] == EXIT_OK
-    archived = {p.name for p in Path(archive_root(config.source)).rglob("*.json")}
+    config = files_to_lake_config(write_config(tmp_path / "job.yaml", raw))
+    output, quarantine = Path(lake_tables(config)[0]), Path(lake_tables(config)[1])
+    assert run_files_to_lake(spark, config)[0] == EXIT_OK
+    archived = {p.name for p in Path(landing_archive(config)).rglob("*.json")}
     assert archived, "the test needs files read back from the archive"
     columns = {"id": "value", "_source_file": "value", "_ingested_at": "timestamp"}
     streamed = spark_rows(spark, output, columns)

@@ -13,7 +13,6 @@ import pytest
 from hubflow_jobs import EXIT_FAILED, EXIT_OK
 from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.config import load_config
-from hubflow_jobs.files_to_lake import FilesToLakeConfig, start_files_to_lake
 from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import StopRequest
@@ -22,9 +21,12 @@ from tests.support.lake import delta_rs_rows, delta_version, duckdb_rows, record
 from .helpers import (
     EmulatedHub,
     eventhubs_config,
+    files_to_lake_config,
+    lake_tables,
     landing_config,
     log_ids,
     read_status,
+    run_files_to_lake,
     write_config,
     write_json_landing_file,
 )
@@ -100,15 +102,15 @@ def test_files_to_delta_commit_both_tables_once_per_batch_and_skip_a_replay(
     spark: Any, tmp_path: Path
 ) -> None:
     raw = landing_config(tmp_path, source={"max_files_per_trigger": 1}, sink={"format": "delta"})
-    config = load_config(write_config(tmp_path / "job.yaml", raw), FilesToLakeConfig)
+    config = files_to_lake_config(write_config(tmp_path / "job.yaml", raw))
     landing = tmp_path / "landing"
     expected = write_json_landing_file(landing, "a.json", 1, good=3, bad=1)
     expected |= write_json_landing_file(landing, "b.json", 10, good=3, bad=1)
     write_json_landing_file(landing, "c.json", 20, good=0, bad=2)  # a batch with no lake rows
 
-    assert run_job(spark, config, start_files_to_lake, StopRequest())[0] == EXIT_OK
+    assert run_files_to_lake(spark, config)[0] == EXIT_OK
 
-    output, quarantine = Path(config.sink.output_path), Path(config.sink.quarantine_path)
+    output, quarantine = Path(lake_tables(config)[0]), Path(lake_tables(config)[1])
     checkpoint = Path(config.checkpoint_location)
     query = _query_id(checkpoint)
     assert log_ids(checkpoint / "commits") == [0, 1, 2]
@@ -121,7 +123,7 @@ def test_files_to_delta_commit_both_tables_once_per_batch_and_skip_a_replay(
 
     _drop_last_commit(checkpoint)
     versions = (delta_version(output), delta_version(quarantine))
-    assert run_job(spark, config, start_files_to_lake, StopRequest())[0] == EXIT_OK
+    assert run_files_to_lake(spark, config)[0] == EXIT_OK
     assert log_ids(checkpoint / "commits")[-1] == 2, "the batch was run again"
     assert read_status(tmp_path)["counts"]["read"] == 2, "the replay read c.json's records again"
     assert (delta_version(output), delta_version(quarantine)) == versions, "and both tables skipped it"
@@ -131,13 +133,13 @@ def test_files_to_delta_commit_both_tables_once_per_batch_and_skip_a_replay(
 def test_a_delta_sink_refuses_a_folder_holding_a_parquet_table(spark: Any, tmp_path: Path) -> None:
     parquet = landing_config(tmp_path)
     write_json_landing_file(tmp_path / "landing", "a.json", 1, good=2, bad=0)
-    config = load_config(write_config(tmp_path / "job.yaml", parquet), FilesToLakeConfig)
-    assert run_job(spark, config, start_files_to_lake, StopRequest())[0] == EXIT_OK
+    config = files_to_lake_config(write_config(tmp_path / "job.yaml", parquet))
+    assert run_files_to_lake(spark, config)[0] == EXIT_OK
 
     shutil.rmtree(tmp_path / "checkpoints")
     delta = landing_config(tmp_path, sink={"format": "delta"})
-    config = load_config(write_config(tmp_path / "job.yaml", delta), FilesToLakeConfig)
-    code, reason = run_job(spark, config, start_files_to_lake, StopRequest())
+    config = files_to_lake_config(write_config(tmp_path / "job.yaml", delta))
+    code, reason = run_files_to_lake(spark, config)
     assert code == EXIT_FAILED
     assert "sink.output_path" in reason and "holds a parquet table written by Spark's file sink" in reason
     assert not (tmp_path / "lake" / "orders" / "_delta_log").exists(), "nothing was written into it"

@@ -17,23 +17,33 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from hubflow_jobs import EXIT_FAILED, EXIT_OK
-from hubflow_jobs.config import load_config
-from hubflow_jobs.files_to_lake import FilesToLakeConfig, start_files_to_lake
+from hubflow_jobs.builtins.files_to_lake import FilesToLakeConfig
+from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runner import run_job
 from hubflow_jobs.stop import SignalHandlers, StopRequest
 from tests.support.processes import wait_until
 
-from .helpers import landing_config, log_ids, read_lake, read_status, write_config, write_json_landing_file
+from .helpers import (
+    files_to_lake_config,
+    lake_tables,
+    landing_config,
+    log_ids,
+    read_lake,
+    read_status,
+    run_files_to_lake,
+    write_config,
+    write_json_landing_file,
+)
 
 pytestmark = pytest.mark.integration
 
 
 def _config(base: Path, **overrides: Any) -> FilesToLakeConfig:
-    return load_config(write_config(base / "job.yaml", landing_config(base, **overrides)), FilesToLakeConfig)
+    return files_to_lake_config(write_config(base / "job.yaml", landing_config(base, **overrides)))
 
 
 def _run(spark: Any, config: FilesToLakeConfig, stop: StopRequest | None = None) -> tuple[int, str]:
-    return run_job(spark, config, start_files_to_lake, stop or StopRequest())
+    return run_files_to_lake(spark, config, stop)
 
 
 def _local(uri: str) -> str:
@@ -77,16 +87,16 @@ def test_available_now_lands_good_rows_quarantines_bad_ones_and_reconciles(
 
     assert code == EXIT_OK, reason
     assert reason == "job files_to_lake finished: no more input (trigger availableNow)"
-    rows = read_lake(spark, config.sink.output_path)
+    rows = read_lake(spark, lake_tables(config)[0])
     ids = [r["id"] for r in rows]
     assert sorted(ids) == sorted(expected), "every good record exactly once"
     today = datetime.now(UTC).date()
     assert {r["ingest_date"] for r in rows} == {today}
     assert all(r["name"] == f"n{r['id']}" for r in rows)
     assert {Path(_local(r["_source_file"])).name for r in rows} == {"a.json", "b.json", "c.json"}
-    assert (Path(config.sink.output_path) / f"ingest_date={today.isoformat()}").is_dir()
+    assert (Path(lake_tables(config)[0]) / f"ingest_date={today.isoformat()}").is_dir()
 
-    quarantined = read_lake(spark, config.sink.quarantine_path)
+    quarantined = read_lake(spark, lake_tables(config)[1])
     assert len(quarantined) == 5
     assert len(ids) + len(quarantined) == lines_written, "read = written + quarantined"
     not_json = [q for q in quarantined if q["raw_record"].startswith("not json")]
@@ -129,9 +139,9 @@ def test_available_now_lands_good_rows_quarantines_bad_ones_and_reconciles(
     more = write_json_landing_file(landing, "d.json", 300, good=2, bad=1)
     code, reason = _run(spark, config)
     assert code == EXIT_OK, reason
-    ids = [r["id"] for r in read_lake(spark, config.sink.output_path)]
+    ids = [r["id"] for r in read_lake(spark, lake_tables(config)[0])]
     assert sorted(ids) == sorted(expected | more), "the second run adds only the new file"
-    assert len(read_lake(spark, config.sink.quarantine_path)) == 6
+    assert len(read_lake(spark, lake_tables(config)[1])) == 6
     assert str(landing / "c.json") in _archived(tmp_path)
     assert _archived(tmp_path) <= _committed_files(checkpoint)
 
@@ -152,9 +162,9 @@ def test_replayed_batch_is_not_written_twice(spark: Any, tmp_path: Path) -> None
 
     assert code == EXIT_OK, reason
     assert log_ids(checkpoint / "commits")[-1] == last, "the batch was run again"
-    ids = [r["id"] for r in read_lake(spark, config.sink.output_path)]
+    ids = [r["id"] for r in read_lake(spark, lake_tables(config)[0])]
     assert sorted(ids) == sorted(expected)
-    assert len(read_lake(spark, config.sink.quarantine_path)) == 2
+    assert len(read_lake(spark, lake_tables(config)[1])) == 2
     assert read_status(tmp_path)["counts"]["read"] == 4, "the replay read the batch again"
 
 
@@ -167,8 +177,8 @@ def test_csv_with_header_quarantines_malformed_rows(spark: Any, tmp_path: Path) 
 
     assert _run(spark, config)[0] == EXIT_OK
 
-    assert sorted(r["id"] for r in read_lake(spark, config.sink.output_path)) == [1, 3]
-    quarantined = {q["raw_record"]: q["reason"] for q in read_lake(spark, config.sink.quarantine_path)}
+    assert sorted(r["id"] for r in read_lake(spark, lake_tables(config)[0])) == [1, 3]
+    quarantined = {q["raw_record"]: q["reason"] for q in read_lake(spark, lake_tables(config)[1])}
     assert quarantined == {
         "two,beta": "csv record does not parse with the declared schema",
         "4,delta,extra": "csv record does not parse with the declared schema",
@@ -186,8 +196,8 @@ def test_parquet_rows_missing_required_columns_are_quarantined(spark: Any, tmp_p
 
     assert _run(spark, config)[0] == EXIT_OK
 
-    assert sorted(r["id"] for r in read_lake(spark, config.sink.output_path)) == [1, 3]
-    [bad] = read_lake(spark, config.sink.quarantine_path)
+    assert sorted(r["id"] for r in read_lake(spark, lake_tables(config)[0])) == [1, 3]
+    [bad] = read_lake(spark, lake_tables(config)[1])
     assert (bad["raw_record"], bad["reason"]) == ('{"name":"b"}', "required column id is null")
     assert Path(_local(bad["source_file"])).name == "part.parquet"
 
@@ -241,7 +251,7 @@ def test_processing_time_run_stops_gracefully_and_archives_only_committed_files(
     still_landing = {str(p) for p in landing.iterdir() if not p.name.startswith(".")}
     assert every_file - committed <= still_landing, "uncommitted files stay where they landed"
     assert still_landing | archived == every_file
-    sources = {_local(r["_source_file"]) for r in read_lake(spark, config.sink.output_path)}
+    sources = {_local(r["_source_file"]) for r in read_lake(spark, lake_tables(config)[0])}
     assert sources == committed, "the lake holds exactly the committed files"
 
 
@@ -301,7 +311,8 @@ def test_losing_the_lease_to_another_instance_fences_the_job_at_once(spark: Any,
     thief = threading.Thread(target=take_over, daemon=True)
     thief.start()
     try:
-        code, reason = run_job(spark, config, start_files_to_lake, stop, status=status, watchdog=watchdog)
+        start = start_function("files_to_lake")
+        code, reason = run_job(spark, config, start, stop, status=status, watchdog=watchdog)
     finally:
         watchdog.close()
     thief.join(5)

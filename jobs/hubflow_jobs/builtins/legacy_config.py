@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ValidationError, model_validator
+from pydantic import BaseModel, PrivateAttr, ValidationError, model_validator
 
 from ..config import KeyedValueError
 from ..pipeline import PipelineConfig
@@ -144,6 +144,12 @@ class LegacyPipelineConfig(PipelineConfig):
     """A built-in's config: a pipeline config that also reads the built-in's old ``source:``/``sink:``."""
 
     LEGACY: ClassVar[LegacySections]
+    #: Whether the file used the old keys (so that messages name them).
+    _old_keys: bool = PrivateAttr(default=False)
+
+    def key_as_written(self, *loc: str) -> str:
+        """``loc`` named by the old keys when the config was written in them."""
+        return ".".join(str(part) for part in (self.LEGACY.as_written(loc) if self._old_keys else loc))
 
     @model_validator(mode="before")
     @classmethod
@@ -161,10 +167,12 @@ class LegacyPipelineConfig(PipelineConfig):
         if isinstance(obj, dict) and {"source", "sink"} & obj.keys() and cls.LEGACY.legacy_model:
             cls.LEGACY.legacy_model.model_validate(obj, **kwargs)
         try:
-            return super().model_validate(obj, **kwargs)  # type: ignore[return-value]
+            config = super().model_validate(obj, **kwargs)
         except ValidationError as exc:
             if not isinstance(obj, dict) or not {"source", "sink"} & obj.keys():
                 raise
             errors = exc.errors(include_url=False)
             rewritten = [{**error, "loc": cls.LEGACY.as_written(tuple(error["loc"]))} for error in errors]
             raise ValidationError.from_exception_data(exc.title, rewritten) from None  # type: ignore[arg-type]
+        config._old_keys = isinstance(obj, dict) and bool({"source", "sink"} & obj.keys())
+        return config  # type: ignore[return-value]

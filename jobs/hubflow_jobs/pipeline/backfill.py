@@ -25,7 +25,13 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from ..backfill import BackfillRefused, enqueued_in, interval_events, refuse_if_events_gone
+from ..backfill import (
+    BackfillRefused,
+    enqueued_in,
+    folders_of_window,
+    interval_events,
+    refuse_if_events_gone,
+)
 from ..lake_tables import delta_table_exists
 from .binding import Binding, sink_frames
 from .declarations import EventHubsSource, FilesSource, PipelineConfig
@@ -54,9 +60,10 @@ def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
         )
     (name, source), *_ = config.sources.items()
     if isinstance(source, FilesSource) and source.interval_folder is None:
+        key = config.key_as_written("sources", name, "interval_folder")
         return (
-            f"job {config.name}: sources.{name}.interval_folder is not set, so a backfill cannot tell which "
-            "landing folder holds an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
+            f"job {config.name}: {key} is not set, so a backfill cannot tell which landing folder holds "
+            "an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
         )
     not_lake = [f"sinks.{name}.kind: {s.kind}" for name, s in config.sinks.items() if s.kind == "eventhubs"]
     if not_lake:
@@ -65,6 +72,15 @@ def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
             f"Event Hub cannot take events back: {', '.join(not_lake)}"
         )
     return None
+
+
+def check_window(config: PipelineConfig, start: datetime, end: datetime) -> None:
+    """WindowError naming the key when the window cuts a landing folder of a files source's layout
+    (checked before Spark starts; an Event Hub's interval may start and end anywhere)."""
+    (name, source), *_ = config.sources.items()
+    if isinstance(source, FilesSource):
+        key = config.key_as_written("sources", name, "interval_folder")
+        folders_of_window(source.interval_folder, key, config.name, start, end)
 
 
 def committed_positions(checkpoint: str, eventhub: str) -> dict[str, int] | None:

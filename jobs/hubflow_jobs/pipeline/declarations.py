@@ -36,12 +36,13 @@ from ..config import (
     JobConfig,
     KeyedValueError,
     StrictModel,
+    TextMap,
     existing_local_folder,
     join_path,
 )
 from ..delta_source import DeltaSourceConfig
 from ..eventhubs_config import EventHubSinkConfig, EventHubSourceConfig
-from ..files_to_lake import LandingFilesKeys
+from ..interval_folders import check_pattern
 from ..lake_tables import LakeFormat, check_quarantine_path
 
 #: The folder, inside the job's checkpoint, that holds the checkpoints of its further sinks.
@@ -58,6 +59,52 @@ class DeltaSource(DeltaSourceConfig):
     """``kind: delta``: the rows each commit of a Delta table added."""
 
     kind: Literal["delta"]
+
+
+#: Reader options hubflow sets itself; a files source may not override them through ``options``.
+RESERVED_FILE_OPTIONS = {
+    "mode",
+    "columnnameofcorruptrecord",
+    "cleansource",
+    "sourcearchivedir",
+    "maxfilespertrigger",
+    "maxbytespertrigger",
+    "recursivefilelookup",
+    "path",
+}
+
+
+class LandingFilesKeys(StrictModel):
+    """The keys of every source that reads a landing folder (a ``kind: files`` source, and the
+    ``source:`` of files_to_lake's config before pipelines)."""
+
+    path: str = Field(min_length=1)
+    format: Literal["json", "csv", "parquet"]
+    schema_ddl: str = Field(alias="schema", min_length=1)
+    options: TextMap = Field(default_factory=dict)
+    max_files_per_trigger: int = Field(default=100, gt=0)
+    #: strftime pattern (UTC) of the folder under ``path`` holding one interval's files, e.g.
+    #: ``%Y/%m/%d/%H``; needed by backfills only (see :mod:`hubflow_jobs.interval_folders`).
+    interval_folder: str | None = None
+
+    @field_validator("interval_folder")
+    @classmethod
+    def _interval_folder(cls, value: str | None) -> str | None:
+        return None if value is None else check_pattern(value)
+
+    @field_validator("path")
+    @classmethod
+    def _landing_exists(cls, value: str, info: ValidationInfo) -> str:
+        return existing_local_folder(value, "landing folder", info)
+
+    @model_validator(mode="after")
+    def _no_reserved_options(self) -> LandingFilesKeys:
+        for key in self.options:
+            if key.lower() in RESERVED_FILE_OPTIONS:
+                raise KeyedValueError(
+                    f"options.{key}", "is set by the job itself; use the source keys (see docs/jobs.md)"
+                )
+        return self
 
 
 class FilesSource(LandingFilesKeys):
@@ -178,6 +225,11 @@ class PipelineConfig(JobConfig):
                         "only a pipeline with one sink, or remove archive_dir",
                     )
         return self
+
+    def key_as_written(self, *loc: str) -> str:
+        """The config key ``loc`` (e.g. ``"sources", "orders", "interval_folder"``) as the user's file
+        names it, for messages: a built-in's config in its old keys names it by those."""
+        return ".".join(loc)
 
     @model_validator(mode="after")
     def _sink_checkpoints_apart(self) -> PipelineConfig:

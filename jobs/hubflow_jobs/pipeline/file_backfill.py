@@ -4,7 +4,8 @@ The interval is the files of its folders (``sources.<name>.interval_folder``, e.
 wherever they are now: still in the landing folder, or archived (``archive_dir``). They are read as
 one batch with the stream's columns (a row read from the archive keeps its landing path in
 ``_source_file``, as the stream recorded it) and go through the user's function. Each Delta sink's
-frame keeps ``_source_file``: the interval's rows are those whose file lies under its folders.
+frame keeps ``_source_file`` (a quarantine may keep it as ``source_file``): the interval's rows are
+those whose file lies under its folders.
 
 Before anything is written, for every Delta sink: its query has committed every landing file of the
 interval (from the file source log in its checkpoint, so a function that filters rows out is judged
@@ -34,9 +35,9 @@ from ..landing_area import (
     without_empty_authority,
 )
 from .binding import Binding, sink_frames
-from .columns import SOURCE_FILE
+from .columns import QUARANTINE_SOURCE_FILE, SOURCE_FILE
 from .declarations import FilesSource, PipelineConfig
-from .interval_writes import sink_writes, write_interval
+from .interval_writes import TableWrite, sink_writes, write_interval
 from .streams import read_files
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def backfill_files_interval(
     been purged by retention, and the tables' rows are all that is left of them)."""
     ((name, source),) = config.sources.items()
     assert isinstance(source, FilesSource)
-    key = f"sources.{name}.interval_folder"
+    key = config.key_as_written("sources", name, "interval_folder")
     folders = folders_of_window(source.interval_folder, key, config.name, start, end)
     subject = f"job {config.name} backfill [{start.isoformat()}, {end.isoformat()})"
 
@@ -86,7 +87,7 @@ def _backfill_once(
             source.path,
             archive or "an archive (no archive_dir)",
         )
-        return {"files": 0, "read": 0}
+        return {"files": 0, "read": 0, "written": 0, "quarantined": 0}
     records = read_files(spark, source, paths)
     if archive:
         landing_path, from_archive = as_landing_path(spark, SOURCE_FILE, source.path, archive)
@@ -102,15 +103,26 @@ def _backfill_once(
         frames = sink_frames(
             binding.call({name: batch}, config.params, spark), binding.reference, list(config.sinks)
         )
-        writes = sink_writes(config, binding, frames, FILE_IDENTITY, "the file each row came from")
+        writes = sink_writes(
+            config,
+            binding,
+            frames,
+            FILE_IDENTITY,
+            "the file each row came from",
+            {SOURCE_FILE: QUARANTINE_SOURCE_FILE},
+        )
         for sink_name, sink in config.sinks.items():
             if sink.kind == "delta":
                 _refuse_unless_processed(config.sink_checkpoint(sink_name), from_landing, subject, sink_name)
         prefixes = [qualified_uri(spark, join_path(source.path, folder)) + "/" for folder in folders]
-        predicate = "(" + " OR ".join(f"startswith({SOURCE_FILE}, {sql_string(p)})" for p in prefixes) + ")"
+
+        def predicate(write: TableWrite) -> str:
+            column = write.column(SOURCE_FILE)
+            return "(" + " OR ".join(f"startswith({column}, {sql_string(p)})" for p in prefixes) + ")"
+
         for write in writes:
             if write.kind == "delta" and delta_table_exists(spark, write.table):
-                _refuse_if_files_gone(spark, write.table, predicate, read_files_, subject)
+                _refuse_if_files_gone(spark, write, predicate(write), read_files_, subject)
         counts = {
             "files": len(paths),
             "read": batch.count(),
@@ -151,14 +163,15 @@ def _refuse_unless_processed(checkpoint: str, landing_files: set[str], subject: 
         )
 
 
-def _refuse_if_files_gone(spark: Any, table: str, predicate: str, read: set[str], subject: str) -> None:
-    """Refuse when ``table`` holds rows of files of the interval that the backfill did not read."""
+def _refuse_if_files_gone(spark: Any, write: TableWrite, predicate: str, read: set[str], what: str) -> None:
+    """Refuse when the table of ``write`` holds rows of files of the interval the backfill did not read."""
+    table = write.table
     rows = spark.read.format("delta").load(table).where(predicate)
-    held = {r[0] for r in rows.select(SOURCE_FILE).distinct().collect()}
+    held = {r[0] for r in rows.select(write.column(SOURCE_FILE)).distinct().collect()}
     gone = sorted(held - read)
     if gone:
         raise BackfillRefused(
-            f"{subject}: {table} holds rows of {len(gone)} files of this interval that are no longer in "
+            f"{what}: {table} holds rows of {len(gone)} files of this interval that are no longer in "
             f"the landing folder or the archive (e.g. {gone[:3]}; purged by retention?); replacing the "
             "interval would delete them, so nothing was changed"
         )

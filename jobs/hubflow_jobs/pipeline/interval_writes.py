@@ -13,7 +13,8 @@ and checked, not in how they are written. Runs on the driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -33,14 +34,27 @@ class TableWrite:
     table: str
     rows: Any
     partition_by: list[str]
+    role: str = "output"  # output | quarantine
+    #: An identity column the table keeps under another name (a quarantine's ``source_file``).
+    renamed: dict[str, str] = field(default_factory=dict)
+
+    def column(self, identity: str) -> str:
+        """The table's name of the identity column ``identity``."""
+        return self.renamed.get(identity, identity)
 
 
 def sink_writes(
-    config: PipelineConfig, binding: Binding, frames: dict[str, Any], identity: tuple[str, ...], what: str
+    config: PipelineConfig,
+    binding: Binding,
+    frames: dict[str, Any],
+    identity: tuple[str, ...],
+    what: str,
+    quarantine_names: dict[str, str] | None = None,
 ) -> list[TableWrite]:
     """What to write to every table of every sink. A Delta table without the ``identity`` columns (by
     which the interval's rows are found and checked; ``what`` names them for the message), or a sink
-    with a quarantine column but no quarantine table, is refused by name (PipelineError)."""
+    with a quarantine column but no quarantine table, is refused by name (PipelineError). A
+    quarantine may keep an identity column under the name ``quarantine_names`` gives it."""
     writes = []
     for name, frame in frames.items():
         sink = config.sinks[name]
@@ -49,7 +63,12 @@ def sink_writes(
         if marks_quarantine(frame, config, name, binding.reference):
             tables.append(("quarantine", sink.quarantine_path or "", quarantine_rows(frame, sink)))
         for role, table, rows in tables:
-            missing = [column for column in identity if column not in rows.columns]
+            renamed = {
+                column: other
+                for column, other in (quarantine_names or {}).items()
+                if role == "quarantine" and column not in rows.columns and other in rows.columns
+            }
+            missing = [column for column in identity if column not in rows.columns and column not in renamed]
             if missing and sink.kind == "delta":
                 where = f"sink {name!r}" if role == "output" else f"the quarantine of sink {name!r}"
                 raise PipelineError(
@@ -57,21 +76,26 @@ def sink_writes(
                     f"backfill finds and checks an interval's rows by {what} ({', '.join(identity)}), so "
                     "keep them in the DataFrame the function returns for it"
                 )
-            writes.append(TableWrite(name, sink.kind, table, rows, sink.partition_by))
+            writes.append(TableWrite(name, sink.kind, table, rows, sink.partition_by, role, renamed))
     return writes
 
 
-def write_interval(writes: list[TableWrite], predicate: str, start: datetime, subject: str) -> dict[str, int]:
-    """Replace the interval's rows (``predicate``) of every table with ``writes``; the rows per table."""
+def write_interval(
+    writes: list[TableWrite], predicate: str | Callable[[TableWrite], str], start: datetime, subject: str
+) -> dict[str, int]:
+    """Replace the interval's rows (``predicate``, or each table's) of every table with ``writes``; the
+    rows per table, and in all: ``written`` to outputs, ``quarantined`` to quarantines."""
     from pyspark.sql import functions as F
 
-    counts = {}
+    counts = {"written": 0, "quarantined": 0}
     for write in writes:
         rows = write.rows.persist()
         try:
             counts[write.table] = rows.count()
+            counts["written" if write.role == "output" else "quarantined"] += counts[write.table]
             if write.kind == "delta":
-                replace_rows(rows, write.table, predicate, write.partition_by, subject)
+                where = predicate if isinstance(predicate, str) else predicate(write)
+                replace_rows(rows, write.table, where, write.partition_by, subject)
             else:
                 label = window_label(start)
                 side = backfill_path(write.table)

@@ -25,7 +25,7 @@ from ..lake_tables import TableBatchWriter, check_table_format, start_table_stre
 from ..query_group import QueryGroup, helper_session
 from ..status_folder import JobStatus
 from .binding import Binding, PipelineError, sink_frames
-from .columns import QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
+from .columns import BATCH_ID, QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
 from .declarations import (
     DeltaSource,
     EventHubsSink,
@@ -138,7 +138,7 @@ def start_sink(
         return _start_eventhubs_sink(spark, frame, sink, name, reference, query_name, checkpoint, trigger)
     for key, path in (("output_path", sink.output_path), ("quarantine_path", sink.quarantine_path)):
         if path:
-            check_table_format(spark, path, sink.kind, f"sinks.{name}.{key}")
+            check_table_format(spark, path, sink.kind, config.key_as_written("sinks", name, key))
     check_columns(frame, sink, name, reference)
     if not marks_quarantine(frame, config, name, reference):
         return start_table_stream(
@@ -170,13 +170,18 @@ def output_rows(frame: Any, sink: LakeSink) -> Any:
     return frame.select(*sink.columns) if sink.columns else frame
 
 
-def quarantine_rows(frame: Any, sink: LakeSink) -> Any:
+def quarantine_rows(frame: Any, sink: LakeSink, batch_id: int | None = None) -> Any:
     """What the sink's quarantine table keeps of ``frame``: the marked rows, with
-    ``sink.quarantine_columns`` when it is set (else every column)."""
+    ``sink.quarantine_columns`` when it is set (else every column). A ``batch_id`` they name and the
+    frame lacks is the micro-batch's ``batch_id`` (null in a backfill's batch)."""
     from pyspark.sql import functions as F
 
     bad = frame.where(F.col(QUARANTINE_REASON).isNotNull())
-    return bad.select(*sink.quarantine_columns) if sink.quarantine_columns else bad
+    if not sink.quarantine_columns:
+        return bad
+    if BATCH_ID in sink.quarantine_columns and BATCH_ID not in bad.columns:
+        bad = bad.withColumn(BATCH_ID, F.lit(batch_id).cast("long"))
+    return bad.select(*sink.quarantine_columns)
 
 
 def check_columns(frame: Any, sink: LakeSink, name: str, reference: str) -> None:
@@ -184,7 +189,7 @@ def check_columns(frame: Any, sink: LakeSink, name: str, reference: str) -> None
     output = [column for column in frame.columns if column != QUARANTINE_REASON]
     for key, listed, available in (
         ("columns", sink.columns, output),
-        ("quarantine_columns", sink.quarantine_columns, list(frame.columns)),
+        ("quarantine_columns", sink.quarantine_columns, [*frame.columns, BATCH_ID]),
     ):
         missing = [column for column in listed or [] if column not in available]
         if missing:
@@ -313,8 +318,10 @@ def _is_query(value: Any) -> bool:
 class QuarantineSplit:
     """foreachBatch writer of a sink with a quarantine: good rows and quarantined rows, one batch each.
 
-    With the job's ``status`` it records each batch's rows read, written and quarantined there
-    (``last_batch_counts``, and ``counts`` since the run started), as the status page shows them.
+    Before anything of a batch is written, its rows read must equal rows written plus rows
+    quarantined (else the batch fails and nothing of it is committed). With the job's ``status`` it
+    records each batch's counts there (``last_batch_counts``, and ``counts`` since the run
+    started), as the status page shows them.
     """
 
     def __init__(self, spark: Any, sink: LakeSink, status: JobStatus | None = None) -> None:
@@ -328,11 +335,15 @@ class QuarantineSplit:
         """Write the batch's good rows to the output and the others to the quarantine (runs on the driver)."""
         batch = batch.persist()
         try:
-            good, bad = output_rows(batch, self.sink), quarantine_rows(batch, self.sink)
+            good, bad = output_rows(batch, self.sink), quarantine_rows(batch, self.sink, batch_id)
+            counts = {"read": batch.count(), "written": good.count(), "quarantined": bad.count()}
+            if counts["read"] != counts["written"] + counts["quarantined"]:
+                raise RuntimeError(
+                    f"batch {batch_id}: counts do not reconcile: read {counts['read']} != written "
+                    f"{counts['written']} + quarantined {counts['quarantined']}; nothing of it was written"
+                )
             self.quarantine.add_batch(batch_id, bad)
             self.output.add_batch(batch_id, good)
-            if self.status is not None:
-                counts = {"read": batch.count(), "written": good.count(), "quarantined": bad.count()}
         finally:
             batch.unpersist()
         if self.status is not None:

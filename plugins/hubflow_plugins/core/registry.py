@@ -304,14 +304,14 @@ def read_job_paths(config_path: Path, application: str, expected_name: str | Non
     The config is validated whole, except what only the job's own machine can check (its secret
     environment variable, its local folders): see ``hubflow_jobs.config.load_config``.
     """
-    from hubflow_jobs.applications import CONFIG_MODELS, config_model
+    from hubflow_jobs.applications import BUILTIN_PIPELINES, config_model
     from hubflow_jobs.config import ConfigError, load_config
 
     model = config_model(application)
     if model is None:
         raise RegistryError(
             f"job config {config_path}: unknown application {application!r}; registered jobs run one of "
-            f"{', '.join(sorted(CONFIG_MODELS))}, or a pipeline function module:function"
+            f"{', '.join(sorted(BUILTIN_PIPELINES))}, or a pipeline function module:function"
         )
     try:
         config_path.stat()

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from hubflow_jobs.backfill import WINDOW_COLUMN, backfill_path
 from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
+from hubflow_jobs.builtins.files_to_lake import SINK, SOURCE, FilesToLakeConfig
 from hubflow_jobs.config import load_config
-from hubflow_jobs.files_to_lake import FilesToLakeConfig
 
 CONFIGS = Path("/opt/hubflow/stack-test")
 # The telemetry config names the variable its connection string comes in; a driver gets it from the
@@ -33,13 +33,9 @@ os.environ.setdefault("HUBFLOW_EVENTHUBS_CONNECTION_STRING", EVENTHUBS_CONNECTIO
 TELEMETRY = load_config(CONFIGS / "telemetry_bronze.yaml", EventHubsToLakeConfig)
 ORDERS = load_config(CONFIGS / "landing_orders.yaml", FilesToLakeConfig)
 CHECKPOINT = Path(ORDERS.checkpoint_location)
-LANDING = Path(ORDERS.source.path)
-ARCHIVE = Path(ORDERS.source.archive_dir)
-
-
-def sink_format(sink) -> str:
-    """The table format a job's sink writes: its declared ``format``, else parquet (Spark's file sink)."""
-    return getattr(sink, "format", None) or "parquet"
+ORDERS_SOURCE, ORDERS_SINK = ORDERS.sources[SOURCE], ORDERS.sinks[SINK]
+LANDING = Path(ORDERS_SOURCE.path)
+ARCHIVE = Path(ORDERS_SOURCE.archive_dir)
 
 
 def checkpoint_files() -> dict[str, list[str]]:
@@ -72,7 +68,7 @@ def interval_label(source_file: str) -> str:
     backfill labels windows (``%Y-%m-%dT%H:%M:%SZ``)."""
     folder = os.path.dirname(source_file.removeprefix("file:").lstrip("/"))
     relative = os.path.relpath("/" + folder, str(LANDING))
-    return datetime.strptime(relative, ORDERS.source.interval_folder).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.strptime(relative, ORDERS_SOURCE.interval_folder).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def files_under(root: Path) -> list[str]:
@@ -113,7 +109,7 @@ def main() -> int:
     )
     spark.sparkContext.setLogLevel("ERROR")
     report: dict = {}
-    telemetry_format, orders_format = TELEMETRY.sinks["bronze"].kind, sink_format(ORDERS.sink)
+    telemetry_format, orders_format = TELEMETRY.sinks["bronze"].kind, ORDERS_SINK.kind
     report["formats"] = {"telemetry": telemetry_format, "orders": orders_format}
     telemetry = read_table(spark, TELEMETRY.sinks["bronze"].output_path, telemetry_format)
     if telemetry is not None:
@@ -127,8 +123,8 @@ def main() -> int:
             F.max("id").alias("max"),
         ).first()
         report["telemetry"] = stats.asDict()
-    orders = read_table(spark, ORDERS.sink.output_path, orders_format)
-    quarantine = read_table(spark, ORDERS.sink.quarantine_path, orders_format)
+    orders = read_table(spark, ORDERS_SINK.output_path, orders_format)
+    quarantine = read_table(spark, ORDERS_SINK.quarantine_path, orders_format)
     if orders is not None:
         report["orders_ids"] = sorted(r.order_id for r in orders.select("order_id").collect())
     if quarantine is not None:
@@ -136,8 +132,8 @@ def main() -> int:
     backfill: dict = {}
     if orders_format == "parquet":
         sides = [
-            (read_table(spark, backfill_path(ORDERS.sink.output_path), "parquet"), "ids"),
-            (read_table(spark, backfill_path(ORDERS.sink.quarantine_path), "parquet"), "raw"),
+            (read_table(spark, backfill_path(ORDERS_SINK.output_path), "parquet"), "ids"),
+            (read_table(spark, backfill_path(ORDERS_SINK.quarantine_path), "parquet"), "raw"),
         ]
         for table, key in sides:
             for row in table.collect() if table is not None else []:
@@ -153,7 +149,7 @@ def main() -> int:
         window: {k: sorted(v) for k, v in entry.items()} for window, entry in backfill.items()
     }
     if orders_format == "delta":  # the backfill's replaceWhere commits (the stream only appends)
-        tables = {"orders": ORDERS.sink.output_path, "quarantine": ORDERS.sink.quarantine_path}
+        tables = {"orders": ORDERS_SINK.output_path, "quarantine": ORDERS_SINK.quarantine_path}
         report["replacements"] = {name: replacements(spark, path) for name, path in tables.items()}
     report["checkpoint"] = checkpoint_files()
     report["archive_files"] = files_under(ARCHIVE)

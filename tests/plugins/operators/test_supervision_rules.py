@@ -73,13 +73,10 @@ def test_oncall_stop_holds_and_the_supervisor_reports_the_hold_without_starting(
 def test_a_scheduled_run_that_found_no_input_is_idle_not_stalled(
     registry: Path, tmp_path: Path, spark: Any
 ) -> None:
-    from hubflow_jobs.config import load_config
-    from hubflow_jobs.files_to_lake import FilesToLakeConfig, start_files_to_lake
-    from hubflow_jobs.runner import run_job
-    from hubflow_jobs.stop import StopRequest
+    from tests.jobs.helpers import files_to_lake_config, run_files_to_lake
 
-    config = load_config(tmp_path / "orders.yaml", FilesToLakeConfig)
-    code, reason = run_job(spark, config, start_files_to_lake, StopRequest())  # an empty landing folder
+    config = files_to_lake_config(tmp_path / "orders.yaml")
+    code, reason = run_files_to_lake(spark, config)  # an empty landing folder
     assert code == 0 and "no more input" in reason
     status = StatusFolder(config.status_dir).status()
     assert status["state"] == "stopped" and status["input_rows"] == 0
