@@ -205,10 +205,10 @@ def test_shared_data_volumes_reach_every_container_that_uses_them(
     paths = [
         config["checkpoint_root"],
         config["status_root"],
-        config["source"]["path"],
-        config["source"]["archive_dir"],
-        config["sink"]["output_path"],
-        config["sink"]["quarantine_path"],
+        config["sources"]["landing"]["path"],
+        config["sources"]["landing"]["archive_dir"],
+        config["sinks"]["lake"]["output_path"],
+        config["sinks"]["lake"]["quarantine_path"],
     ]
     for name in CELERY_WORKERS | {
         "spark-worker-1",

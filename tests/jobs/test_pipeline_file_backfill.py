@@ -113,6 +113,7 @@ def test_a_files_pipeline_backfill_replaces_its_intervals_files_from_landing_or_
         counts = backfill_pipeline(spark, config, binding, _hour(10), _hour(11))
         assert counts["files"] == 2 and counts["read"] == 11
         assert counts[str(output)] == 9 and counts[str(quarantine)] == 2
+        assert (counts["written"], counts["quarantined"]) == (9, 2), "the totals of outputs and quarantines"
         expected = {(i, "v2" if i in ids[10] else "v1"): 1 for i in every_id}
         assert _tags(spark, output, "id") == Counter(expected)
         assert _tags(spark, quarantine, "_quarantine_reason") == Counter(
@@ -122,7 +123,12 @@ def test_a_files_pipeline_backfill_replaces_its_intervals_files_from_landing_or_
     assert all(str(landing) in path and str(archive) not in path for path in paths), "landing paths kept"
 
     # An interval without files changes nothing.
-    assert backfill_pipeline(spark, config, binding, _hour(9), _hour(10)) == {"files": 0, "read": 0}
+    assert backfill_pipeline(spark, config, binding, _hour(9), _hour(10)) == {
+        "files": 0,
+        "read": 0,
+        "written": 0,
+        "quarantined": 0,
+    }
 
     # A file of the interval that the stream has not processed: it would be written twice.
     _land(landing, 11, "late.json", 900, 3, 0)
