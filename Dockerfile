@@ -66,7 +66,7 @@ RUN set -eux; \
 
 # The project's own packages, not editable and without dependencies (the lock has them all): the
 # Event Hubs data source, the emulator, and the jobs runtime hubflow-jobs, whose job-supervisor
-# contract (hubflow_jobs.status_folder) the plugins import.
+# contract (hubflow_jobs.status) the plugins import.
 COPY connectors /opt/hubflow/src/connectors
 COPY emulator /opt/hubflow/src/emulator
 COPY jobs /opt/hubflow/src/jobs

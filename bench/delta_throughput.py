@@ -9,7 +9,7 @@
   source, or the file source over the parquet output's ``_spark_metadata``), the same number of
   files per micro-batch, into the ``noop`` sink.
 
-Both sides run in one ``local[2]`` session with the jobs' own defaults (``hubflow_jobs.session``),
+Both sides run in one ``local[2]`` session with the jobs' own defaults (``hubflow_jobs.runtime.session``),
 after a warm-up run of each that is not counted; runs are interleaved (Delta, parquet, parquet,
 Delta, ...) and the median of ``--repeats`` is reported with the ratio Delta / parquet (above 1:
 Delta takes longer).
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jobs"))
 def session():
     from pyspark.sql import SparkSession
 
-    from hubflow_jobs.session import DEFAULT_CONF
+    from hubflow_jobs.runtime.session import DEFAULT_CONF
 
     builder = SparkSession.builder.master("local[2]").appName("hubflow-bench-delta")
     for key, value in {

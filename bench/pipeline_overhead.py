@@ -43,7 +43,7 @@ def session() -> Any:
     """``local[2]`` with the jobs' defaults, UI off, the connector registered."""
     from pyspark.sql import SparkSession
 
-    from hubflow_jobs.session import DEFAULT_CONF
+    from hubflow_jobs.runtime.session import DEFAULT_CONF
     from pyspark_eventhubs import DefaultSource, register_data_source
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -125,7 +125,7 @@ def start_direct(spark: Any, job_config: Any, status: Any) -> Any:
     """The reference: the query eventhubs_to_lake started before it was a pipeline, written by hand."""
     from pyspark.sql import functions as F
 
-    from hubflow_jobs.lake_tables import INGEST_DATE_COLUMN, start_table_stream
+    from hubflow_jobs.lake.tables import INGEST_DATE_COLUMN, start_table_stream
 
     source, sink = job_config.sources["events"], job_config.sinks["bronze"]
     events = spark.readStream.format("eventhubs").options(**source.spark_options()).load()
@@ -150,8 +150,8 @@ def run(spark: Any, times: TriggerTimes, side: str, workdir: Path, tag: str, per
     from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
     from hubflow_jobs.config import load_config
     from hubflow_jobs.pipeline.job import start_function
-    from hubflow_jobs.runner import run_job
-    from hubflow_jobs.stop import StopRequest
+    from hubflow_jobs.runtime.runner import run_job
+    from hubflow_jobs.runtime.stop import StopRequest
 
     name = f"{side}_{tag}"
     path = workdir / f"{name}.yaml"

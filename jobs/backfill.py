@@ -19,7 +19,7 @@ from hubflow_jobs.applications import backfill_builtins, can_backfill
 from hubflow_jobs.backfill import BackfillRefused, WindowError, parse_window
 from hubflow_jobs.config import ConfigError
 from hubflow_jobs.pipeline.binding import PipelineError
-from hubflow_jobs.runner import configure_logging, run_batch
+from hubflow_jobs.runtime.runner import configure_logging, run_batch
 
 log = logging.getLogger("hubflow_jobs")
 

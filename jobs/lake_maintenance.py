@@ -2,7 +2,7 @@
 --application APP --config FILE [--dry-run] [--vacuum-retention-hours H] [--checkpoint-after-commits N]``.
 
 Compacts, vacuums and checkpoints every Delta table the job ``FILE`` writes (see
-``hubflow_jobs.lake_maintenance``), logging sizes before and after. Run by the cleanup DAG through
+``hubflow_jobs.lake.maintenance``), logging sizes before and after. Run by the cleanup DAG through
 the same spark-submit path as the job itself, so it gets the job's Spark conf and storage access.
 Exit codes: 0 done, 1 failed, 2 bad config or arguments.
 """
@@ -15,8 +15,8 @@ from typing import Any
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
 from hubflow_jobs.applications import BUILTIN_PIPELINES, config_model
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.lake_maintenance import maintain_table
-from hubflow_jobs.runner import configure_logging, run_batch
+from hubflow_jobs.lake.maintenance import maintain_table
+from hubflow_jobs.runtime.runner import configure_logging, run_batch
 
 log = logging.getLogger("hubflow_jobs")
 

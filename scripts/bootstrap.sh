@@ -110,7 +110,7 @@ fi
 # The project's own packages, editable, without touching their locked dependencies. "compat" mode
 # puts the folders on sys.path (a .pth file), so Spark's discovery of pyspark_* modules finds the
 # connector and registers format("eventhubs") by itself, and the Airflow side imports the jobs'
-# status-folder contract (hubflow_jobs.status_folder) from the working copy.
+# status-folder contract (hubflow_jobs.status) from the working copy.
 "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps \
   --config-settings editable_mode=compat -e "$root/connectors" -e "$root/emulator" -e "$root/jobs" \
   -e "$root/cli"

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eventhubs_emulator import EmulatorConfig
-from hubflow_jobs.detached_process import start_detached
+from hubflow_jobs.runtime.detached_process import start_detached
 
 REPO = Path(__file__).resolve().parent.parent
 #: Where the demo keeps everything (HUBFLOW_DEMO_HOME overrides it, e.g. for the demo's own test).

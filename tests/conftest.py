@@ -44,7 +44,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     under a temporary folder."""
     from pyspark.sql import SparkSession
 
-    from hubflow_jobs.session import DELTA_CONF
+    from hubflow_jobs.runtime.session import DELTA_CONF
 
     base = tmp_path_factory.mktemp("spark")
     builder = SparkSession.builder
@@ -103,7 +103,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
 def blob_access(azurite: Azurite) -> Iterator:
     """Azurite's account registered as this process's storage access (as the operators do from the
     job's Airflow connection); forgotten after the test."""
-    from hubflow_jobs.azure_storage import forget_accesses, use_access
+    from hubflow_jobs.storage.azure import forget_accesses, use_access
 
     access = azurite.access()
     forget_accesses()

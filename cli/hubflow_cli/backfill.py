@@ -17,7 +17,7 @@ from hubflow_cli.run import LOG_TAIL_LINES, Foreground, checked_job, driver_envi
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
 from hubflow_jobs.applications import backfill_builtins, can_backfill
 from hubflow_jobs.backfill import WindowError, parse_window
-from hubflow_jobs.detached_process import start_detached
+from hubflow_jobs.runtime.detached_process import start_detached
 from hubflow_plugins.core.job_control import JobControl
 from hubflow_plugins.core.registry import (
     RegisteredJob,

@@ -8,7 +8,7 @@ progress line is printed from its ``status.json``. ``--once`` runs a copy of the
 ``trigger: {availableNow: true}``: everything available is processed, then the job exits.
 
 Ctrl-C or SIGTERM asks the job to stop gracefully (SIGTERM to spark-submit: the jobs runtime lets
-the running batch finish, :mod:`hubflow_jobs.stop`); a second one kills it (SIGKILL to its process
+the running batch finish, :mod:`hubflow_jobs.runtime.stop`); a second one kills it (SIGKILL to its process
 group; Spark replays the unfinished batch from the checkpoint on the next run). The exit code is the
 job's (:mod:`hubflow_jobs`), or 128 + the signal that ended spark-submit.
 """
@@ -38,8 +38,8 @@ from hubflow_jobs import (
     EXIT_LOCKED,
     EXIT_OK,
 )
-from hubflow_jobs.detached_process import start_detached
-from hubflow_jobs.status_folder import StatusFolder
+from hubflow_jobs.runtime.detached_process import start_detached
+from hubflow_jobs.status import StatusFolder
 from hubflow_plugins.core.job_control import JobControl
 from hubflow_plugins.core.registry import (
     RegisteredJob,

@@ -3,7 +3,7 @@
 The facts come from the status page's own snapshot (``hubflow_plugins.status_page.job_snapshots``,
 Airflow-free): the checkpoint's verdict, the state and liveness from ``status.json``, the last batch,
 the lag, the on-call hold. The lease holder is read from the job's status folder (its ``lease``
-document, :mod:`hubflow_jobs.status_folder`). Nothing is changed.
+document, :mod:`hubflow_jobs.status`). Nothing is changed.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
 from hubflow_jobs.redaction import redact
-from hubflow_jobs.status_folder import LEASE_FILE, StatusFolder
+from hubflow_jobs.status import LEASE_FILE, StatusFolder
 from hubflow_plugins.core.registry import RegisteredJob, RegistryError, load_registry, registry_path
 from hubflow_plugins.status_page.job_snapshots import job_snapshot
 from hubflow_plugins.status_page.progress_history import ProgressSamples

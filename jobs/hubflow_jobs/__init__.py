@@ -1,15 +1,20 @@
 """The runtime every hubflow PySpark job shares, and the contract its supervisors read.
 
-A job is an entry script ``jobs/<name>.py`` run as ``spark-submit jobs/<name>.py --config FILE``.
-This package gives it a validated YAML config (:mod:`.config`), a Spark session built from that
-config (:mod:`.session`), its status folder (:mod:`.status_folder`: status.json, the lease, the
-STOP/KILL/HOLD markers; through :mod:`.storage`), a listener that keeps status.json current
-(:mod:`.listener`), graceful stop by SIGTERM or marker (:mod:`.stop`), a watchdog thread that
-renews the lease and obeys kill requests (:mod:`.watchdog`) and the loop that ties them together
-(:mod:`.runner`). :mod:`.driver_log` copies a driver's log into a remote status folder.
+A job runs as ``spark-submit jobs/<entry>.py --config FILE``. Its layers, each a package:
 
-No Airflow imports here. The Airflow side (``hubflow_plugins``) imports :mod:`.status_folder`, so
-importing this package and that module must not import Spark either (a test checks it): Spark is
+* :mod:`.pipeline` - a pipeline: the user's function bound to declared sources and sinks, its
+  streams, backfills and progress; :mod:`.builtins` - the five built-in pipelines, written on it.
+* :mod:`.runtime` - the driver: Spark session, the query loop, listener, stop, watchdog.
+* :mod:`.status` - the contract with supervisors: the status folder, job states, lease, liveness.
+* :mod:`.lake` - the lake's tables: Delta and parquet writes, the Delta source, maintenance.
+* :mod:`.storage` - documents and objects on local disk, fsspec and Azure Blob.
+
+Beside them, what all layers share: the validated YAML config (:mod:`.config`, with
+:mod:`.eventhubs_config`), durations, UTC times, redaction, Spark checkpoint logs, landing areas
+and interval folders, and what every backfill shares (:mod:`.backfill`).
+
+No Airflow imports here. The Airflow side (``hubflow_plugins``) imports :mod:`.status`, so
+importing this package and that one must not import Spark either (a test checks it): Spark is
 imported inside the modules that run in the driver only.
 """
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .config import JobConfig
+    from hubflow_jobs.config import JobConfig
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ BUILTIN_PIPELINES: dict[str, BuiltinPipeline] = {
 
 def is_pipeline(application: str) -> bool:
     """Whether a registry ``application`` names a pipeline function of the user's (``module:function``)."""
-    from .pipeline.binding import is_pipeline_reference
+    from hubflow_jobs.pipeline.binding import is_pipeline_reference
 
     return is_pipeline_reference(application)
 
@@ -125,7 +125,7 @@ def config_model(application: str) -> type[JobConfig] | None:
     """The config model of ``application``: a built-in's, ``PipelineConfig`` for ``module:function``,
     None for an unknown name (imports the built-in's module, not Spark)."""
     if is_pipeline(application):
-        from .pipeline.declarations import PipelineConfig
+        from hubflow_jobs.pipeline.declarations import PipelineConfig
 
         return PipelineConfig
     builtin = BUILTIN_PIPELINES.get(application)

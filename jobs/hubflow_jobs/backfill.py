@@ -17,7 +17,7 @@ a pipeline (:mod:`hubflow_jobs.pipeline.backfill` runs it, the built-ins ``event
   ``_spark_metadata`` log hides files written by batch jobs into its own folder.
 
 A Delta sink's interval is replaced in one ``replaceWhere`` transaction
-(:func:`hubflow_jobs.lake_tables.replace_rows`). Rerunning an interval replaces its rows, never
+(:func:`hubflow_jobs.lake.tables.replace_rows`). Rerunning an interval replaces its rows, never
 adds to them. The checkpoint is not touched.
 """
 
@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
-from .eventhubs_config import EventHubSourceConfig
-from .interval_folders import IntervalFolderError, folders_of_interval
-from .lake_tables import sql_string
-from .utc_times import utc_time
+from hubflow_jobs.eventhubs_config import EventHubSourceConfig
+from hubflow_jobs.interval_folders import IntervalFolderError, folders_of_interval
+from hubflow_jobs.lake.tables import sql_string
+from hubflow_jobs.utc_times import utc_time
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def overwrite_window_partition(frame: Any, table: str, label: str) -> None:
     the partition instead: a rerun in which every record of a file turned bad (or good) must not
     leave the earlier run's rows behind.
     """
-    from .azure_storage import url_to_fs
+    from hubflow_jobs.storage.azure import url_to_fs
 
     if frame.isEmpty():
         fs, root = url_to_fs(table)

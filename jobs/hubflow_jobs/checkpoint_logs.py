@@ -28,7 +28,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .utc_times import utc_time
+from hubflow_jobs.utc_times import utc_time
 
 COMPACT_SUFFIX = ".compact"
 _VERSION_LINE = re.compile(r"^v(\d+)$")

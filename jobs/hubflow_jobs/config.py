@@ -28,8 +28,8 @@ from pydantic import (
     model_validator,
 )
 
-from .durations import parse_positive_duration
-from .status_folder import LeaseTiming
+from hubflow_jobs.durations import parse_positive_duration
+from hubflow_jobs.status import LeaseTiming
 
 JOB_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 
@@ -90,7 +90,7 @@ class RuntimeConfig(StrictModel):
     """How the shared runtime supervises the query; the defaults suit most jobs.
 
     The lease timings must satisfy ``lease_refresh_interval < lease_fence_after < lease_duration``
-    (see :mod:`hubflow_jobs.status_folder` for why that keeps two drivers off one checkpoint).
+    (see :mod:`hubflow_jobs.status` for why that keeps two drivers off one checkpoint).
     """
 
     heartbeat_interval: str = "5 seconds"
@@ -102,7 +102,7 @@ class RuntimeConfig(StrictModel):
     #: On a cluster, how long a starting job may wait for its first executor before it fails.
     executor_wait: str = "5 minutes"
     #: How many times a run starts its query when Spark's Python worker for the source did not
-    #: connect back in time (:mod:`hubflow_jobs.query_start`); 1 = never again.
+    #: connect back in time (:mod:`hubflow_jobs.runtime.query_start`); 1 = never again.
     start_attempts: int = Field(default=3, ge=1, le=10)
 
     #: Keys of earlier versions: what to write instead.
@@ -209,7 +209,7 @@ class JobConfig(StrictModel):
 
     @property
     def status_dir(self) -> str:
-        """``<status_root>/<name>``: the job's status folder (:mod:`hubflow_jobs.status_folder`)."""
+        """``<status_root>/<name>``: the job's status folder (:mod:`hubflow_jobs.status`)."""
         return join_path(self.status_root, self.name)
 
 

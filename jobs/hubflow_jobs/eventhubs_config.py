@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from .config import KeyedValueError, StrictModel, TextMap, checks_environment
+from hubflow_jobs.config import KeyedValueError, StrictModel, TextMap, checks_environment
 
 log = logging.getLogger(__name__)
 

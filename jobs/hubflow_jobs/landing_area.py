@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .config import is_local, local_path
+from hubflow_jobs.config import is_local, local_path
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def files_read(paths: list[str], where: dict[str, int]) -> str:
 
 def _files_under(folder: str) -> dict[str, str]:
     """Data files under ``folder`` by relative path, skipping names Spark skips (``_*``, ``.*``)."""
-    from .azure_storage import url_to_fs
+    from hubflow_jobs.storage.azure import url_to_fs
 
     fs, root = url_to_fs(folder)
     if not fs.isdir(root):

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs.azure_storage import url_to_fs
 from hubflow_jobs.checkpoint_logs import TAIL_CHUNK
+from hubflow_jobs.storage.azure import url_to_fs
 from hubflow_plugins.core.checkpoint_inspector import Verdict, inspect_checkpoint
 from tests.support.azurite import Azurite
 from tests.support.file_source_checkpoint import file_log_text, write_file_source_checkpoint

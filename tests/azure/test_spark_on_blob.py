@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs.azure_storage import env_for
-from hubflow_jobs.status_folder import StatusFolder
+from hubflow_jobs.status import StatusFolder
+from hubflow_jobs.storage.azure import env_for
 from hubflow_plugins.core.archive import archive_processed_files
 from hubflow_plugins.core.checkpoint_inspector import Verdict, inspect_checkpoint
 from tests.support.azurite import Azurite

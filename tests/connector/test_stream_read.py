@@ -190,8 +190,8 @@ def test_partition_whose_unread_events_all_expired_never_blocks_and_the_loss_is_
     """The driver moves the start past events that expired unread (failOnDataLoss=false) instead
     of planning a range no receiver can deliver (which used to wait out receiverTimeout and fail);
     the loss reaches the query's progress and, through the job runtime's listener, status.json."""
-    from hubflow_jobs.listener import StatusListener, summarize_source
-    from hubflow_jobs.status_folder import JobStatus, StatusFolder
+    from hubflow_jobs.runtime.listener import StatusListener, summarize_source
+    from hubflow_jobs.status import JobStatus, StatusFolder
 
     hub.send([f"old-{i}" for i in range(20)], partition="0")
     options = hub.options(

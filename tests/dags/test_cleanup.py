@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_jobs.lake_maintenance import table_sizes
+from hubflow_jobs.lake.maintenance import table_sizes
 from tests.dags.helpers import airflow_env, landing_job, run_airflow, write_registry
 from tests.jobs.test_lake_maintenance import small_files_table
 from tests.support.lake import spark_rows

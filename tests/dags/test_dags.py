@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 DAGBAG_PROBE = """
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
-HEAVY = ("pyspark", "delta", "azure.eventhub", "pyspark_eventhubs", "hubflow_jobs.session")
+HEAVY = ("pyspark", "delta", "azure.eventhub", "pyspark_eventhubs", "hubflow_jobs.runtime.session")
 bag = DagBag(dag_folder=sys.argv[1])
 print(json.dumps({
     "errors": {k: str(v) for k, v in bag.import_errors.items()},

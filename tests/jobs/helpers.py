@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from hubflow_jobs.detached_process import start_detached
+from hubflow_jobs.runtime.detached_process import start_detached
 from tests.support.spark_cluster import spark_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -280,8 +280,8 @@ def lake_tables(config: Any) -> tuple[str, str]:
 def run_files_to_lake(spark: Any, config: Any, stop: Any = None, **kwargs: Any) -> tuple[int, str]:
     """A files_to_lake run on ``spark`` (the shared runtime, as its entry script runs it)."""
     from hubflow_jobs.pipeline.job import start_function
-    from hubflow_jobs.runner import run_job
-    from hubflow_jobs.stop import StopRequest
+    from hubflow_jobs.runtime.runner import run_job
+    from hubflow_jobs.runtime.stop import StopRequest
 
     return run_job(spark, config, start_function("files_to_lake"), stop or StopRequest(), **kwargs)
 

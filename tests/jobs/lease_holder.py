@@ -19,9 +19,9 @@ from pathlib import Path
 
 from hubflow_jobs import EXIT_LOCKED, EXIT_OK
 from hubflow_jobs.config import RuntimeConfig
-from hubflow_jobs.status_folder import JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
-from hubflow_jobs.stop import StopRequest
-from hubflow_jobs.watchdog import HardExit, Watchdog
+from hubflow_jobs.runtime.stop import StopRequest
+from hubflow_jobs.runtime.watchdog import HardExit, Watchdog
+from hubflow_jobs.status import JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
 
 
 def say(text: str) -> None:

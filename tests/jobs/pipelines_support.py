@@ -9,8 +9,8 @@ from typing import Any
 
 from hubflow_jobs.pipeline.job import load_pipeline
 from hubflow_jobs.pipeline.streams import start_pipeline
-from hubflow_jobs.runner import run_job
-from hubflow_jobs.stop import StopRequest
+from hubflow_jobs.runtime.runner import run_job
+from hubflow_jobs.runtime.stop import StopRequest
 
 from .helpers import write_config
 

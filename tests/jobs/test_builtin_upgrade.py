@@ -354,8 +354,8 @@ def test_an_aggregate_checkpoint_of_the_job_before_pipelines_resumes_exactly(
     from hubflow_jobs.config import load_config
     from hubflow_jobs.pipeline.job import start_function
     from hubflow_jobs.pipeline.progress import STATE_STORE_PROVIDER_CONF
-    from hubflow_jobs.runner import run_job
-    from hubflow_jobs.stop import StopRequest
+    from hubflow_jobs.runtime.runner import run_job
+    from hubflow_jobs.runtime.stop import StopRequest
 
     from .fixtures.eventhubs_aggregate_v0 import make_fixture as v0
 

@@ -19,8 +19,8 @@ from hubflow_jobs.backfill import BackfillRefused
 from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.config import load_config
 from hubflow_jobs.pipeline.job import start_function
-from hubflow_jobs.runner import run_job
-from hubflow_jobs.stop import StopRequest
+from hubflow_jobs.runtime.runner import run_job
+from hubflow_jobs.runtime.stop import StopRequest
 from tests.support.lake import delta_version, spark_rows
 from tests.support.processes import wait_until
 

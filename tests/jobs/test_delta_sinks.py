@@ -14,8 +14,8 @@ from hubflow_jobs import EXIT_FAILED, EXIT_OK
 from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.config import load_config
 from hubflow_jobs.pipeline.job import start_function
-from hubflow_jobs.runner import run_job
-from hubflow_jobs.stop import StopRequest
+from hubflow_jobs.runtime.runner import run_job
+from hubflow_jobs.runtime.stop import StopRequest
 from tests.support.lake import delta_rs_rows, delta_version, duckdb_rows, recorded_batch, spark_rows
 
 from .helpers import (

@@ -15,11 +15,11 @@ import pytest
 from hubflow_jobs import EXIT_FAILED, EXIT_OK
 from hubflow_jobs.builtins.bronze_to_silver import BronzeToSilverConfig
 from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.delta_source import DeltaReadOptions
-from hubflow_jobs.lake_maintenance import compact
+from hubflow_jobs.lake.delta_source import DeltaReadOptions
+from hubflow_jobs.lake.maintenance import compact
 from hubflow_jobs.pipeline.job import start_function
-from hubflow_jobs.runner import run_job
-from hubflow_jobs.stop import StopRequest
+from hubflow_jobs.runtime.runner import run_job
+from hubflow_jobs.runtime.stop import StopRequest
 from tests.support.lake import delta_version, spark_rows
 from tests.support.processes import wait_until
 

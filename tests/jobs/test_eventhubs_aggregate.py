@@ -28,8 +28,8 @@ from hubflow_jobs.builtins.eventhubs_aggregate import (
 from hubflow_jobs.config import load_config
 from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.pipeline.progress import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER_CONF
-from hubflow_jobs.runner import run_job
-from hubflow_jobs.stop import StopRequest
+from hubflow_jobs.runtime.runner import run_job
+from hubflow_jobs.runtime.stop import StopRequest
 from tests.support.processes import wait_until
 
 from .helpers import (

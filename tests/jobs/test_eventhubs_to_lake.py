@@ -21,8 +21,8 @@ from hubflow_jobs import EXIT_OK
 from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.pipeline.job import start_function
-from hubflow_jobs.runner import run_job
-from hubflow_jobs.stop import StopRequest
+from hubflow_jobs.runtime.runner import run_job
+from hubflow_jobs.runtime.stop import StopRequest
 from tests.support.processes import wait_until
 
 from .helpers import (

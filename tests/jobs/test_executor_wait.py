@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_FAILED
-from hubflow_jobs.executors import needs_executors
+from hubflow_jobs.runtime.executors import needs_executors
 from tests.support.processes import start_background, stop_process, wait_until
 from tests.support.spark_cluster import spark_env
 
@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 CORE_HOLDER = """
 import pathlib, sys, time
 from pyspark.sql import SparkSession
-from hubflow_jobs.executors import wait_for_executors
+from hubflow_jobs.runtime.executors import wait_for_executors
 spark = SparkSession.builder.appName("core-holder").getOrCreate()
 wait_for_executors(spark, "core-holder", 600)
 pathlib.Path(sys.argv[1]).write_text("holding")

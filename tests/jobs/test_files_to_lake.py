@@ -19,8 +19,8 @@ import pytest
 from hubflow_jobs import EXIT_FAILED, EXIT_OK
 from hubflow_jobs.builtins.files_to_lake import FilesToLakeConfig
 from hubflow_jobs.pipeline.job import start_function
-from hubflow_jobs.runner import run_job
-from hubflow_jobs.stop import SignalHandlers, StopRequest
+from hubflow_jobs.runtime.runner import run_job
+from hubflow_jobs.runtime.stop import SignalHandlers, StopRequest
 from tests.support.processes import wait_until
 
 from .helpers import (
@@ -287,8 +287,8 @@ def test_losing_the_lease_to_another_instance_fences_the_job_at_once(spark: Any,
     """The watchdog finds the lease taken (another driver may write the checkpoint already) and
     fences: here, on a shared session, by stopping the query at once instead of exiting hard."""
     from hubflow_jobs import EXIT_LEASE_LOST
-    from hubflow_jobs.status_folder import JobStatus, Lease, StatusFolder
-    from hubflow_jobs.watchdog import StopQueries, Watchdog
+    from hubflow_jobs.runtime.watchdog import StopQueries, Watchdog
+    from hubflow_jobs.status import JobStatus, Lease, StatusFolder
 
     config = _config(
         tmp_path,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs.lake_maintenance import maintain_table, table_sizes
+from hubflow_jobs.lake.maintenance import maintain_table, table_sizes
 from tests.support.lake import delta_rs_rows, spark_rows
 
 pytestmark = pytest.mark.integration

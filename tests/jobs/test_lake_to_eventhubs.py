@@ -18,8 +18,8 @@ from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.builtins.lake_to_eventhubs import LakeToEventHubsConfig
 from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.pipeline.job import start_function
-from hubflow_jobs.runner import run_job
-from hubflow_jobs.stop import StopRequest
+from hubflow_jobs.runtime.runner import run_job
+from hubflow_jobs.runtime.stop import StopRequest
 from tests.support.emulator import start_test_emulator
 from tests.support.processes import wait_until
 

@@ -1,4 +1,4 @@
-"""The job↔supervisor contract (``hubflow_jobs.status_folder``): status.json, conditional storage, the
+"""The job↔supervisor contract (``hubflow_jobs.status``): status.json, conditional storage, the
 lease (concurrent starters, takeover only after expiry, a stale holder fenced), markers, the hold,
 the kill request obeyed from another host, and the driver log copied into the status folder.
 
@@ -22,11 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_jobs import EXIT_KILLED, EXIT_LEASE_LOST, EXIT_LOCKED, EXIT_OK, process_identity
-from hubflow_jobs import status_folder as contract
+from hubflow_jobs import EXIT_KILLED, EXIT_LEASE_LOST, EXIT_LOCKED, EXIT_OK
+from hubflow_jobs import status as contract
 from hubflow_jobs.config import RuntimeConfig
-from hubflow_jobs.runner import clear_leftover_requests
-from hubflow_jobs.status_folder import (
+from hubflow_jobs.runtime.runner import clear_leftover_requests
+from hubflow_jobs.runtime.stop import StopRequest
+from hubflow_jobs.runtime.watchdog import Watchdog
+from hubflow_jobs.status import (
     LEASE_FILE,
     JobState,
     JobStatus,
@@ -35,10 +37,9 @@ from hubflow_jobs.status_folder import (
     LeaseTiming,
     StatusFolder,
     pid_alive,
+    process_identity,
 )
-from hubflow_jobs.stop import StopRequest
-from hubflow_jobs.storage import FsspecStore, LocalStore
-from hubflow_jobs.watchdog import Watchdog
+from hubflow_jobs.storage.stores import FsspecStore, LocalStore
 from tests.support.processes import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +148,7 @@ def test_conditional_writes_of_a_store(tmp_path: Path, kind: str) -> None:
 
 def test_contract_imports_neither_spark_nor_airflow() -> None:
     probe = (
-        "import sys, hubflow_jobs, hubflow_jobs.status_folder, hubflow_jobs.driver_log; "
+        "import sys, hubflow_jobs, hubflow_jobs.status, hubflow_jobs.runtime.driver_log; "
         "print(sorted(m for m in ('pyspark', 'airflow', 'py4j') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env())
@@ -196,7 +197,7 @@ def test_on_this_host_a_dead_holder_is_replaced_at_once_and_a_live_one_refuses(
     timing = LeaseTiming(duration=600, refresh_interval=10, fence_after=300)
     lease = Lease(folder, "job_a", timing)
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="hubflow_jobs.status_folder"):
+    with caplog.at_level(logging.WARNING, logger="hubflow_jobs.status"):
         lease.acquire()
     assert time.monotonic() - started < 5, "a dead pid on this host needs no waiting"
     assert f"taking over the lease of job job_a from pid {dead} on host" in caplog.text
@@ -427,7 +428,7 @@ def test_a_zombie_driver_is_not_alive() -> None:
 def test_the_driver_log_is_copied_into_the_status_folder_while_the_driver_runs_and_at_its_end(
     tmp_path: Path,
 ) -> None:
-    """A remote status folder gets the log through hubflow_jobs.driver_log (here a file:// URL)."""
+    """A remote status folder gets the log through hubflow_jobs.runtime.driver_log (here a file:// URL)."""
     local_log, gate = tmp_path / "worker" / "driver.log", tmp_path / "gate"
     local_log.parent.mkdir()
     status_url = f"file://{tmp_path}/status/job_a"
@@ -438,7 +439,7 @@ def test_the_driver_log_is_copied_into_the_status_folder_while_the_driver_runs_a
         "print('last line', flush=True)\n"
         "sys.exit(3)\n"
     )
-    command = [sys.executable, "-m", "hubflow_jobs.driver_log", "--status-dir", status_url]
+    command = [sys.executable, "-m", "hubflow_jobs.runtime.driver_log", "--status-dir", status_url]
     command += ["--local-log", str(local_log), "--copy-every", "0.2", "--", sys.executable, "-c", driver]
     with open(local_log, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_env())
@@ -457,7 +458,7 @@ def test_the_driver_log_is_copied_into_the_status_folder_while_the_driver_runs_a
 
 
 def test_a_driver_log_copy_to_a_non_local_filesystem_keeps_its_tail(tmp_path: Path) -> None:
-    from hubflow_jobs.driver_log import copy_log
+    from hubflow_jobs.runtime.driver_log import copy_log
 
     local_log = tmp_path / "driver.log"
     local_log.write_text("".join(f"line {n}\n" for n in range(1000)))

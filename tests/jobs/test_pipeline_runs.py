@@ -21,8 +21,8 @@ from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_OK
 from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV
 from hubflow_jobs.pipeline.job import load_pipeline, ship_module
 from hubflow_jobs.pipeline.streams import start_pipeline
-from hubflow_jobs.runner import run_job
-from hubflow_jobs.stop import StopRequest
+from hubflow_jobs.runtime.runner import run_job
+from hubflow_jobs.runtime.stop import StopRequest
 from tests.support.lake import spark_rows
 from tests.support.spark_cluster import spark_env
 

@@ -1,5 +1,5 @@
 """A job whose query fails because Spark's Python worker for the eventhubs source did not connect back
-in time starts the query again (hubflow_jobs.query_start), and every event still lands once.
+in time starts the query again (hubflow_jobs.runtime.query_start), and every event still lands once.
 
 The failure is provoked for real: Spark runs its Python workers with ``PYSPARK_PYTHON``, here a
 wrapper that holds back the source's worker (``-m pyspark.sql.streaming.python_streaming_source_runner``)

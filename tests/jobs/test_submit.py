@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_FAILED, EXIT_KILLED, EXIT_LOCKED, EXIT_OK, process_identity
-from hubflow_jobs.status_folder import pid_alive
+from hubflow_jobs import EXIT_FAILED, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
+from hubflow_jobs.status import pid_alive, process_identity
 from tests.support.processes import wait_until
 
 from .helpers import (

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from hubflow_jobs.detached_process import start_detached
+from hubflow_jobs.runtime.detached_process import start_detached
 
 T = TypeVar("T")
 

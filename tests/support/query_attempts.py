@@ -1,5 +1,5 @@
 """Starting a test's streaming query again when Spark's Python worker for its source did not connect
-back in time, as the jobs' runner does (``hubflow_jobs.query_start``).
+back in time, as the jobs' runner does (``hubflow_jobs.runtime.query_start``).
 
 Spark waits a fixed 10 s, with no setting, for the Python process that plans a Python data source's
 batches to start and connect back; on a saturated 2-core machine it can miss that window, and the
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from hubflow_jobs.query_start import FIRST_PAUSE, MAX_PAUSE, worker_start_timed_out
+from hubflow_jobs.runtime.query_start import FIRST_PAUSE, MAX_PAUSE, worker_start_timed_out
 
 #: Starts in all, as the runner's default ``runtime.start_attempts``.
 ATTEMPTS = 3

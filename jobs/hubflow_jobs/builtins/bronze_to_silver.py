@@ -27,10 +27,10 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from ..config import KeyedValueError, StrictModel, declared_column_names
-from ..lake_tables import INGEST_DATE_COLUMN
-from ..pipeline import QUARANTINE_REASON
-from .legacy_config import LegacyPipelineConfig, LegacySections
+from hubflow_jobs.builtins.legacy_config import LegacyPipelineConfig, LegacySections
+from hubflow_jobs.config import KeyedValueError, StrictModel, declared_column_names
+from hubflow_jobs.lake.tables import INGEST_DATE_COLUMN
+from hubflow_jobs.pipeline import QUARANTINE_REASON
 
 #: The names of its source and sink.
 SOURCE, SINK = "bronze", "silver"

@@ -30,12 +30,12 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..config import JobConfig, KeyedValueError, StrictModel, declared_column_names, join_path
-from ..durations import parse_positive_duration
-from ..eventhubs_config import EventHubSourceConfig
-from ..lake_tables import INGEST_DATE_COLUMN, QuarantinedOutputConfig, check_quarantine_path
-from ..pipeline.declarations import LakeSink
-from .legacy_config import LegacyPipelineConfig, LegacySections
+from hubflow_jobs.builtins.legacy_config import LegacyPipelineConfig, LegacySections
+from hubflow_jobs.config import JobConfig, KeyedValueError, StrictModel, declared_column_names, join_path
+from hubflow_jobs.durations import parse_positive_duration
+from hubflow_jobs.eventhubs_config import EventHubSourceConfig
+from hubflow_jobs.lake.tables import INGEST_DATE_COLUMN, QuarantinedOutputConfig, check_quarantine_path
+from hubflow_jobs.pipeline.declarations import LakeSink
 
 #: The names of its source and sinks (the first sink is the job's query).
 SOURCE, SINK, QUARANTINE = "events", "windows", "quarantine"

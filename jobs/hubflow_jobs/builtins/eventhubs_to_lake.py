@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..lake_tables import INGEST_DATE_COLUMN
-from .legacy_config import LegacyPipelineConfig, LegacySections
+from hubflow_jobs.builtins.legacy_config import LegacyPipelineConfig, LegacySections
+from hubflow_jobs.lake.tables import INGEST_DATE_COLUMN
 
 #: The names of its source and sink (the function's parameter, the sink it returns).
 SOURCE, SINK = "events", "bronze"

@@ -25,7 +25,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..config import (
+from hubflow_jobs.builtins.legacy_config import LegacyPipelineConfig, LegacySections
+from hubflow_jobs.config import (
     JobConfig,
     KeyedValueError,
     StrictModel,
@@ -33,11 +34,10 @@ from ..config import (
     is_local,
     local_path,
 )
-from ..lake_tables import INGEST_DATE_COLUMN, QuarantinedOutputConfig
-from ..pipeline import QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
-from ..pipeline.columns import BATCH_ID, QUARANTINE_SOURCE_FILE
-from ..pipeline.declarations import LandingFilesKeys
-from .legacy_config import LegacyPipelineConfig, LegacySections
+from hubflow_jobs.lake.tables import INGEST_DATE_COLUMN, QuarantinedOutputConfig
+from hubflow_jobs.pipeline import QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
+from hubflow_jobs.pipeline.columns import BATCH_ID, QUARANTINE_SOURCE_FILE
+from hubflow_jobs.pipeline.declarations import LandingFilesKeys
 
 #: The names of its source and sink.
 SOURCE, SINK = "landing", "lake"

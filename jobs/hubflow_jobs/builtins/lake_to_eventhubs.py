@@ -30,7 +30,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from ..config import (
+from hubflow_jobs.builtins.legacy_config import LegacyPipelineConfig, LegacySections
+from hubflow_jobs.config import (
     JobConfig,
     KeyedValueError,
     StrictModel,
@@ -38,10 +39,9 @@ from ..config import (
     declared_column_names,
     existing_local_folder,
 )
-from ..delta_source import DeltaReadOptions, check_delta_table
-from ..eventhubs_config import EventHubSinkConfig
-from ..lake_tables import LakeFormat
-from .legacy_config import LegacyPipelineConfig, LegacySections
+from hubflow_jobs.eventhubs_config import EventHubSinkConfig
+from hubflow_jobs.lake.delta_source import DeltaReadOptions, check_delta_table
+from hubflow_jobs.lake.tables import LakeFormat
 
 #: The names of its source and sink.
 SOURCE, SINK = "table", "hub"

@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, PrivateAttr, ValidationError, model_validator
 
-from ..config import KeyedValueError
-from ..pipeline import PipelineConfig
+from hubflow_jobs.config import KeyedValueError
+from hubflow_jobs.pipeline import PipelineConfig
 
 
 class LegacyConfigWarning(FutureWarning):

@@ -9,10 +9,10 @@ A function that starts its own queries takes a :class:`PipelineContext` as ``con
 Importing this package imports no Spark.
 """
 
-from .binding import PipelineError
-from .columns import QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
-from .declarations import PipelineConfig
-from .streams import PipelineContext
+from hubflow_jobs.pipeline.binding import PipelineError
+from hubflow_jobs.pipeline.columns import QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
+from hubflow_jobs.pipeline.declarations import PipelineConfig
+from hubflow_jobs.pipeline.streams import PipelineContext
 
 __all__ = [
     "QUARANTINE_REASON",

@@ -25,18 +25,18 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from ..backfill import (
+from hubflow_jobs.backfill import (
     BackfillRefused,
     enqueued_in,
     folders_of_window,
     interval_events,
     refuse_if_events_gone,
 )
-from ..lake_tables import delta_table_exists
-from .binding import Binding, sink_frames
-from .declarations import EventHubsSource, FilesSource, PipelineConfig
-from .file_backfill import backfill_files_interval
-from .interval_writes import sink_writes, write_interval
+from hubflow_jobs.lake.tables import delta_table_exists
+from hubflow_jobs.pipeline.binding import Binding, sink_frames
+from hubflow_jobs.pipeline.declarations import EventHubsSource, FilesSource, PipelineConfig
+from hubflow_jobs.pipeline.file_backfill import backfill_files_interval
+from hubflow_jobs.pipeline.interval_writes import sink_writes, write_interval
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +86,9 @@ def check_window(config: PipelineConfig, start: datetime, end: datetime) -> None
 def committed_positions(checkpoint: str, eventhub: str) -> dict[str, int] | None:
     """Per partition, the first sequence number the query of ``checkpoint`` has not committed (the
     end offset of its last committed batch); None before its first commit."""
+    from hubflow_jobs.checkpoint_logs import join, list_batch_ids, read_offsets
+    from hubflow_jobs.storage.azure import url_to_fs
     from pyspark_eventhubs.offsets import offset_seqs
-
-    from ..azure_storage import url_to_fs
-    from ..checkpoint_logs import join, list_batch_ids, read_offsets
 
     fs, root = url_to_fs(checkpoint)
     committed = list_batch_ids(fs, join(root, "commits"))

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from ..config import (
+from hubflow_jobs.config import (
     JOB_NAME_PATTERN,
     JobConfig,
     KeyedValueError,
@@ -40,10 +40,10 @@ from ..config import (
     existing_local_folder,
     join_path,
 )
-from ..delta_source import DeltaSourceConfig
-from ..eventhubs_config import EventHubSinkConfig, EventHubSourceConfig
-from ..interval_folders import check_pattern
-from ..lake_tables import LakeFormat, check_quarantine_path
+from hubflow_jobs.eventhubs_config import EventHubSinkConfig, EventHubSourceConfig
+from hubflow_jobs.interval_folders import check_pattern
+from hubflow_jobs.lake.delta_source import DeltaSourceConfig
+from hubflow_jobs.lake.tables import LakeFormat, check_quarantine_path
 
 #: The folder, inside the job's checkpoint, that holds the checkpoints of its further sinks.
 SINK_CHECKPOINTS = "sinks"
@@ -250,7 +250,7 @@ class PipelineConfig(JobConfig):
     def extra_spark_conf(self) -> dict[str, str]:
         """With an Event Hubs source or sink: mask its connection string wherever Spark prints options.
         Every pipeline keeps its streaming state in RocksDB unless ``spark_conf`` names another provider."""
-        from .progress import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER_CONF
+        from hubflow_jobs.pipeline.progress import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER_CONF
 
         state = {STATE_STORE_PROVIDER_CONF: ROCKSDB_PROVIDER}
         hubs = [*self.sources.values(), *self.sinks.values()]

@@ -20,12 +20,11 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from ..azure_storage import url_to_fs
-from ..backfill import BackfillRefused, folders_of_window
-from ..checkpoint_logs import committed_file_entries, join, list_batch_ids, read_offsets
-from ..config import join_path
-from ..lake_tables import delta_table_exists, sql_string
-from ..landing_area import (
+from hubflow_jobs.backfill import BackfillRefused, folders_of_window
+from hubflow_jobs.checkpoint_logs import committed_file_entries, join, list_batch_ids, read_offsets
+from hubflow_jobs.config import join_path
+from hubflow_jobs.lake.tables import delta_table_exists, sql_string
+from hubflow_jobs.landing_area import (
     archive_root,
     as_landing_path,
     files_read,
@@ -34,11 +33,12 @@ from ..landing_area import (
     retry_when_files_move,
     without_empty_authority,
 )
-from .binding import Binding, sink_frames
-from .columns import QUARANTINE_SOURCE_FILE, SOURCE_FILE
-from .declarations import FilesSource, PipelineConfig
-from .interval_writes import TableWrite, sink_writes, write_interval
-from .streams import read_files
+from hubflow_jobs.pipeline.binding import Binding, sink_frames
+from hubflow_jobs.pipeline.columns import QUARANTINE_SOURCE_FILE, SOURCE_FILE
+from hubflow_jobs.pipeline.declarations import FilesSource, PipelineConfig
+from hubflow_jobs.pipeline.interval_writes import TableWrite, sink_writes, write_interval
+from hubflow_jobs.pipeline.streams import read_files
+from hubflow_jobs.storage.azure import url_to_fs
 
 log = logging.getLogger(__name__)
 

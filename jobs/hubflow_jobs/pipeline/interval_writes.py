@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..backfill import WINDOW_COLUMN, backfill_path, overwrite_window_partition, window_label
-from ..lake_tables import replace_rows
-from .binding import Binding, PipelineError
-from .declarations import PipelineConfig
-from .streams import check_columns, marks_quarantine, output_rows, quarantine_rows
+from hubflow_jobs.backfill import WINDOW_COLUMN, backfill_path, overwrite_window_partition, window_label
+from hubflow_jobs.lake.tables import replace_rows
+from hubflow_jobs.pipeline.binding import Binding, PipelineError
+from hubflow_jobs.pipeline.declarations import PipelineConfig
+from hubflow_jobs.pipeline.streams import check_columns, marks_quarantine, output_rows, quarantine_rows
 
 
 @dataclass(frozen=True)

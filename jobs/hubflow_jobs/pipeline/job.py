@@ -6,7 +6,7 @@ pipeline runs the same way from its own entry script (``jobs/eventhubs_to_lake.p
 
 The config (:class:`.declarations.PipelineConfig`) is validated and the function found and bound
 (:mod:`.binding`) before Spark starts: any problem is one message and exit 2, nothing started.
-Then the shared runtime (:func:`hubflow_jobs.runner.main`) runs it like every hubflow job: lease,
+Then the shared runtime (:func:`hubflow_jobs.runtime.runner.main`) runs it like every hubflow job: lease,
 hold, watchdog, status.json, graceful stop; :func:`.streams.start_pipeline` starts its queries.
 Runs on the driver.
 """
@@ -21,12 +21,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from .. import EXIT_CONFIG_ERROR
-from ..config import ConfigError, load_config
-from ..runner import configure_logging, main
-from ..status_folder import JobStatus
-from .binding import Binding, PipelineError, bind, load_function, pipelines_folder
-from .declarations import PipelineConfig
+from hubflow_jobs import EXIT_CONFIG_ERROR
+from hubflow_jobs.config import ConfigError, load_config
+from hubflow_jobs.pipeline.binding import Binding, PipelineError, bind, load_function, pipelines_folder
+from hubflow_jobs.pipeline.declarations import PipelineConfig
+from hubflow_jobs.runtime.runner import configure_logging, main
+from hubflow_jobs.status import JobStatus
 
 log = logging.getLogger("hubflow_jobs")
 
@@ -51,7 +51,7 @@ def load_pipeline(
     ``application`` is ``module:function`` or the name of a built-in that is a pipeline; its config
     is read with the built-in's model (which also reads the keys of before pipelines).
     """
-    from ..applications import config_model, pipeline_reference
+    from hubflow_jobs.applications import config_model, pipeline_reference
 
     reference = pipeline_reference(application) or application
     model = config_model(application) or PipelineConfig
@@ -90,7 +90,7 @@ def run_builtin(application: str, argv: Sequence[str]) -> int:
 def start_function(application: str) -> Callable[[Any, PipelineConfig, JobStatus], Any]:
     """The runner's start function of a pipeline ``application`` (``module:function`` or a built-in's
     name), bound to the config it is given: for running a pipeline in-process, as tests do."""
-    from ..applications import pipeline_reference
+    from hubflow_jobs.applications import pipeline_reference
 
     reference = pipeline_reference(application) or application
     function = load_function(reference)
@@ -102,7 +102,7 @@ def start_function(application: str) -> Callable[[Any, PipelineConfig, JobStatus
 
 
 def _start(spark: Any, config: PipelineConfig, status: JobStatus, *, binding: Binding) -> Any:
-    from .streams import start_pipeline
+    from hubflow_jobs.pipeline.streams import start_pipeline
 
     ship_module(spark, binding)
     return start_pipeline(spark, config, status, binding)

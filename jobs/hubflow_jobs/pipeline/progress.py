@@ -25,7 +25,7 @@ import logging
 import threading
 from typing import Any
 
-from ..status_folder import JobStatus
+from hubflow_jobs.status import JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class PipelineProgress:
 
     def listen(self, session: Any, query_name: str) -> None:
         """Record the progress of the query ``query_name`` of ``session`` (call before it starts)."""
-        from ..listener import QueryProgressListener
+        from hubflow_jobs.runtime.listener import QueryProgressListener
 
         session.streams.addListener(QueryProgressListener(session, query_name, self.on_progress))
 

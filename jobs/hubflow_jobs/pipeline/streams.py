@@ -1,14 +1,14 @@
 """Where a pipeline meets Spark: its declared sources read as streams, its results written to its sinks.
 
 Runs on the driver. :func:`start_pipeline` is the pipeline's ``start_query`` for the runner
-(:mod:`hubflow_jobs.runner`): it reads every source, calls the user's function, and starts one
+(:mod:`hubflow_jobs.runtime.runner`): it reads every source, calls the user's function, and starts one
 query per sink. The first sink's query is the job's query (checkpoint ``<checkpoint_root>/<name>``,
 reported in status.json); each further sink gets a query of its own on a helper session, with the
 function called again on that session's sources, so the job's status listener sees the first only.
 Every query's late rows, watermark and ``observe()`` counts go to status.json too
 (:mod:`.progress`), and stateful operators keep their state in RocksDB by default.
 
-Lake sinks are exactly once like the built-in jobs' tables (:mod:`hubflow_jobs.lake_tables`): Delta
+Lake sinks are exactly once like the built-in jobs' tables (:mod:`hubflow_jobs.lake.tables`): Delta
 through delta-spark's sink (one commit per batch with the query's transaction), parquet through
 Spark's file sink. An Event Hubs sink publishes each row through the connector, at least once. A
 frame with a ``_quarantine_reason`` column is split per batch: rows where it is
@@ -21,12 +21,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..lake_tables import TableBatchWriter, check_table_format, start_table_stream
-from ..query_group import QueryGroup, helper_session
-from ..status_folder import JobStatus
-from .binding import Binding, PipelineError, sink_frames
-from .columns import BATCH_ID, QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
-from .declarations import (
+from hubflow_jobs.lake.tables import TableBatchWriter, check_table_format, start_table_stream
+from hubflow_jobs.pipeline.binding import Binding, PipelineError, sink_frames
+from hubflow_jobs.pipeline.columns import BATCH_ID, QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
+from hubflow_jobs.pipeline.declarations import (
     DeltaSource,
     EventHubsSink,
     EventHubsSource,
@@ -35,7 +33,9 @@ from .declarations import (
     ParquetSource,
     PipelineConfig,
 )
-from .progress import PipelineProgress, use_state_store
+from hubflow_jobs.pipeline.progress import PipelineProgress, use_state_store
+from hubflow_jobs.runtime.query_group import QueryGroup, helper_session
+from hubflow_jobs.status import JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def read_source(spark: Any, source: Any) -> Any:
         register_data_source(spark, DefaultSource)
         return spark.readStream.format("eventhubs").options(**source.spark_options()).load()
     if isinstance(source, DeltaSource):
-        from ..delta_source import read_delta_stream
+        from hubflow_jobs.lake.delta_source import read_delta_stream
 
         return read_delta_stream(spark, source.path, source)
     if isinstance(source, FilesSource):

@@ -4,5 +4,5 @@ Nothing in this package imports Airflow (``tests/plugins/core/test_airflow_free.
 ``airflow`` made unimportable), so every module works from a shell, a test or a Spark driver as
 well as from the hooks, operators and sensors beside it. What a job and its supervisors share - the
 status folder's files, the job states, the lease and the STOP/KILL/HOLD markers - is imported from
-the jobs runtime (``hubflow_jobs.status_folder``), never copied.
+the jobs runtime (``hubflow_jobs.status``), never copied.
 """

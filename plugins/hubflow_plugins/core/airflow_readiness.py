@@ -18,7 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from hubflow_jobs.status_folder import age_seconds
+from hubflow_jobs.status import age_seconds
 
 #: The API server's health endpoint, relative to its base URL.
 HEALTH_PATH = "/api/v2/monitor/health"

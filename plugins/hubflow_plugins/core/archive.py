@@ -51,8 +51,6 @@ from urllib.parse import unquote, urlsplit
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from hubflow_jobs.azure_storage import BlobUrl, url_to_fs
-from hubflow_jobs.blob_objects import BlobInfo, BlobObjects
 from hubflow_jobs.checkpoint_logs import (
     CheckpointFormatError,
     committed_file_entries,
@@ -61,6 +59,8 @@ from hubflow_jobs.checkpoint_logs import (
     list_batch_ids,
     read_offsets,
 )
+from hubflow_jobs.storage.azure import BlobUrl, url_to_fs
+from hubflow_jobs.storage.blob_objects import BlobInfo, BlobObjects
 
 TEMP_SUFFIX = ".hubflow-archiving"
 """Suffix of the hidden temporary copy (``.<name>.<run token>.hubflow-archiving``) written before the

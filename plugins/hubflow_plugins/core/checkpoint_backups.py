@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hubflow_jobs.azure_storage import BlobUrl, url_to_fs
-from hubflow_jobs.blob_objects import BlobInfo, BlobObjects, bare_etag
+from hubflow_jobs.storage.azure import BlobUrl, url_to_fs
+from hubflow_jobs.storage.blob_objects import BlobInfo, BlobObjects, bare_etag
 
 BACKUPS_FOLDER = "_backups"
 MANIFEST = "_hubflow_backup.json"

@@ -36,7 +36,6 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from hubflow_jobs.azure_storage import url_to_fs
 from hubflow_jobs.checkpoint_logs import (
     CheckpointFormatError,
     OffsetsFile,
@@ -51,6 +50,7 @@ from hubflow_jobs.checkpoint_logs import (
     read_offsets,
     read_text,
 )
+from hubflow_jobs.storage.azure import url_to_fs
 from hubflow_plugins.core.delta_log import DeltaSinkReport, inspect_delta_sink
 
 
@@ -160,7 +160,7 @@ def inspect_checkpoint(
         now: the time to judge against (UTC; default: the current time). Tests pin it.
         fs: an already authenticated fsspec filesystem to use instead of resolving ``path``.
         storage_options: fsspec storage options (default: Azure URLs use the process's registered
-            storage access, see ``hubflow_jobs.azure_storage``).
+            storage access, see ``hubflow_jobs.storage.azure``).
         delta_tables: Delta tables this query writes; each gets a :class:`DeltaSinkReport`.
 
     I/O errors other than "not found" (authentication, network) are raised, not turned into a

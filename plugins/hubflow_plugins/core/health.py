@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from hubflow_jobs.status_folder import WORKING_STATES, JobState, StatusFolder, parse_state
+from hubflow_jobs.status import WORKING_STATES, JobState, StatusFolder, parse_state
 from hubflow_plugins.core.checkpoint_inspector import Verdict
 
 #: Verdicts that end a health check well.

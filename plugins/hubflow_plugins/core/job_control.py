@@ -2,7 +2,7 @@
 checkpoint backups a rewind leaves.
 
 Every file it reads or writes belongs to the job↔supervisor contract,
-:mod:`hubflow_jobs.status_folder` (status.json, lease, the STOP/KILL/HOLD markers, restarts.json),
+:mod:`hubflow_jobs.status` (status.json, lease, the STOP/KILL/HOLD markers, restarts.json),
 which the jobs runtime shares: this module adds only the supervisor's procedure. No Airflow import.
 """
 
@@ -17,14 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from hubflow_jobs import EXIT_HELD, EXIT_LOCKED
-from hubflow_jobs.process_identity import (
-    is_running,
-    process_fields,
-    signal_process,
-    why_cannot_judge,
-    why_not_running,
-)
-from hubflow_jobs.status_folder import (
+from hubflow_jobs.status import (
     DRIVER_LOG_FILE,
     KILL_MARKER,
     LEASE_FILE,
@@ -33,6 +26,13 @@ from hubflow_jobs.status_folder import (
     JobStatus,
     Liveness,
     StatusFolder,
+)
+from hubflow_jobs.status.process_identity import (
+    is_running,
+    process_fields,
+    signal_process,
+    why_cannot_judge,
+    why_not_running,
 )
 from hubflow_plugins.core.registry import MIN_HEARTBEAT_TIMEOUT
 
@@ -66,7 +66,7 @@ class JobControl:
         """Where a detached driver's output goes, and the status folder to copy it to (None: no copy).
 
         A local status folder gets the log directly; a remote one gets a copy from a file on this
-        worker, refreshed while the driver runs (``hubflow_jobs.driver_log``).
+        worker, refreshed while the driver runs (``hubflow_jobs.runtime.driver_log``).
         """
         if self.folder.is_local:
             return Path(self.folder.path(DRIVER_LOG_FILE)), None
@@ -124,7 +124,7 @@ class JobControl:
         2. A KILL request (meant for the current lease holder): the job's watchdog halts the driver
            JVM and exits hard; up to ``kill_wait``. When the driver runs here, SIGTERM too.
         3. Here only: SIGKILL to the driver JVM and the Python driver.
-        "Here" means verified by :func:`hubflow_jobs.process_identity.signal_process`: this process
+        "Here" means verified by :func:`hubflow_jobs.status.process_identity.signal_process`: this process
         space, that pid, that start time; no other process is ever signalled. A kill loses nothing:
         Spark replays the unfinished batch from the checkpoint. Raises ``TimeoutError`` when a
         driver that cannot be signalled from here outlives all of it.

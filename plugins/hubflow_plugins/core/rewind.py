@@ -29,8 +29,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from hubflow_jobs.azure_storage import url_to_fs
 from hubflow_jobs.checkpoint_logs import join, list_batch_ids, read_text
+from hubflow_jobs.storage.azure import url_to_fs
 from hubflow_jobs.utc_times import utc_time
 
 if TYPE_CHECKING:

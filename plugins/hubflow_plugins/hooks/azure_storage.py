@@ -15,7 +15,7 @@ Microsoft Azure provider reads its ``wasb``/``adls`` connections, so an existing
 
 With no secret at all the account is reached with DefaultAzureCredential (managed identity).
 Every secret is registered with Airflow's log masker before it is used, and the driver receives it
-only through its environment (``hubflow_jobs.azure_storage.STORAGE_ACCESS_ENV``).
+only through its environment (``hubflow_jobs.storage.azure.STORAGE_ACCESS_ENV``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from hubflow_jobs.azure_storage import AzureStorageAccess, StorageAccessError
+from hubflow_jobs.storage.azure import AzureStorageAccess, StorageAccessError
 
 
 class AzureStorageHook(BaseHook):

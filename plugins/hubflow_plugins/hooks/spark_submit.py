@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from hubflow_jobs.detached_process import start_detached
+from hubflow_jobs.runtime.detached_process import start_detached
 from hubflow_plugins.core.registry import RegisteredJob
 from hubflow_plugins.core.spark_submit_command import (
     config_variables,
@@ -73,7 +73,7 @@ class JobSubmitHook(SparkSubmitHook):
 
         The process gets a session of its own, so it survives the end of the Airflow task; the
         job's status folder (heartbeat, pid) is how supervisors follow it afterwards. With
-        ``ship_to`` (a remote status folder) spark-submit runs under ``hubflow_jobs.driver_log``,
+        ``ship_to`` (a remote status folder) spark-submit runs under ``hubflow_jobs.runtime.driver_log``,
         which copies ``log_path`` into that folder's ``driver.log`` while the driver runs and when
         it ends.
         """
@@ -82,7 +82,7 @@ class JobSubmitHook(SparkSubmitHook):
             command = [
                 sys.executable,
                 "-m",
-                "hubflow_jobs.driver_log",
+                "hubflow_jobs.runtime.driver_log",
                 "--status-dir",
                 ship_to,
                 "--local-log",

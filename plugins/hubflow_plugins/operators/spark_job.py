@@ -45,7 +45,7 @@ class SparkJobOperator(BaseOperator):
         self._hook: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from hubflow_jobs.status_folder import StatusFolder
+        from hubflow_jobs.status import StatusFolder
 
         job = load_registry().job(self.job_name)
         window = backfill_window(context)
@@ -97,7 +97,7 @@ class SparkJobOperator(BaseOperator):
             raise
 
     def on_kill(self) -> None:
-        from hubflow_jobs.status_folder import StatusFolder
+        from hubflow_jobs.status import StatusFolder
 
         try:
             job = load_registry().job(self.job_name)

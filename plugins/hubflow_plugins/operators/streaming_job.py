@@ -3,7 +3,7 @@
 Thin on purpose: the registry says what a job is, ``core.supervision`` decides what an action does
 (a pure function of what was found), ``hooks.spark_submit`` builds the command through the
 provider's SparkSubmitHook, ``core.job_control`` stops a running job, ``core.rewind`` does a rewind
-and ``hubflow_jobs.status_folder`` (the job<->supervisor contract) says whether it runs or is held.
+and ``hubflow_jobs.status`` (the job<->supervisor contract) says whether it runs or is held.
 Heavy imports (fsspec backends, the Azure SDK) happen inside ``execute``.
 """
 

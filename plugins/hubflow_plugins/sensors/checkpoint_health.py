@@ -13,7 +13,7 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from hubflow_jobs.durations import parse_duration
-from hubflow_jobs.status_folder import JobState
+from hubflow_jobs.status import JobState
 from hubflow_plugins.core.health import FAILING, HEALTHY, HealthCheck
 from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.run_context import is_backfill_run

@@ -2,7 +2,7 @@
 
 Everything comes from files other parts of hubflow already keep: the registry (which jobs exist),
 the checkpoint (the inspector's verdict), the job's status folder (``status.json`` written by the
-jobs runtime, the on-call ``HOLD``, ``driver.log``; see ``hubflow_jobs.status_folder``) and the logs
+jobs runtime, the on-call ``HOLD``, ``driver.log``; see ``hubflow_jobs.status``) and the logs
 of the Delta tables it writes (version, and the last batch each records for the query beside Spark's
 last commit). A job whose config or storage cannot be read gets an ``error`` in its snapshot instead
 of breaking the page for every other job.
@@ -144,7 +144,7 @@ def _fill_status(
     that found no new input as idle (``onQueryIdle``), not as progress, so a live ``idle`` job with
     no batch in flight has read everything its sources hold: its lag is 0.
     """
-    from hubflow_jobs.status_folder import DRIVER_LOG_FILE, JobState, StatusFolder, parse_state
+    from hubflow_jobs.status import DRIVER_LOG_FILE, JobState, StatusFolder, parse_state
 
     folder = StatusFolder(status_dir)
     snapshot["driver_log"] = folder.exists(DRIVER_LOG_FILE)
@@ -192,7 +192,7 @@ def committed_batch(report: Any) -> dict[str, Any]:
 
 
 def data_loss_lines(data_loss: Any) -> list[str] | None:
-    """status.json's ``data_loss`` (written by ``hubflow_jobs.listener``) as sentences, or None.
+    """status.json's ``data_loss`` (written by ``hubflow_jobs.runtime.listener``) as sentences, or None.
 
     One line per source and partition: how many events expired unread in this run and the last
     lost range of sequence numbers.
@@ -217,7 +217,7 @@ def data_loss_lines(data_loss: Any) -> list[str] | None:
 
 def driver_log_tail(job: Any, max_bytes: int) -> str | None:
     """The end of the job's ``driver.log`` (secrets masked), or None when there is none."""
-    from hubflow_jobs.status_folder import StatusFolder
+    from hubflow_jobs.status import StatusFolder
 
     data = StatusFolder(job.paths.status_dir).driver_log_tail(max_bytes)
     if data is None:
@@ -229,7 +229,7 @@ def job_history(
     name: str, paths: Any, samples: ProgressSamples, offsets_cache: OffsetsCache | None = None
 ) -> list[dict[str, Any]]:
     """The chart points of one job: the history file if any, else checkpoint plus samples."""
-    from hubflow_jobs.azure_storage import url_to_fs
+    from hubflow_jobs.storage.azure import url_to_fs
 
     status_fs, status_root = url_to_fs(paths.status_dir)
     from_file = read_history_file(status_fs, status_root)

@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from hubflow_jobs.status_folder import PROGRESS_HISTORY_FILE as HISTORY_FILE
+from hubflow_jobs.status import PROGRESS_HISTORY_FILE as HISTORY_FILE
 from hubflow_jobs.utc_times import utc_time
 
 #: Points returned per job (the newest ones).

@@ -4,7 +4,7 @@ Run by the stack proof as ``docker exec -i <container> python - < verify_data.py
 write and in which format is asked of the project's own code: the proof's job configs
 (tests/deploy/stack/*.yaml, mounted at /opt/hubflow/stack-test) loaded with the jobs' own config
 models, and each sink's ``format`` when the sink declares one (Delta or parquet), else parquet (what
-Spark's file sink writes, :mod:`hubflow_jobs.file_sink`). The lake is read with Spark (local mode),
+Spark's file sink writes, :mod:`hubflow_jobs.lake.file_sink`). The lake is read with Spark (local mode),
 which honours the file sink's ``_spark_metadata`` log and Delta's ``_delta_log``: only committed
 rows count. Backfilled intervals are read where the project's backfill writes them: the side tables
 of :func:`hubflow_jobs.backfill.backfill_path` for parquet, the job's own tables (rows of the

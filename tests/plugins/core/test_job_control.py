@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 
 from hubflow_jobs import EXIT_LOCKED
-from hubflow_jobs.detached_process import start_detached
-from hubflow_jobs.process_identity import start_ticks, this_space
-from hubflow_jobs.status_folder import STATUS_FILE, utc_now
+from hubflow_jobs.runtime.detached_process import start_detached
+from hubflow_jobs.status import STATUS_FILE, utc_now
+from hubflow_jobs.status.process_identity import start_ticks, this_space
 from hubflow_plugins.core.job_control import JobControl, JobStartError
 from tests.support.processes import wait_until
 
 #: A stand-in driver: reports itself running in the status folder argv[1], then waits to be killed.
 RUNNING_DRIVER = """
 import os, sys, time
-from hubflow_jobs.status_folder import JobState, JobStatus, StatusFolder
+from hubflow_jobs.status import JobState, JobStatus, StatusFolder
 JobStatus(StatusFolder(sys.argv[1]), "orders").update(state=JobState.RUNNING, pid=os.getpid())
 time.sleep(120)
 """
@@ -116,7 +116,7 @@ def test_stop_never_signals_a_process_that_reuses_the_drivers_pid(tmp_path: Path
 #: pid, claimed with a wrong start time), then waits to be killed.
 STUBBORN_DRIVER = """
 import signal, sys, time
-from hubflow_jobs.status_folder import JobState, JobStatus, StatusFolder
+from hubflow_jobs.status import JobState, JobStatus, StatusFolder
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 JobStatus(StatusFolder(sys.argv[1]), "orders").update(
     state=JobState.RUNNING, jvm_pid=int(sys.argv[2]), jvm_pid_start_ticks=1

@@ -283,7 +283,7 @@ def test_the_status_page_and_the_supervisor_judge_a_silent_job_by_the_same_heart
     import os
     from datetime import UTC, datetime, timedelta
 
-    from hubflow_jobs.status_folder import STATUS_FILE, this_host
+    from hubflow_jobs.status import STATUS_FILE, this_host
     from hubflow_plugins.core.job_control import JobControl
     from hubflow_plugins.core.registry import MIN_HEARTBEAT_TIMEOUT, RegisteredJob
     from hubflow_plugins.status_page.job_snapshots import _fill_status

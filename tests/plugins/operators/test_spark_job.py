@@ -15,7 +15,7 @@ import yaml
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from hubflow_jobs.pipeline import QUARANTINE_REASON
-from hubflow_jobs.status_folder import JobState, StatusFolder
+from hubflow_jobs.status import JobState, StatusFolder
 from hubflow_plugins.operators.spark_job import SparkJobOperator
 from tests.dags.helpers import landing_job, write_registry
 from tests.jobs.helpers import write_json_landing_file

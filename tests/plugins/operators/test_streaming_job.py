@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from hubflow_jobs.status_folder import JobState, JobStatus, StatusFolder
+from hubflow_jobs.status import JobState, JobStatus, StatusFolder
 from hubflow_plugins.operators.streaming_job import StreamingJobOperator
 
 pytestmark = pytest.mark.integration

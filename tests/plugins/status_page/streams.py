@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from hubflow_jobs.listener import StatusListener
-from hubflow_jobs.status_folder import JobStatus, StatusFolder
+from hubflow_jobs.runtime.listener import StatusListener
+from hubflow_jobs.status import JobStatus, StatusFolder
 
 EARLIEST = '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": true}'
 

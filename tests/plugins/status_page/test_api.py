@@ -209,7 +209,7 @@ def test_charts_keep_every_batch_the_page_saw_across_runs(spark: Any, tmp_path: 
 def test_a_held_job_shows_who_held_it_and_its_driver_log_is_linked_with_secrets_masked(
     status_world: StatusWorld,
 ) -> None:
-    from hubflow_jobs.status_folder import StatusFolder
+    from hubflow_jobs.status import StatusFolder
     from hubflow_plugins.core.registry import load_registry
 
     folder = StatusFolder(load_registry(status_world.registry).job("never_ran").paths.status_dir)
@@ -235,7 +235,7 @@ def test_a_held_job_shows_who_held_it_and_its_driver_log_is_linked_with_secrets_
 
 def test_data_loss_in_status_json_is_listed_under_the_job(status_world: StatusWorld) -> None:
     """status.json's ``data_loss`` (written by the jobs listener) is shown as one line per partition."""
-    from hubflow_jobs.status_folder import STATUS_FILE, JobStatus, StatusFolder
+    from hubflow_jobs.status import STATUS_FILE, JobStatus, StatusFolder
     from hubflow_plugins.core.registry import load_registry
 
     folder = StatusFolder(load_registry(status_world.registry).job("never_ran").paths.status_dir)
@@ -258,7 +258,7 @@ def test_a_restarted_idle_run_shows_the_checkpoints_last_batch_and_no_lag(status
     """A run that found nothing new plans no batch: Spark reports it idle (``onQueryIdle``), not as
     progress. The page shows the checkpoint's last committed batch and lag 0, unless a batch is in
     flight; a run that is not idle gets no lag it cannot know."""
-    from hubflow_jobs.status_folder import STATUS_FILE, JobState, JobStatus, StatusFolder
+    from hubflow_jobs.status import STATUS_FILE, JobState, JobStatus, StatusFolder
     from hubflow_plugins.core.registry import load_registry
 
     paths = load_registry(status_world.registry).job("events_plain").paths

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hubflow_jobs.detached_process import start_detached
+from hubflow_jobs.runtime.detached_process import start_detached
 from hubflow_plugins.core.airflow_readiness import wait_until_ready
 from tests.plugins.status_page.conftest import StatusWorld
 from tests.plugins.status_page.png import read_png

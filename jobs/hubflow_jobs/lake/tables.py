@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from .config import KeyedValueError, StrictModel
-from .file_sink import ExactlyOnceFileSink
+from hubflow_jobs.config import KeyedValueError, StrictModel
+from hubflow_jobs.lake.file_sink import ExactlyOnceFileSink
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class TableBatchWriter:
 
     Delta: an append whose commit carries the transaction (query id, batch id); a batch id the
     table already holds for the query is skipped by Delta itself. Parquet: Spark's file sink
-    (:class:`~hubflow_jobs.file_sink.ExactlyOnceFileSink`). A batch with no rows still commits its
+    (:class:`~hubflow_jobs.lake.file_sink.ExactlyOnceFileSink`). A batch with no rows still commits its
     transaction in Delta, so the table's record of the query keeps step with Spark's commits.
     """
 

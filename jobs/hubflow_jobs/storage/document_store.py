@@ -1,9 +1,9 @@
 """The document-store interface every status-folder store implements, and the helpers they share.
 
-:class:`DocumentStore` (the primitives are listed in :mod:`hubflow_jobs.storage`), the
+:class:`DocumentStore` (the primitives are listed in :mod:`hubflow_jobs.storage.stores`), the
 :class:`Versioned` document a read returns, and the byte-tail helpers. It lives apart from
-:mod:`hubflow_jobs.storage` (which picks a store for a URL and imports
-:mod:`hubflow_jobs.blob_store` on use) so that ``blob_store`` can implement the interface without
+:mod:`hubflow_jobs.storage.stores` (which picks a store for a URL and imports
+:mod:`hubflow_jobs.storage.blob_store` on use) so that ``blob_store`` can implement the interface without
 importing ``storage`` back. No Spark and no Airflow import here.
 """
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from .stop import StopRequest
+from hubflow_jobs.runtime.stop import StopRequest
 
 log = logging.getLogger(__name__)
 

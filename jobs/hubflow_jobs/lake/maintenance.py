@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .lake_tables import delta_table_exists, with_conflict_retries
+from hubflow_jobs.lake.tables import delta_table_exists, with_conflict_retries
 
 log = logging.getLogger(__name__)
 

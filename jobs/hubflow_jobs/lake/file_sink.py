@@ -39,7 +39,7 @@ def _sink_class(jvm: Any) -> Any:
         if isinstance(candidate, JavaClass):
             return candidate
     raise RuntimeError(
-        "this Spark version has no FileStreamSink class where hubflow_jobs.file_sink looks for it "
+        "this Spark version has no FileStreamSink class where hubflow_jobs.lake.file_sink looks for it "
         f"({', '.join(_SINK_CLASSES)}); update _SINK_CLASSES for the installed Spark"
     )
 

@@ -1,7 +1,7 @@
 """The status folder's document store on Azure Blob: conditional writes the service itself enforces.
 
-:class:`BlobStore` implements :class:`~hubflow_jobs.storage.DocumentStore` for
-``abfss://``/``abfs://``/``az://`` folders with :class:`~hubflow_jobs.blob_objects.BlobObjects`:
+:class:`BlobStore` implements :class:`~hubflow_jobs.storage.stores.DocumentStore` for
+``abfss://``/``abfs://``/``az://`` folders with :class:`~hubflow_jobs.storage.blob_objects.BlobObjects`:
 
 * ``create`` is a Put Blob with ``If-None-Match: *``: of N starters creating the lease at once, the
   service accepts exactly one;
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .azure_storage import BlobUrl
-from .blob_objects import BlobObjects, as_url
-from .document_store import DocumentStore, Versioned, _read_tail_of_file, _tail_of
+from hubflow_jobs.storage.azure import BlobUrl
+from hubflow_jobs.storage.blob_objects import BlobObjects, as_url
+from hubflow_jobs.storage.document_store import DocumentStore, Versioned, _read_tail_of_file, _tail_of
 
 #: Attempts of one ``append_line`` against concurrent appenders before it gives up.
 APPEND_ATTEMPTS = 20

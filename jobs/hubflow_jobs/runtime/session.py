@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import JobConfig
-from .executors import wait_for_executors
+from hubflow_jobs.config import JobConfig
+from hubflow_jobs.runtime.executors import wait_for_executors
 
 #: Delta Lake's SQL extension and catalog. Its jars are not fetched at run time: scripts/bootstrap.sh
 #: (and the image build) install the locked ones (jvm-deps.lock) into pyspark's own jars folder.
@@ -32,7 +32,7 @@ def build_session(config: JobConfig) -> Any:
 
     The master and deploy mode come from spark-submit (or a local default when run by plain python).
     On a cluster it returns once the application has an executor, and raises
-    :class:`~hubflow_jobs.executors.NoExecutorsError` when none came within ``runtime.executor_wait``.
+    :class:`~hubflow_jobs.runtime.executors.NoExecutorsError` when none came within ``runtime.executor_wait``.
     """
     from pyspark.sql import SparkSession
 

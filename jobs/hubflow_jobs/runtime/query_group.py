@@ -1,6 +1,6 @@
 """A job of several streaming queries, supervised as one: a main query and helper queries.
 
-The runner (:mod:`hubflow_jobs.runner`) supervises one query per job; :class:`QueryGroup` gives it
+The runner (:mod:`hubflow_jobs.runtime.runner`) supervises one query per job; :class:`QueryGroup` gives it
 that one query for a job that runs more (eventhubs_aggregate: the aggregation and its quarantine).
 A helper query runs on :func:`helper_session`, so the status listener of the job's session sees the
 main query only. :func:`stop_after_batch` is how the runner and a group stop a query gracefully.

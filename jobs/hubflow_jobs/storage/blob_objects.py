@@ -7,8 +7,8 @@ absence (``If-None-Match: *``), a delete likewise, and a copy runs inside the se
 archive, the checkpoint backups and the status folder's document store are built on these
 operations (:class:`BlobObjects`); anything that has to be atomic on Blob is one of them.
 
-Every method takes ``abfss://``/``abfs://``/``az://`` URLs (or :class:`~hubflow_jobs.azure_storage.BlobUrl`)
-and authenticates through :mod:`hubflow_jobs.azure_storage`. A condition that does not hold is a
+Every method takes ``abfss://``/``abfs://``/``az://`` URLs (or :class:`~hubflow_jobs.storage.azure.BlobUrl`)
+and authenticates through :mod:`hubflow_jobs.storage.azure`. A condition that does not hold is a
 normal answer (``None``/``False``), not an exception; other errors (network, auth) raise.
 No Spark and no Airflow import here.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .azure_storage import BlobUrl, StorageAccessError, blob_service_for
+from hubflow_jobs.storage.azure import BlobUrl, StorageAccessError, blob_service_for
 
 #: Metadata a hubflow copy leaves on its target: the ETag of the source version it copied.
 SOURCE_ETAG_METADATA = "hubflow_source_etag"

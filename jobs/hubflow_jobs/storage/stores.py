@@ -1,6 +1,6 @@
 """Documents in one folder with conditional writes: the storage under a job's status folder.
 
-The job↔supervisor contract (:mod:`hubflow_jobs.status_folder`) needs more than "write a file": the
+The job↔supervisor contract (:mod:`hubflow_jobs.status`) needs more than "write a file": the
 lease is only safe if creating it fails when it exists, and renewing or releasing it fails when
 someone else changed it since we read it. So every store offers the same small set of primitives:
 
@@ -27,7 +27,7 @@ Implementations:
 * :class:`FsspecStore`, the **generic fallback** for any other fsspec URL. Plain fsspec has no
   conditional writes, so its create/replace/delete check and then act: correct for one writer,
   *not* safe against concurrent starters. A warning says so once per protocol.
-* :class:`~hubflow_jobs.blob_store.BlobStore` for Azure Blob / ADLS Gen2 (``abfs``/``abfss``/``az``):
+* :class:`~hubflow_jobs.storage.blob_store.BlobStore` for Azure Blob / ADLS Gen2 (``abfs``/``abfss``/``az``):
   ``If-None-Match: *`` on create and ``If-Match: <ETag>`` on replace and delete, enforced by the
   service; the version is the ETag. Other stores plug in with :func:`register_store`.
 
@@ -46,7 +46,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .document_store import DocumentStore, Versioned, _read_tail_of_file, _tail_of, content_version
+from hubflow_jobs.storage.document_store import (
+    DocumentStore,
+    Versioned,
+    _read_tail_of_file,
+    _tail_of,
+    content_version,
+)
 
 log = logging.getLogger(__name__)
 
@@ -286,8 +292,9 @@ class FsspecStore(DocumentStore):
 
 
 def _blob_store(url: str) -> DocumentStore:
-    """:class:`~hubflow_jobs.blob_store.BlobStore` (imported on use: the Azure SDK is optional here)."""
-    from .blob_store import BlobStore
+    """:class:`~hubflow_jobs.storage.blob_store.BlobStore` (imported on use: the Azure SDK is optional
+    here)."""
+    from hubflow_jobs.storage.blob_store import BlobStore
 
     return BlobStore(url)
 

@@ -150,3 +150,14 @@ def _boot_id() -> str | None:
             return handle.read().strip() or None
     except OSError:
         return None
+
+
+def same_writer(first: dict[str, Any], second: dict[str, Any]) -> bool:
+    """Whether two documents name the same process: same pid and host, and the same start time and
+    space where both say (a document of an older hubflow has neither)."""
+    if (first.get("pid"), first.get("host")) != (second.get("pid"), second.get("host")):
+        return False
+    for key in ("pid" + START_SUFFIX, *SPACE_KEYS):
+        if None not in (first.get(key), second.get(key)) and first[key] != second[key]:
+            return False
+    return True

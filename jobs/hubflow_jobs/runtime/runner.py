@@ -2,13 +2,13 @@
 
 An entry script only names its config model and a function that starts its streaming query::
 
-    from hubflow_jobs.runner import main
+    from hubflow_jobs.runtime.runner import main
     sys.exit(main(sys.argv[1:], MyJobConfig, start_my_query))
 
 :func:`main` validates the config before Spark starts (exit 2), takes the lease of the job's
 checkpoint (exit 3 while another instance holds it), refuses to start while on-call holds the job
 (exit 4), starts the watchdog (lease renewal, heartbeat, STOP/HOLD/KILL markers;
-:mod:`hubflow_jobs.watchdog`), builds the session, then :func:`run_job` supervises the query: on a
+:mod:`hubflow_jobs.runtime.watchdog`), builds the session, then :func:`run_job` supervises the query: on a
 stop request it lets the running batch finish before ``query.stop()`` (exit 0), and it reports a
 failure with its reason on the last log line (exit 1). A lost lease (exit 5) or a kill request
 (exit 6) ends the driver hard, from the watchdog.
@@ -24,17 +24,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_HELD, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
-from .config import ConfigError, JobConfig, load_config
-from .executors import NoExecutorsError
-from .listener import StatusListener
-from .process_identity import process_fields
-from .query_group import last_batch_id, stop_after_batch
-from .query_start import WorkerStartTimedOut, check_worker_start, start_attempts
-from .session import build_session
-from .status_folder import HOLD_MARKER, JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
-from .stop import SignalHandlers, StopRequest, install_jvm_sigterm_handler, restore_jvm_sigterm_handler
-from .watchdog import HardExit, StopQueries, Watchdog
+from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_HELD, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
+from hubflow_jobs.config import ConfigError, JobConfig, load_config
+from hubflow_jobs.runtime.executors import NoExecutorsError
+from hubflow_jobs.runtime.listener import StatusListener
+from hubflow_jobs.runtime.query_group import last_batch_id, stop_after_batch
+from hubflow_jobs.runtime.query_start import WorkerStartTimedOut, check_worker_start, start_attempts
+from hubflow_jobs.runtime.session import build_session
+from hubflow_jobs.runtime.stop import (
+    SignalHandlers,
+    StopRequest,
+    install_jvm_sigterm_handler,
+    restore_jvm_sigterm_handler,
+)
+from hubflow_jobs.runtime.watchdog import HardExit, StopQueries, Watchdog
+from hubflow_jobs.status import HOLD_MARKER, JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
+from hubflow_jobs.status.process_identity import process_fields
 
 log = logging.getLogger("hubflow_jobs")
 
@@ -181,7 +186,7 @@ def run_job(
 
     Usable without :func:`main` (tests run it on a shared session): without a ``watchdog`` it
     starts one that has no lease and whose fence stops the session's queries
-    (:class:`~hubflow_jobs.watchdog.StopQueries`); it does not take a lease, clear leftover
+    (:class:`~hubflow_jobs.runtime.watchdog.StopQueries`); it does not take a lease, clear leftover
     markers, install signal handlers or stop the session.
     """
     folder = StatusFolder(config.status_dir)
@@ -223,7 +228,7 @@ def _start_and_supervise(
     """Start the query and supervise it until it ends or a stop is requested; return the query.
 
     A query that failed because Spark's Python worker for its source did not connect back in time
-    is started again (:mod:`hubflow_jobs.query_start`); the last attempt's query is returned, and
+    is started again (:mod:`hubflow_jobs.runtime.query_start`); the last attempt's query is returned, and
     :func:`_finish` reports how it ended.
     """
 

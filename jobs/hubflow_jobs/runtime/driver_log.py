@@ -4,7 +4,8 @@ A supervisor that starts a driver detached on a worker sends the driver's output
 the status folder is a local path that file *is* ``<status folder>/driver.log``. When it is remote,
 the launcher runs the driver under this module instead::
 
-    python -m hubflow_jobs.driver_log --status-dir URL --local-log PATH [--copy-every 30] -- spark-submit ...
+    python -m hubflow_jobs.runtime.driver_log --status-dir URL --local-log PATH \
+        [--copy-every 30] -- spark-submit ...
 
 which runs the command (its output goes wherever this process's output goes: the launcher points
 it at ``PATH``), copies ``PATH`` to ``<status-dir>/driver.log`` every ``--copy-every`` seconds while
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from .status_folder import DRIVER_LOG_FILE, StatusFolder
+from hubflow_jobs.status import DRIVER_LOG_FILE, StatusFolder
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Graceful stop requests: a flag set by SIGTERM (to the Python driver or to the spark-submit JVM) and
-by the watchdog when it finds the ``STOP`` or ``HOLD`` marker (:mod:`hubflow_jobs.watchdog`).
+by the watchdog when it finds the ``STOP`` or ``HOLD`` marker (:mod:`hubflow_jobs.runtime.watchdog`).
 
 A request only sets a flag; the runner then lets the running micro-batch finish and calls
 ``query.stop()``. Under spark-submit the signal usually reaches the JVM (spark-submit's pid), whose
