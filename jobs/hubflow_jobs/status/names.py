@@ -10,6 +10,7 @@ Files (all through :mod:`hubflow_jobs.storage.stores`, so the folder may be loca
 ``KILL``               supervisor   stop now: the job's watchdog exits hard (after ``stop_wait``)
 ``HOLD``               on-call      keep the job stopped: supervisors must not start it
 ``restarts.json``      supervisor   when the supervisor restarted the job (restart-loop detection)
+``alerts.json``        supervisor   the alerts sent and still active (so none is sent twice)
 ``driver.log``         supervisor   the driver's output (written or copied here by the launcher)
 =====================  ===========  =============================================================
 
@@ -31,6 +32,8 @@ STOP_MARKER = "STOP"
 KILL_MARKER = "KILL"
 HOLD_MARKER = "HOLD"
 RESTARTS_FILE = "restarts.json"
+#: The job's active alerts (``hubflow_plugins.core.alerts``): what was sent, so no check sends it twice.
+ALERTS_FILE = "alerts.json"
 DRIVER_LOG_FILE = "driver.log"
 #: The driver log kept in a remote status folder is at most this long (its tail).
 DRIVER_LOG_MAX_BYTES = 16 * 1024 * 1024

@@ -18,10 +18,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from hubflow_jobs.durations import parse_duration, parse_positive_duration
 from hubflow_jobs.landing_area import archive_root
+from hubflow_plugins.core.alerts import ALERT_KINDS, AlertPolicy
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Where the registry is read from unless HUBFLOW_REGISTRY names another file.
@@ -81,6 +90,109 @@ class JobPaths(_Strict):
         return archive_root(self.landing_root, self.archive_dir)
 
 
+class SmtpAlerts(_Strict):
+    """E-mail through the SMTP provider's ``SmtpNotifier`` (its connection: host, port, login)."""
+
+    to: list[str] = Field(min_length=1)
+    from_email: str | None = Field(default=None, description="default: the connection's from_email")
+    cc: list[str] = Field(default_factory=list)
+    smtp_conn_id: str = "smtp_default"
+
+    @field_validator("to", "cc", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class SlackWebhookAlerts(_Strict):
+    """Slack through the Slack provider's ``SlackWebhookNotifier`` (an incoming-webhook connection)."""
+
+    slack_webhook_conn_id: str = "slack_default"
+
+
+class CustomAlerts(_Strict):
+    """Any notifier class: built with ``params`` plus ``subject`` and ``text``, then ``notify`` is called."""
+
+    notifier: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", description="module:Class")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class AlertNotifier(_Strict):
+    """One receiver of a job's alerts: exactly one of ``smtp``, ``slack_webhook``, ``custom``."""
+
+    smtp: SmtpAlerts | None = None
+    slack_webhook: SlackWebhookAlerts | None = None
+    custom: CustomAlerts | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AlertNotifier:
+        given = [name for name in ("smtp", "slack_webhook", "custom") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"a notifier is exactly one of smtp, slack_webhook, custom; found {given or 'none'}"
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(name for name in ("smtp", "slack_webhook", "custom") if getattr(self, name) is not None)
+
+
+class AlertsConfig(_Strict):
+    """A job's ``alerts:`` (``defaults: alerts:`` merged key by key under the job's own)."""
+
+    enabled: bool = True
+    notifiers: list[AlertNotifier] = Field(default_factory=list)
+    alert_on: list[str] = Field(default_factory=lambda: list(ALERT_KINDS))
+    held_longer_than: str | None = Field(default="1 day", description="a hold older than this alerts")
+    max_lag_events: int | None = Field(default=None, ge=0)
+    max_lag_seconds: float | None = Field(default=None, ge=0)
+    status_page_url: str | None = Field(
+        default=None, description="the status page's address, e.g. https://airflow.example.com/hubflow/"
+    )
+
+    @field_validator("alert_on")
+    @classmethod
+    def _known_kinds(cls, value: list[str]) -> list[str]:
+        unknown = [kind for kind in value if kind not in ALERT_KINDS]
+        if unknown:
+            raise ValueError(f"unknown alert kind(s) {unknown}; known: {', '.join(ALERT_KINDS)}")
+        return value
+
+    @field_validator("held_longer_than")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_positive_duration(value)
+        return value
+
+    @field_validator("status_page_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http:// or https:// address")
+        return value
+
+    @model_validator(mode="after")
+    def _someone_to_tell(self) -> AlertsConfig:
+        if self.enabled and not self.notifiers:
+            raise ValueError(
+                "alerts are enabled but no notifier is listed under notifiers (or set enabled: false)"
+            )
+        return self
+
+    def policy(self) -> AlertPolicy:
+        """The core's view of this config (durations in seconds)."""
+        held = parse_positive_duration(self.held_longer_than) if self.held_longer_than else None
+        return AlertPolicy(
+            alert_on=frozenset(self.alert_on),
+            held_longer_than_seconds=held.total_seconds() if held is not None else None,
+            max_lag_events=self.max_lag_events,
+            max_lag_seconds=self.max_lag_seconds,
+            status_page_url=self.status_page_url,
+        )
+
+
 class RegisteredJob(_Strict):
     """One entry of the registry."""
 
@@ -113,6 +225,7 @@ class RegisteredJob(_Strict):
     )
     spark_conf: dict[str, str] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
+    alerts: AlertsConfig | None = Field(default=None, description="who is told of verdict changes")
 
     @field_validator("spark_conf")
     @classmethod
@@ -222,8 +335,9 @@ def load_registry(path: Path | None = None, overrides: Path | None = None) -> Re
     path = path or registry_path()
     data = _read_yaml(path, "the job registry")
     defaults = data.pop("defaults", {}) if isinstance(data, dict) else {}
+    _check_default_alerts(defaults, path)
     if isinstance(data, dict) and isinstance(data.get("jobs"), list):
-        data["jobs"] = [{**defaults, **entry} if isinstance(entry, dict) else entry for entry in data["jobs"]]
+        data["jobs"] = [_with_defaults(defaults, entry) for entry in data["jobs"]]
     if overrides is None and os.environ.get(OVERRIDES_ENV):
         overrides = Path(os.environ[OVERRIDES_ENV])
     source = str(path)
@@ -245,6 +359,37 @@ def load_registry(path: Path | None = None, overrides: Path | None = None) -> Re
                 f"job registry {path}: jobs[{job.name}].schedule is required for scheduled jobs"
             )
     return registry
+
+
+def _with_defaults(defaults: Any, entry: Any) -> Any:
+    """A job entry over the registry's ``defaults``; ``alerts`` merged key by key (the job's win)."""
+    if not isinstance(entry, dict) or not isinstance(defaults, dict):
+        return entry
+    merged = {**defaults, **entry}
+    if isinstance(defaults.get("alerts"), dict) and isinstance(entry.get("alerts"), dict):
+        merged["alerts"] = {**defaults["alerts"], **entry["alerts"]}
+    return merged
+
+
+def _check_default_alerts(defaults: Any, path: Path) -> None:
+    """Refuse a bad ``defaults.alerts`` by the key the user wrote there, not by every job's."""
+    if not isinstance(defaults, dict) or "alerts" not in defaults:
+        return
+    try:
+        AlertsConfig.model_validate(defaults["alerts"])
+    except ValidationError as exc:
+        # A rule of the whole section (e.g. notifiers listed) may be met by each job's own keys.
+        errors = [error for error in exc.errors() if error["loc"]]
+        if not errors:
+            return
+        problems = "; ".join(
+            "defaults.alerts"
+            + "".join(f".{part}" for part in error["loc"])
+            + ": "
+            + ("unknown key" if error["type"] == "extra_forbidden" else error["msg"])
+            for error in errors
+        )
+        raise RegistryError(f"job registry {path}: {problems}") from None
 
 
 def _read_yaml(path: Path, what: str) -> Any:
