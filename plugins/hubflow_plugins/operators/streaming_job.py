@@ -101,6 +101,8 @@ class StreamingJobOperator(BaseOperator):
             recent_restarts=control.folder.restarts_within(3600) if not live.alive else 0,
             max_restarts_per_hour=job.max_restarts_per_hour,
         )
+        if self.action == "ensure_running" and not dry_run:
+            self._alert(context, job, control, refusal=decision.refusal or "")
         if decision.refusal:
             raise AirflowFailException(
                 f"job {job.name} is {decision.refusal}; last state: {live.reason}. Read its driver "
@@ -114,6 +116,51 @@ class StreamingJobOperator(BaseOperator):
             done.append(self._carry_out(step, job, control, live, dry_run, who, decision.count_restart))
             self.log.info("%s", done[-1])
         return {"job": job.name, "action": self.action, "dry_run": dry_run, "done": done}
+
+    def _alert(self, context: Any, job: RegisteredJob, control: Any, refusal: str) -> None:
+        """The supervisor's alerts (registry ``alerts:``): judge, let the core decide, notify.
+
+        Judged before the steps run (a restart that follows is the supervisor's answer, not news;
+        the checkpoint of a job the supervisor just found dead is what on-call must hear about).
+        Never fails the supervisor: an alerting problem is logged and the job is still supervised.
+        """
+        if job.alerts is None or not job.alerts.enabled:
+            return
+        from hubflow_plugins.core.alerts import alert_cycle, read_findings
+        from hubflow_plugins.core.health import HEALTHY_STREAMING, HealthCheck, judge
+        from hubflow_plugins.notifications.alert_notifiers import send_alerts
+
+        try:
+            health = judge(
+                HealthCheck(
+                    checkpoint=job.paths.checkpoint_location,
+                    stalled_after_seconds=job.stalled_after_delta.total_seconds(),
+                    accept=tuple(str(v) for v in HEALTHY_STREAMING),
+                    status_dir=job.paths.status_dir,
+                    heartbeat_timeout_seconds=job.heartbeat_timeout.total_seconds(),
+                    streaming=True,
+                    allow_idle=True,
+                    skip_when_held=True,
+                )
+            )
+            findings = read_findings(job.name, control.folder, health=health, restart_refusal=refusal)
+            policy = _with_status_page(job.alerts.policy())
+
+            def send(messages: Any) -> list[Any]:
+                deliveries = send_alerts(messages, job.alerts.notifiers, context, log=self.log.info)
+                delivered = {id(d.message) for d in deliveries if d.error is None}
+                return [m for m in messages if id(m) not in delivered]
+
+            sent = alert_cycle(control.folder, findings, policy, send)
+        except Exception as exc:  # alerting must not stop supervision
+            from hubflow_jobs.redaction import redact
+
+            self.log.warning(
+                "alerts of job %s not evaluated: %s", job.name, redact(f"{type(exc).__name__}: {exc}")
+            )
+            return
+        for message in sent:
+            self.log.info("alert %s %s: %s", message.status, message.kind, message.subject)
 
     def _carry_out(
         self,
@@ -214,3 +261,15 @@ class StreamingJobOperator(BaseOperator):
             return control.wait_until_running(process, self.start_timeout, log_path)
         except JobStartError as exc:
             raise AirflowException(str(exc)) from None
+
+
+def _with_status_page(policy: Any) -> Any:
+    """The policy with the status page under Airflow's ``[api] base_url`` when the registry names none."""
+    if policy.status_page_url:
+        return policy
+    from dataclasses import replace
+
+    from airflow.sdk.configuration import conf
+
+    base = conf.get("api", "base_url", fallback=None)
+    return replace(policy, status_page_url=f"{base.rstrip('/')}/hubflow/") if base else policy

@@ -1,0 +1,1 @@
+"""Notifiers of hubflow alerts: the registry's ``alerts.notifiers`` turned into Airflow notifiers."""

@@ -1,0 +1,153 @@
+"""Alerts through the real notifiers to real receivers on loopback: the SMTP provider's SmtpNotifier to
+an aiosmtpd server, the Slack provider's SlackWebhookNotifier to an HTTP server standing in for the
+webhook. The streaming supervisor's alerting path runs on real status folders (no scheduler, no Spark):
+each change is one message per receiver, its resolution one more, a repeated check none, no secret."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from hubflow_jobs.status import JobState, JobStatus, StatusFolder
+from hubflow_plugins.core.alerts import AlertMessage, AlertPolicy, Findings, decide_alerts
+from hubflow_plugins.core.registry import AlertNotifier
+from hubflow_plugins.notifications.alert_notifiers import send_alerts
+from hubflow_plugins.operators.streaming_job import StreamingJobOperator
+from tests.dags.helpers import landing_job, write_registry
+from tests.plugins.notifications.receivers import SmtpServer, WebhookServer
+
+SECRET_KEY = "c2VjcmV0LWtleS1kby1ub3Qtc2hvdw=="
+CONNECTION_STRING = (
+    f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey={SECRET_KEY}"
+)
+NOTIFIERS = [
+    {"smtp": {"to": ["oncall@example.com"], "smtp_conn_id": "alerts_smtp"}},
+    {"slack_webhook": {"slack_webhook_conn_id": "alerts_slack"}},
+]
+
+
+@pytest.fixture
+def receivers(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[SmtpServer, WebhookServer]]:
+    with SmtpServer() as smtp, WebhookServer() as webhook:
+        monkeypatch.setenv("AIRFLOW_CONN_ALERTS_SMTP", smtp.connection)
+        monkeypatch.setenv("AIRFLOW_CONN_ALERTS_SLACK", webhook.connection)
+        yield smtp, webhook
+
+
+def _everything_received(smtp: SmtpServer, webhook: WebhookServer) -> str:
+    return "\n".join([*(m["raw"] for m in smtp.inbox.mails), *(str(p["body"]) for p in webhook.posts)])
+
+
+def test_one_message_per_receiver_for_each_change_and_its_resolution(receivers: Any) -> None:
+    smtp, webhook = receivers
+    notifiers = [AlertNotifier.model_validate(n) for n in NOTIFIERS]
+    policy = AlertPolicy(status_page_url="https://airflow.example.com/hubflow/")
+    bad = Findings(
+        "clicks",
+        verdict="failed-batch",
+        verdict_failed=True,
+        batch_id=12,
+        exception=f"boom {CONNECTION_STRING}",
+    )
+    messages, state = decide_alerts(None, bad, policy)
+    deliveries = send_alerts(messages, notifiers, context={})
+    assert [d.error for d in deliveries] == [None, None]
+    assert len(smtp.inbox.mails) == 1 and len(webhook.posts) == 1
+    mail, post = smtp.inbox.mails[0], webhook.posts[0]
+    assert mail["to"] == ["oncall@example.com"] and mail["subject"] == "[hubflow] ALERT clicks: batch failed"
+    assert "Batch: 12" in mail["body"] and "https://airflow.example.com/hubflow/#job-clicks" in mail["body"]
+    assert post["path"] == "/services/T000/B000/XXXX"
+    assert "*[hubflow] ALERT clicks: batch failed*" in post["body"]["text"]
+    assert "<https://airflow.example.com/hubflow/#job-clicks|status page>" in post["body"]["text"]
+
+    messages, state = decide_alerts(state, bad, policy)
+    assert messages == []
+    messages, state = decide_alerts(state, Findings("clicks", verdict="healthy"), policy)
+    send_alerts(messages, notifiers, context={})
+    assert len(smtp.inbox.mails) == 2 and len(webhook.posts) == 2
+    assert smtp.inbox.mails[1]["subject"] == "[hubflow] RESOLVED clicks: batch failed"
+    received = _everything_received(smtp, webhook)
+    assert SECRET_KEY not in received and "SharedAccessKey=***" in received
+
+
+def test_a_receiver_that_is_down_does_not_stop_the_others(
+    receivers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    smtp, _webhook = receivers
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ALERTS_SLACK", '{"conn_type": "slackwebhook", "password": "http://127.0.0.1:9/x"}'
+    )
+    notifiers = [AlertNotifier.model_validate(n) for n in reversed(NOTIFIERS)]
+    message = AlertMessage(
+        "clicks", "corrupt", "firing", "[hubflow] ALERT clicks: checkpoint corrupt", "text"
+    )
+    slack, mail = send_alerts([message], notifiers, context={})
+    assert slack.error is not None and mail.error is None and len(smtp.inbox.mails) == 1
+
+
+def _operator_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StatusFolder:
+    alerts = {"notifiers": NOTIFIERS, "status_page_url": "https://airflow.example.com/hubflow/"}
+    path = write_registry(tmp_path, [landing_job(tmp_path, "clicks", streaming=True, alerts=alerts)])
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(path))
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
+    return StatusFolder(str(tmp_path / "clicks" / "status" / "clicks"))
+
+
+def _supervise() -> dict[str, Any]:
+    context = {
+        "dag_run": SimpleNamespace(run_type="scheduled", run_id="scheduled__1", triggering_user_name=None)
+    }
+    return StreamingJobOperator(task_id="ensure_running", job_name="clicks").execute(context)
+
+
+def test_the_supervisor_pages_a_restart_loop_once_and_its_end_once(
+    receivers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    smtp, webhook = receivers
+    folder = _operator_registry(tmp_path, monkeypatch)
+    JobStatus(folder, "clicks").update(
+        state=JobState.FAILED, exception=f"EventHubError: {CONNECTION_STRING}\n\tat x"
+    )
+    for _ in range(3):
+        folder.record_restart()
+    for _ in range(3):  # three supervisor runs refuse: one page
+        with pytest.raises(AirflowFailException, match="restart-looping"):
+            _supervise()
+    assert [m["subject"] for m in smtp.inbox.mails] == ["[hubflow] ALERT clicks: restart loop"]
+    assert len(webhook.posts) == 1
+    assert "Exception: EventHubError: Endpoint=sb://" in smtp.inbox.mails[0]["body"]
+    assert folder.read_json("alerts.json")["active"]["restart-loop"]["kind"] == "restart-loop"
+
+    JobStatus(folder, "clicks").update(
+        state=JobState.RUNNING, pid=os.getpid(), exception=None
+    )  # on-call started it
+    for _ in range(2):
+        assert _supervise()["done"] == ["already running; nothing to do"]
+    assert [m["subject"] for m in smtp.inbox.mails][1:] == ["[hubflow] RESOLVED clicks: restart loop"]
+    assert len(webhook.posts) == 2
+    assert SECRET_KEY not in _everything_received(smtp, webhook)
+
+
+def test_the_supervisor_pages_a_hold_past_its_limit(
+    receivers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    smtp, webhook = receivers
+    folder = _operator_registry(tmp_path, monkeypatch)
+    JobStatus(folder, "clicks").update(state=JobState.STOPPED)
+    folder.place_hold(f"sink full; {CONNECTION_STRING}", by="alice")
+    _supervise()
+    assert smtp.inbox.mails == [], "held a moment: nothing to say"
+    hold = folder.read_json("HOLD")
+    hold["at"] = "2020-01-01T00:00:00+00:00"
+    folder.write_json("HOLD", hold)
+    _supervise()
+    _supervise()
+    assert [m["subject"] for m in smtp.inbox.mails] == ["[hubflow] ALERT clicks: held too long"]
+    assert "by alice: sink full" in smtp.inbox.mails[0]["body"] and len(webhook.posts) == 1
+    assert SECRET_KEY not in _everything_received(smtp, webhook)
