@@ -74,7 +74,7 @@ def start_airflow_services(env: dict[str, str], log_dir: Path) -> tuple[list, di
     once all three are ready (``hubflow_plugins.core.airflow_readiness``): only then may a test
     unpause or trigger a DAG, or its tasks meet an API server that is not listening yet.
 
-    Returns the processes (stop them with ``tests.support.processes.stop_process``) and the
+    Returns the processes (stop them with ``tests.support.processes.stop_processes``) and the
     environment pointing the workers at this api-server.
     """
     from hubflow_plugins.core.airflow_readiness import RUNS_DAGS, wait_until_ready
@@ -115,10 +115,9 @@ def start_airflow_services(env: dict[str, str], log_dir: Path) -> tuple[list, di
             f"http://127.0.0.1:{port}", RUNS_DAGS, since=started, timeout=300, still_starting=exited
         )
     except BaseException:
-        from tests.support.processes import stop_process
+        from tests.support.processes import stop_processes
 
-        for process in processes.values():
-            stop_process(process)
+        stop_processes(list(processes.values()))
         raise
     return list(processes.values()), env
 

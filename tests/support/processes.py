@@ -45,6 +45,31 @@ def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> None:
             proc.wait(timeout=timeout)
 
 
+def stop_processes(procs: list[subprocess.Popen], timeout: float = 15.0) -> None:
+    """Stop several processes started by :func:`start_background` at once: each group gets SIGTERM
+    first, so their shutdowns overlap (rather than one ``timeout`` after another), then SIGKILL
+    whatever is still running ``timeout`` seconds later."""
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=timeout)
+
+
 def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
     """Poll ``predicate`` until it returns something true, and return that; fail naming ``what``
     after ``timeout`` seconds."""
