@@ -11,6 +11,7 @@ Files (all through :mod:`hubflow_jobs.storage.stores`, so the folder may be loca
 ``HOLD``               on-call      keep the job stopped: supervisors must not start it
 ``restarts.json``      supervisor   when the supervisor restarted the job (restart-loop detection)
 ``alerts.json``        supervisor   the alerts sent and still active (so none is sent twice)
+``supervisor.json``    supervisor   what the job was started with (fingerprint), the backoff's reset
 ``driver.log``         supervisor   the driver's output (written or copied here by the launcher)
 =====================  ===========  =============================================================
 
@@ -34,6 +35,9 @@ HOLD_MARKER = "HOLD"
 RESTARTS_FILE = "restarts.json"
 #: The job's active alerts (``hubflow_plugins.core.alerts``): what was sent, so no check sends it twice.
 ALERTS_FILE = "alerts.json"
+#: The supervisor's memory (``hubflow_plugins.core.supervision``): the fingerprint of what the job was
+#: last started with, when, and when its restart backoff was last reset.
+SUPERVISOR_FILE = "supervisor.json"
 DRIVER_LOG_FILE = "driver.log"
 #: The driver log kept in a remote status folder is at most this long (its tail).
 DRIVER_LOG_MAX_BYTES = 16 * 1024 * 1024

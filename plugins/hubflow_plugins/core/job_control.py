@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from hubflow_jobs import EXIT_HELD, EXIT_LOCKED
@@ -21,12 +21,14 @@ from hubflow_jobs.status import (
     DRIVER_LOG_FILE,
     KILL_MARKER,
     LEASE_FILE,
+    RESTARTS_FILE,
     STOP_MARKER,
     JobState,
     JobStatus,
     Liveness,
     StatusFolder,
 )
+from hubflow_jobs.status.names import SUPERVISOR_FILE
 from hubflow_jobs.status.process_identity import (
     is_running,
     process_fields,
@@ -72,11 +74,56 @@ class JobControl:
             return Path(self.folder.path(DRIVER_LOG_FILE)), None
         return Path(tempfile.gettempdir()) / "hubflow" / self.job / DRIVER_LOG_FILE, self.folder.url
 
-    def prepare_start(self, count_restart: bool) -> None:
-        """Clear the last run's STOP/KILL requests; count the start towards the restart-loop limit."""
+    def prepare_start(self, count_restart: bool, fingerprint: dict | None = None) -> None:
+        """Clear the last run's STOP/KILL requests; count the start towards the backoff and the
+        restart-loop limit (``count_restart``: the supervisor's restart of a dead job) or reset the
+        backoff (any other start); record ``fingerprint`` as what the job is started with.
+
+        Recorded before the launch: a start that fails is still the start of that fingerprint, so a
+        changed config restarts a job once, not at every run.
+        """
         self.folder.clear_requests()
+        now = datetime.now(UTC)
+        state = self.supervisor_state()
+        if fingerprint is not None:
+            state["fingerprint"] = fingerprint
+            state["started_at"] = now.isoformat()
+        if not count_restart:
+            state["backoff_reset_at"] = now.isoformat()
+        if fingerprint is not None or not count_restart:
+            self._write_supervisor_state(state)
         if count_restart:
             self.folder.record_restart()
+
+    # The supervisor's memory (supervisor.json) and restarts.json, read for ``supervision.decide`` ---
+
+    def supervisor_state(self) -> dict:
+        """supervisor.json: ``{"job", "fingerprint", "started_at", "backoff_reset_at"}`` (``{}``: none)."""
+        return dict(self.folder.read_json(SUPERVISOR_FILE) or {})
+
+    def _write_supervisor_state(self, state: dict) -> None:
+        self.folder.write_json(SUPERVISOR_FILE, {**state, "job": self.job})
+
+    def reset_backoff(self, now: datetime | None = None) -> None:
+        """The job ran healthy (or a changed job is started at once): earlier restarts stop counting."""
+        state = self.supervisor_state()
+        state["backoff_reset_at"] = (now or datetime.now(UTC)).isoformat()
+        self._write_supervisor_state(state)
+
+    def adopt_fingerprint(self, fingerprint: dict) -> None:
+        """Record ``fingerprint`` for a live job started without one (no restart)."""
+        state = self.supervisor_state()
+        state["fingerprint"] = fingerprint
+        self._write_supervisor_state(state)
+
+    def restart_times(self) -> list[datetime]:
+        """The supervisor's restarts (restarts.json), unreadable entries left out."""
+        times = []
+        for text in (self.folder.read_json(RESTARTS_FILE) or {}).get("restarts", []):
+            moment = parse_time(text)
+            if moment is not None:
+                times.append(moment)
+        return times
 
     def mark_starting(self, pid: int) -> None:
         """status.json of a driver just launched: starting, here, as spark-submit's ``pid`` (and its
@@ -182,6 +229,17 @@ class JobControl:
                 return True
             time.sleep(poll_seconds)
         return False
+
+
+def parse_time(value: object) -> datetime | None:
+    """An ISO-8601 time of a status document (naive taken as UTC), or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _tail(path: Path, lines: int = 25) -> str:

@@ -31,6 +31,7 @@ from pydantic import (
 from hubflow_jobs.durations import parse_duration, parse_positive_duration
 from hubflow_jobs.landing_area import archive_root
 from hubflow_plugins.core.alerts import ALERT_KINDS, AlertPolicy
+from hubflow_plugins.core.supervision import RestartPolicy
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Where the registry is read from unless HUBFLOW_REGISTRY names another file.
@@ -205,7 +206,21 @@ class RegisteredJob(_Strict):
     schedule: str | None = Field(default=None, description="cron or preset, scheduled jobs only")
     supervise_every: str = "5 minutes"
     stalled_after: str = "30 minutes"
-    max_restarts_per_hour: int = Field(default=3, ge=1)
+    restart_backoff: str = Field(
+        default="30 seconds", description="streaming jobs: the pause after the first automatic restart"
+    )
+    max_restart_backoff: str = Field(
+        default="30 minutes", description="streaming jobs: the longest pause between automatic restarts"
+    )
+    healthy_after: str = Field(
+        default="10 minutes",
+        description="streaming jobs: running this long after a restart resets the backoff",
+    )
+    max_restarts_per_hour: int | None = Field(
+        default=None,
+        ge=1,
+        description="streaming jobs: optional; more automatic restarts in an hour fail the supervisor",
+    )
     retries: int = Field(
         default=2, ge=0, description="scheduled jobs: retries of a failed run or backfill run (0: none)"
     )
@@ -247,7 +262,7 @@ class RegisteredJob(_Strict):
             parse_duration(value)
         return value
 
-    @field_validator("retry_delay")
+    @field_validator("retry_delay", "restart_backoff", "healthy_after")
     @classmethod
     def _positive_duration(cls, value: str) -> str:
         parse_positive_duration(value)
@@ -261,6 +276,27 @@ class RegisteredJob(_Strict):
         if first is not None and longest < parse_duration(first):
             raise ValueError(f"{value!r} is shorter than retry_delay {first!r}; it caps the growing delay")
         return value
+
+    @field_validator("max_restart_backoff")
+    @classmethod
+    def _not_below_restart_backoff(cls, value: str, info: ValidationInfo) -> str:
+        longest = parse_positive_duration(value)
+        first = info.data.get("restart_backoff")  # absent when restart_backoff itself was refused
+        if first is not None and longest < parse_duration(first):
+            raise ValueError(
+                f"{value!r} is shorter than restart_backoff {first!r}; it caps the growing pause"
+            )
+        return value
+
+    @property
+    def restart_policy(self) -> RestartPolicy:
+        """How its supervisor restarts the job when it dies (``core.supervision``), in seconds."""
+        return RestartPolicy(
+            backoff_seconds=parse_duration(self.restart_backoff).total_seconds(),
+            max_backoff_seconds=parse_duration(self.max_restart_backoff).total_seconds(),
+            healthy_after_seconds=parse_duration(self.healthy_after).total_seconds(),
+            max_restarts_per_hour=self.max_restarts_per_hour,
+        )
 
     @property
     def submit_conf(self) -> dict[str, str]:

@@ -25,9 +25,11 @@ class StreamingJobOperator(BaseOperator):
     """Supervise a long-running streaming job: ensure it runs, start, stop or restart it.
 
     ``ensure_running`` does nothing when the job is alive (fresh heartbeat) or held by on-call (it
-    reports the hold and succeeds), and starts it from its checkpoint when it is dead - unless it
-    was restarted ``max_restarts_per_hour`` times in the last hour already: then the task fails (a
-    restart loop needs a person, not another restart).
+    reports the hold and succeeds); a live job whose config (or pipeline module) changed since it
+    was started is stopped gracefully and started again, once per change. A dead job is started from
+    its checkpoint with an exponential backoff (registry ``restart_backoff``, ``max_restart_backoff``,
+    ``healthy_after``): a run before the next start is due starts nothing and says when it is due.
+    Only an optional ``max_restarts_per_hour`` fails the task (a restart loop needing a person).
     ``stop`` holds the job (the ``HOLD`` marker: who, when, why; supervisors leave it stopped until
     ``start`` or ``restart``), then stops it: STOP marker (the batch finishes), after ``stop_wait`` a
     KILL request the job's own watchdog obeys from any host, and on the driver's own host signals.
@@ -94,15 +96,10 @@ class StreamingJobOperator(BaseOperator):
         self.log.info("found: %s", live.reason)
         if self.action == "rewind":
             return self._rewind(job, control, live, dry_run, who)
-        decision = decide(
-            self.action,
-            alive=live.alive,
-            held=live.hold is not None,
-            recent_restarts=control.folder.restarts_within(3600) if not live.alive else 0,
-            max_restarts_per_hour=job.max_restarts_per_hour,
-        )
+        fingerprint = _fingerprint(job)
+        decision = self._decide(decide, job, control, live, fingerprint)
         if self.action == "ensure_running" and not dry_run:
-            self._alert(context, job, control, refusal=decision.refusal or "")
+            self._alert(context, job, control, refusal=decision.refusal or decision.restart_loop or "")
         if decision.refusal:
             raise AirflowFailException(
                 f"job {job.name} is {decision.refusal}; last state: {live.reason}. Read its driver "
@@ -111,11 +108,60 @@ class StreamingJobOperator(BaseOperator):
             )
         if decision.steps == (Step.REPORT_HOLD,):
             return self._report_hold(job, live, dry_run)
+        if decision.restart_loop:
+            self.log.warning("job %s is %s", job.name, decision.restart_loop)
+        if not dry_run:
+            if decision.reset_backoff:
+                control.reset_backoff()
+                self.log.info("job %s ran healthy or changed: its restart backoff starts again", job.name)
+            if decision.adopt_fingerprint:
+                control.adopt_fingerprint(fingerprint)
+                self.log.info(
+                    "job %s runs fingerprint %s (recorded now)", job.name, fingerprint["digest"][:12]
+                )
+        if decision.steps == (Step.WAIT_BACKOFF,):
+            line = f"job {job.name} is not running ({live.reason}); {decision.note}"
+            self.log.info("%s", line)
+            return {
+                "job": job.name,
+                "action": self.action,
+                "dry_run": dry_run,
+                "next_start_at": decision.next_start_at.isoformat() if decision.next_start_at else None,
+                "done": [line],
+            }
+        if decision.note:
+            self.log.info("%s", decision.note)
         done: list[str] = []
+        if decision.note:
+            done.append(decision.note)
         for step in decision.steps:  # each said as it is done: a stop can take minutes
-            done.append(self._carry_out(step, job, control, live, dry_run, who, decision.count_restart))
+            done.append(
+                self._carry_out(step, job, control, live, dry_run, who, decision.count_restart, fingerprint)
+            )
             self.log.info("%s", done[-1])
         return {"job": job.name, "action": self.action, "dry_run": dry_run, "done": done}
+
+    def _decide(self, decide: Any, job: RegisteredJob, control: Any, live: Any, fingerprint: dict) -> Any:
+        """Read what ``decide`` needs from the status folder and call it."""
+        from datetime import UTC, datetime
+
+        from hubflow_plugins.core.job_control import parse_time
+
+        state = control.supervisor_state() if self.action == "ensure_running" else {}
+        status = control.folder.status() or {}
+        started = state.get("fingerprint")
+        return decide(
+            self.action,
+            alive=live.alive,
+            held=live.hold is not None,
+            now=datetime.now(UTC),
+            restarts=control.restart_times() if self.action == "ensure_running" else (),
+            policy=job.restart_policy,
+            backoff_reset_at=parse_time(state.get("backoff_reset_at")),
+            last_alive_at=parse_time(status.get("heartbeat")),
+            started_fingerprint=started.get("digest") if isinstance(started, dict) else None,
+            fingerprint=fingerprint["digest"],
+        )
 
     def _alert(self, context: Any, job: RegisteredJob, control: Any, refusal: str) -> None:
         """The supervisor's alerts (registry ``alerts:``): judge, let the core decide, notify.
@@ -171,6 +217,7 @@ class StreamingJobOperator(BaseOperator):
         dry_run: bool,
         who: str,
         count_restart: bool,
+        fingerprint: dict | None = None,
     ) -> str:
         """Do one step of the decision (or say what it would do); return what was done."""
         if step == Step.PLACE_HOLD:
@@ -194,7 +241,7 @@ class StreamingJobOperator(BaseOperator):
             return "already running; nothing to do"
         if dry_run:
             return f"would start job {job.name} from checkpoint {job.paths.checkpoint_location}"
-        return self._start(job, control, count_restart=count_restart)
+        return self._start(job, control, count_restart=count_restart, fingerprint=fingerprint)
 
     def _report_hold(self, job: RegisteredJob, live: Any, dry_run: bool) -> dict[str, Any]:
         """``ensure_running`` of a held job: say so, start nothing, succeed."""
@@ -244,12 +291,18 @@ class StreamingJobOperator(BaseOperator):
         except RewindError as exc:
             raise AirflowFailException(str(exc)) from None
 
-    def _start(self, job: RegisteredJob, control: Any, count_restart: bool = True) -> str:
-        """Launch the driver detached through the spark-submit hook; the core waits for it to run."""
+    def _start(
+        self, job: RegisteredJob, control: Any, count_restart: bool = True, fingerprint: dict | None = None
+    ) -> str:
+        """Launch the driver detached through the spark-submit hook; the core waits for it to run.
+
+        Records what it starts (the fingerprint) and counts the start (a supervisor's restart of a
+        dead job) or resets the backoff (any other start) before the launch.
+        """
         from hubflow_plugins.core.job_control import JobStartError
 
         log_path, ship_to = control.driver_log_target()
-        control.prepare_start(count_restart)
+        control.prepare_start(count_restart, fingerprint if fingerprint is not None else _fingerprint(job))
         hook = build_submit_hook(job, secrets=driver_secrets(job), extra_args=job.run_args)
         process = hook.launch_detached(str(job.application_path()), log_path, ship_to=ship_to)
         control.mark_starting(process.pid)
@@ -261,6 +314,13 @@ class StreamingJobOperator(BaseOperator):
             return control.wait_until_running(process, self.start_timeout, log_path)
         except JobStartError as exc:
             raise AirflowException(str(exc)) from None
+
+
+def _fingerprint(job: RegisteredJob) -> dict:
+    """What the job runs now: its config file and, for a pipeline, its module's source."""
+    from hubflow_plugins.core.supervision import job_fingerprint
+
+    return job_fingerprint(job.config_path(), job.application)
 
 
 def _with_status_page(policy: Any) -> Any:

@@ -91,9 +91,10 @@ def test_a_receiver_that_is_down_does_not_stop_the_others(
     assert slack.error is not None and mail.error is None and len(smtp.inbox.mails) == 1
 
 
-def _operator_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StatusFolder:
+def _operator_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **registry: Any) -> StatusFolder:
     alerts = {"notifiers": NOTIFIERS, "status_page_url": "https://airflow.example.com/hubflow/"}
-    path = write_registry(tmp_path, [landing_job(tmp_path, "clicks", streaming=True, alerts=alerts)])
+    entry = landing_job(tmp_path, "clicks", streaming=True, alerts=alerts, **registry)
+    path = write_registry(tmp_path, [entry])
     monkeypatch.setenv("HUBFLOW_REGISTRY", str(path))
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
     return StatusFolder(str(tmp_path / "clicks" / "status" / "clicks"))
@@ -110,7 +111,7 @@ def test_the_supervisor_pages_a_restart_loop_once_and_its_end_once(
     receivers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     smtp, webhook = receivers
-    folder = _operator_registry(tmp_path, monkeypatch)
+    folder = _operator_registry(tmp_path, monkeypatch, max_restarts_per_hour=3)  # the optional hard limit
     JobStatus(folder, "clicks").update(
         state=JobState.FAILED, exception=f"EventHubError: {CONNECTION_STRING}\n\tat x"
     )

@@ -13,6 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from hubflow_jobs.status import JobState, JobStatus, StatusFolder
 from hubflow_plugins.operators.streaming_job import StreamingJobOperator
+from tests.dags.helpers import landing_job, write_registry
 
 pytestmark = pytest.mark.integration
 
@@ -35,10 +36,15 @@ def test_an_unknown_action_fails_naming_it_and_the_valid_ones(registry: Path) ->
         _action("restrat").execute(_context())
 
 
-def test_a_restart_loop_fails_the_supervisor_but_not_an_oncall_start(registry: Path, tmp_path: Path) -> None:
+def test_a_restart_loop_fails_the_supervisor_but_not_an_oncall_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limited = landing_job(tmp_path, "clicks", streaming=True, max_restarts_per_hour=3)  # the optional limit
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(write_registry(tmp_path, [limited])))
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
     folder = _folder(tmp_path)
     JobStatus(folder, "clicks").update(state=JobState.FAILED, exception="boom")
-    for _ in range(3):  # the registry's default max_restarts_per_hour
+    for _ in range(3):
         folder.record_restart()
     with pytest.raises(AirflowFailException, match="restart-looping: restarted 3 times in the last hour"):
         _action("ensure_running").execute(_context(user=None))
