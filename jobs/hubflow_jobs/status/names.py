@@ -9,7 +9,9 @@ Files (all through :mod:`hubflow_jobs.storage.stores`, so the folder may be loca
 ``STOP``               supervisor   please stop: the running batch finishes, exit 0
 ``KILL``               supervisor   stop now: the job's watchdog exits hard (after ``stop_wait``)
 ``HOLD``               on-call      keep the job stopped: supervisors must not start it
-``restarts.json``      supervisor   when the supervisor restarted the job (restart-loop detection)
+``restarts.json``      supervisor   when the supervisor restarted the job (backoff, restart loops)
+``supervisor.json``    supervisor   the fingerprint the job was last started with, backoff resets
+``alerts.json``        supervisor   the alerts sent and not yet resolved
 ``alerts.json``        supervisor   the alerts sent and still active (so none is sent twice)
 ``supervisor.json``    supervisor   what the job was started with (fingerprint), the backoff's reset
 ``driver.log``         supervisor   the driver's output (written or copied here by the launcher)
