@@ -3,16 +3,13 @@
 Run by the stack proof as ``docker exec -i <container> python - < verify_data.py``. Where the jobs
 write and in which format is asked of the project's own code: the proof's job configs
 (tests/deploy/stack/*.yaml, mounted at /opt/hubflow/stack-test) loaded with the jobs' own config
-models (telemetry_bronze runs a pipeline of a user's own, ``tagged_events:tagged``: the plain
-pipeline config model, :class:`hubflow_jobs.pipeline.PipelineConfig`; landing_orders the built-in
-files_to_lake's), and each sink's ``kind`` (Delta or parquet). The lake is read with Spark (local
-mode), which honours the file sink's ``_spark_metadata`` log and Delta's ``_delta_log``: only
-committed rows count. The telemetry table is checked by identity: each row's event id from its
-``text`` (the body the proof sent, ``{"id": n}``) and its place in the hub (``partition``,
-``sequenceNumber``). Backfilled intervals are read where the project's backfill writes them: the
-side tables of :func:`hubflow_jobs.backfill.backfill_path` for parquet, the job's own tables (rows of
-the interval's folders, by ``_source_file``) for Delta, which a backfill replaces in place. The
-landing job's checkpoint is read as Spark wrote it (``sources/0/<batch>`` lists a batch's files,
+models, and each sink's ``format`` when the sink declares one (Delta or parquet), else parquet (what
+Spark's file sink writes, :mod:`hubflow_jobs.lake.file_sink`). The lake is read with Spark (local mode),
+which honours the file sink's ``_spark_metadata`` log and Delta's ``_delta_log``: only committed
+rows count. Backfilled intervals are read where the project's backfill writes them: the side tables
+of :func:`hubflow_jobs.backfill.backfill_path` for parquet, the job's own tables (rows of the
+interval's folders, by ``_source_file``) for Delta, which a backfill replaces in place. The landing
+job's checkpoint is read as Spark wrote it (``sources/0/<batch>`` lists a batch's files,
 ``commits/<batch>`` exists once the batch is committed), independently of hubflow's own checkpoint
 code, so the report can judge the archive.
 """
@@ -24,18 +21,16 @@ from datetime import datetime
 from pathlib import Path
 
 from hubflow_jobs.backfill import WINDOW_COLUMN, backfill_path
+from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.builtins.files_to_lake import SINK, SOURCE, FilesToLakeConfig
 from hubflow_jobs.config import load_config
-from hubflow_jobs.pipeline import PipelineConfig
 
 CONFIGS = Path("/opt/hubflow/stack-test")
 # The telemetry config names the variable its connection string comes in; a driver gets it from the
 # eventhubs_default connection, and so does this report (it never connects: it reads the lake).
 EVENTHUBS_CONNECTION = json.loads(os.environ["AIRFLOW_CONN_EVENTHUBS_DEFAULT"])
 os.environ.setdefault("HUBFLOW_EVENTHUBS_CONNECTION_STRING", EVENTHUBS_CONNECTION["password"])
-TELEMETRY = load_config(CONFIGS / "telemetry_bronze.yaml", PipelineConfig)
-# Its one sink (the pipeline function returns one DataFrame).
-(TELEMETRY_SINK,) = TELEMETRY.sinks.values()
+TELEMETRY = load_config(CONFIGS / "telemetry_bronze.yaml", EventHubsToLakeConfig)
 ORDERS = load_config(CONFIGS / "landing_orders.yaml", FilesToLakeConfig)
 CHECKPOINT = Path(ORDERS.checkpoint_location)
 ORDERS_SOURCE, ORDERS_SINK = ORDERS.sources[SOURCE], ORDERS.sinks[SINK]
@@ -98,47 +93,9 @@ def replacements(spark, path: str) -> int:
     )
 
 
-#: How many repeated ids or hub positions the report names (enough to see what went wrong).
-SAMPLE = 20
-
-
-def telemetry_identities(telemetry) -> dict:
-    """Each event of the telemetry table by identity: its id from ``text`` (the JSON ``{"id": n}`` the
-    proof sent) and its place in the hub (``partition``, ``sequenceNumber``).
-
-    ``rows``, ``distinct`` ids, ``min`` and ``max`` id, ``no_id`` (rows whose ``text`` holds no id),
-    ``distinct_positions``, and up to :data:`SAMPLE` ids and positions found more than once
-    (``repeated_ids``: [id, count]; ``repeated_positions``: [partition, sequenceNumber, count]). The
-    proof sent ids 0..n-1 once each: they are all there exactly once when rows == distinct == n,
-    min == 0, max == n - 1 and no_id == 0; and no event was written twice when distinct_positions ==
-    rows.
-    """
-    from pyspark.sql import functions as F
-
-    events = telemetry.select(
-        F.get_json_object(F.col("text"), "$.id").cast("long").alias("id"), "partition", "sequenceNumber"
-    )
-    stats = events.agg(
-        F.count("*").alias("rows"),
-        F.countDistinct("id").alias("distinct"),
-        F.min("id").alias("min"),
-        F.max("id").alias("max"),
-        F.count(F.when(F.col("id").isNull(), 1)).alias("no_id"),
-        F.countDistinct("partition", "sequenceNumber").alias("distinct_positions"),
-    ).first()
-    report = {**stats.asDict(), "repeated_ids": [], "repeated_positions": []}
-    if stats["distinct"] < stats["rows"]:  # only then is there anything to name
-        repeated = events.groupBy("id").count().where("count > 1").orderBy("id").limit(SAMPLE)
-        report["repeated_ids"] = [[row["id"], row["count"]] for row in repeated.collect()]
-    if stats["distinct_positions"] < stats["rows"]:
-        position = ["partition", "sequenceNumber"]
-        repeated = events.groupBy(*position).count().where("count > 1").orderBy(*position).limit(SAMPLE)
-        report["repeated_positions"] = [[row[0], row[1], row["count"]] for row in repeated.collect()]
-    return report
-
-
 def main() -> int:
     from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
 
     spark = (
         SparkSession.builder.master("local[1]")
@@ -152,11 +109,20 @@ def main() -> int:
     )
     spark.sparkContext.setLogLevel("ERROR")
     report: dict = {}
-    telemetry_format, orders_format = TELEMETRY_SINK.kind, ORDERS_SINK.kind
+    telemetry_format, orders_format = TELEMETRY.sinks["bronze"].kind, ORDERS_SINK.kind
     report["formats"] = {"telemetry": telemetry_format, "orders": orders_format}
-    telemetry = read_table(spark, TELEMETRY_SINK.output_path, telemetry_format)
+    telemetry = read_table(spark, TELEMETRY.sinks["bronze"].output_path, telemetry_format)
     if telemetry is not None:
-        report["telemetry"] = telemetry_identities(telemetry)
+        events = telemetry.select(
+            F.get_json_object(F.col("body").cast("string"), "$.id").cast("long").alias("id")
+        )
+        stats = events.agg(
+            F.count("*").alias("rows"),
+            F.countDistinct("id").alias("distinct"),
+            F.min("id").alias("min"),
+            F.max("id").alias("max"),
+        ).first()
+        report["telemetry"] = stats.asDict()
     orders = read_table(spark, ORDERS_SINK.output_path, orders_format)
     quarantine = read_table(spark, ORDERS_SINK.quarantine_path, orders_format)
     if orders is not None:
