@@ -132,7 +132,14 @@ class ComposeStack:
             raise AssertionError(f"expected one running container of {service}, found {len(found)}")
         return found[0]["Name"].lstrip("/")
 
-    def exec(self, service: str, *command: str, user: str = "50000:0", stdin: str | None = None) -> str:
+    def exec(
+        self,
+        service: str,
+        *command: str,
+        user: str = "50000:0",
+        stdin: str | None = None,
+        timeout: float = 300,
+    ) -> str:
         """Run ``command`` in the service's container; return its stdout (raise on failure)."""
         return docker(
             "exec",
@@ -142,6 +149,7 @@ class ComposeStack:
             self.container(service),
             *command,
             stdin=stdin,
+            timeout=timeout,
         )
 
 
