@@ -4,7 +4,8 @@ The job (:mod:`hubflow_jobs.runtime`) and everything that watches or steers it f
 Airflow operators and sensor, the status page, ``hubflow status``, on-call by hand) meet only here,
 so this package owns every name and rule they share: the files' names (:mod:`.names`), the job's
 states (:mod:`.states`), the folder and its markers (:mod:`.folder`, :mod:`.liveness`), the
-running job's ``status.json`` (:mod:`.job_status`), the single-instance lease (:mod:`.lease`) and
+running job's ``status.json`` (:mod:`.job_status`, its ``data_loss`` in :mod:`.data_loss`), the
+single-instance lease (:mod:`.lease`) and
 which process wrote a document (:mod:`.process_identity`). It imports neither Spark nor Airflow.
 """
 

@@ -11,11 +11,14 @@ The rules:
 
 * An alert is about one *slot*: the checkpoint (``stalled``, ``failed-batch`` or ``corrupt``: one
   verdict at a time), the restart loop (the supervisor refused another restart), the on-call hold
-  (held longer than ``held_longer_than``) and the backlog (lag over ``max_lag_events``, or over
-  ``max_lag_seconds`` when the lag in seconds is known).
+  (held longer than ``held_longer_than``), the backlog (lag over ``max_lag_events``, or over
+  ``max_lag_seconds`` when the lag in seconds is known) and data loss (events that expired unread
+  under ``failOnDataLoss=false``, as the driver's current run reports them in status.json).
 * A slot that starts alerting gives one message; one that changes kind (``stalled`` then
   ``corrupt``) gives one message naming both; one that clears gives one ``resolved`` message. The
-  same alert found again gives none, however often the supervisor runs.
+  same alert found again gives none, however often the supervisor runs. Data loss is an event, not
+  a state: more events lost (or a loss in a new driver run) is a new message; it clears when the
+  job's current run has lost nothing.
 * What a check did not look at (``None`` in :class:`Findings`: the checkpoint of a held job, the
   restart limit on an on-call action, a lag nobody reported) leaves its slot as it was.
 
@@ -43,6 +46,7 @@ class AlertKind(StrEnum):
     RESTART_LOOP = "restart-loop"
     HELD_TOO_LONG = "held-too-long"
     BACKLOG = "backlog"
+    DATA_LOSS = "data-loss"
 
 
 ALERT_KINDS: tuple[str, ...] = tuple(str(kind) for kind in AlertKind)
@@ -58,6 +62,7 @@ class Slot(StrEnum):
     RESTART_LOOP = "restart-loop"
     HOLD = "hold"
     BACKLOG = "backlog"
+    DATA_LOSS = "data-loss"
 
 
 #: How a message names each alert.
@@ -68,6 +73,7 @@ _TITLES = {
     AlertKind.RESTART_LOOP: "restart loop",
     AlertKind.HELD_TOO_LONG: "held too long",
     AlertKind.BACKLOG: "backlog over the limit",
+    AlertKind.DATA_LOSS: "events lost (expired before they were read)",
 }
 
 FIRING = "firing"
@@ -99,7 +105,9 @@ class Findings:
     as failing (a live idle job's ``stalled`` does not). ``restart_refusal``: the supervisor's refusal
     text, ``""`` when it did not refuse, None when no restart was decided (an on-call action).
     ``held_seconds``: how long on-call has held the job, ``0``-or-more when held, None when not held.
-    ``lag_events`` / ``lag_seconds``: the backlog, when known.
+    ``lag_events`` / ``lag_seconds``: the backlog, when known. ``lost_events``: events the driver's
+    current run (``run_id``) skipped as expired, ``0`` when it lost none, None when no run reported;
+    ``losses``: one sentence per source and partition.
     """
 
     job: str
@@ -115,6 +123,9 @@ class Findings:
     held_reason: str | None = None
     lag_events: int | None = None
     lag_seconds: float | None = None
+    lost_events: int | None = None
+    run_id: str | None = None
+    losses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -191,7 +202,26 @@ def current_alerts(findings: Findings, policy: AlertPolicy) -> dict[Slot, tuple[
     backlog = _backlog(findings, policy)
     if backlog is not _UNKNOWN:
         found[Slot.BACKLOG] = backlog  # type: ignore[assignment]
+    if findings.lost_events is not None:
+        if findings.lost_events > 0 and AlertKind.DATA_LOSS in enabled:
+            evidence = {
+                "lost_events": findings.lost_events,
+                "run_id": findings.run_id,
+                "losses": [redact(line) for line in findings.losses],
+            }
+            found[Slot.DATA_LOSS] = (str(AlertKind.DATA_LOSS), evidence)
+        else:
+            found[Slot.DATA_LOSS] = None
     return found
+
+
+def _identity(kind: str | None, evidence: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """What makes an alert the same one found again: its kind; for data loss also the run and how
+    many events it lost, so that each new loss is told."""
+    if kind == AlertKind.DATA_LOSS:
+        evidence = evidence or {}
+        return (kind, evidence.get("run_id"), evidence.get("lost_events"))
+    return (kind,)
 
 
 _UNKNOWN = object()
@@ -240,7 +270,8 @@ def decide_alerts(
                 active.pop(str(slot), None)
             continue
         kind, evidence = alert
-        if kind == previous_kind:
+        previous_evidence = previous.get("evidence") if isinstance(previous, dict) else None
+        if _identity(kind, evidence) == _identity(previous_kind, previous_evidence):
             continue
         entry = {"kind": kind, "since": now.isoformat(), "evidence": evidence}
         messages.append(_message(findings.job, kind, FIRING, entry, link, was=previous_kind, now=now))
@@ -267,7 +298,7 @@ def _message(
         lines.append(f"It alerted since {entry.get('since')}.")
     else:
         subject = f"[hubflow] ALERT {job}: {title}"
-        changed = f" (was {was})" if was else ""
+        changed = f" (was {was})" if was and was != kind else ""
         lines = [f"Job {job}: {title} ({kind}){changed}, at {now.isoformat(timespec='seconds')}."]
     lines.extend(_evidence_lines(evidence))
     lines.append(f"Status page: {link}" if link else "Status page: /hubflow/ on the Airflow web server")
@@ -302,6 +333,9 @@ def _evidence_lines(evidence: Mapping[str, Any]) -> list[str]:
             f"Held: {hours:.1f} h (limit {evidence.get('limit_seconds', 0) / 3600:.1f} h) by "
             f"{evidence.get('by') or 'unknown'}: {evidence.get('reason') or 'no reason given'}"
         )
+    if evidence.get("lost_events") is not None:
+        lines.append(f"Lost: {evidence['lost_events']} events in driver run {evidence.get('run_id')}")
+        lines.extend(f"  {line}" for line in evidence.get("losses") or [])
     if evidence.get("exception"):
         lines.append(f"Exception: {evidence['exception']}")
     return lines
@@ -334,9 +368,11 @@ def read_findings(
     health judgment (``core.health.HealthResult``; None when the checkpoint was not judged).
 
     The lag comes from status.json's last progress (latest offsets minus the batch's end offsets,
-    as the status page shows it); a live idle job has read everything (lag 0).
+    as the status page shows it); a live idle job has read everything (lag 0). Data loss is
+    status.json's ``data_loss`` (the current run's, see ``hubflow_jobs.runtime.listener``).
     """
     from hubflow_jobs.status import JobState, parse_state
+    from hubflow_jobs.status.data_loss import data_loss_lines, lost_events
     from hubflow_jobs.status.documents import age_seconds
     from hubflow_plugins.status_page.progress_history import progress_lag
 
@@ -367,6 +403,9 @@ def read_findings(
         held_reason=hold.reason if hold is not None else None,
         lag_events=None if hold is not None else lag,
         lag_seconds=None if hold is not None else lag_seconds(lag, progress),
+        lost_events=lost_events(status.get("data_loss")) if status else None,
+        run_id=str(status["run_id"]) if status.get("run_id") else None,
+        losses=tuple(data_loss_lines(status.get("data_loss")) or ()),
     )
 
 
@@ -412,5 +451,6 @@ def _slot_of(kind: str) -> str:
             AlertKind.RESTART_LOOP: Slot.RESTART_LOOP,
             AlertKind.HELD_TOO_LONG: Slot.HOLD,
             AlertKind.BACKLOG: Slot.BACKLOG,
+            AlertKind.DATA_LOSS: Slot.DATA_LOSS,
         }[AlertKind(kind)]
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hubflow_jobs.redaction import redact
+from hubflow_jobs.status.data_loss import data_loss_lines
 from hubflow_plugins.status_page.progress_history import (
     OffsetsCache,
     ProgressSamples,
@@ -189,30 +190,6 @@ def committed_batch(report: Any) -> dict[str, Any]:
     if report.latest_commit_time is not None:
         batch["timestamp"] = report.latest_commit_time.isoformat()
     return batch
-
-
-def data_loss_lines(data_loss: Any) -> list[str] | None:
-    """status.json's ``data_loss`` (written by ``hubflow_jobs.runtime.listener``) as sentences, or None.
-
-    One line per source and partition: how many events expired unread in this run and the last
-    lost range of sequence numbers.
-    """
-    if not isinstance(data_loss, dict) or not data_loss:
-        return None
-    lines = []
-    for source, partitions in data_loss.items():
-        if not isinstance(partitions, dict):
-            continue
-        for partition, loss in partitions.items():
-            loss = loss if isinstance(loss, dict) else {}
-            lost_range = loss.get("lastLostRange") or ["?", "?"]
-            lines.append(
-                redact(
-                    f"{source} partition {partition}: {loss.get('events', '?')} events expired before "
-                    f"they were read (last lost sequence numbers [{lost_range[0]}, {lost_range[-1]}))"
-                )
-            )
-    return lines or None
 
 
 def driver_log_tail(job: Any, max_bytes: int) -> str | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_jobs.status import StatusFolder
+from hubflow_jobs.status import JobStatus, StatusFolder
 from hubflow_plugins.core.alerts import (
     AlertPolicy,
     Findings,
@@ -16,6 +16,7 @@ from hubflow_plugins.core.alerts import (
     decide_alerts,
     first_line,
     lag_seconds,
+    read_findings,
 )
 from hubflow_plugins.core.registry import RegistryError, load_registry
 
@@ -148,6 +149,49 @@ def test_the_cycle_keeps_its_state_in_the_status_folder_and_retries_what_was_not
     assert (
         alert_cycle(StatusFolder(str(tmp_path / "clicks")), bad, POLICY, send=lambda m: [], now=later) == []
     )
+
+
+def _loss(events: int, run_id: str = "run-1") -> Findings:
+    line = f"Event hub telemetry partition 0: {events} events expired before they were read"
+    return Findings("clicks", lost_events=events, run_id=run_id, losses=(line + f" {SECRET}",))
+
+
+def test_data_loss_alerts_for_each_new_loss_and_resolves_when_the_current_run_lost_nothing() -> None:
+    messages, state = _run(None, _loss(12))
+    assert [(m.kind, m.status) for m in messages] == [("data-loss", "firing")]
+    text = messages[0].text
+    assert "Lost: 12 events in driver run run-1" in text and "partition 0: 12 events expired" in text
+    assert "s3cr3tKEY" not in text and "SharedAccessKey=***" in text
+    assert _run(state, _loss(12))[0] == [], "the same loss found again says nothing"
+    messages, state = _run(state, _loss(30))
+    assert [(m.kind, m.status) for m in messages] == [("data-loss", "firing")], "more events lost"
+    assert "Lost: 30 events" in messages[0].text and "(was" not in messages[0].text
+    messages, state = _run(state, _loss(30, run_id="run-2"))
+    assert [m.status for m in messages] == ["firing"], "a loss in a new driver run is a new one"
+    messages, state = _run(state, Findings("clicks", lost_events=0, run_id="run-3"))
+    assert [(m.kind, m.status) for m in messages] == [("data-loss", "resolved")]
+    assert state["active"] == {}
+    assert _run(state, Findings("clicks"))[0] == [], "no run reported: nothing changes"
+    policy = AlertPolicy(alert_on=frozenset({"corrupt"}))
+    assert _run(None, _loss(5), policy)[0] == [], "data-loss left out of alert_on"
+
+
+def test_data_loss_findings_come_from_the_runs_status_json(tmp_path: Path) -> None:
+    folder = StatusFolder(str(tmp_path / "clicks"))
+    assert read_findings("clicks", folder, now=NOW).lost_events is None, "no run yet"
+    status = JobStatus(folder, "clicks")
+    status.update(state="running", run_id="run-7")
+    assert read_findings("clicks", folder, now=NOW).lost_events == 0
+    loss = {"telemetry": {"0": {"events": 4, "lastLostRange": [10, 14]}, "1": {"events": 3}}}
+    status.add_input_rows(100, state="running", data_loss=loss)
+    findings = read_findings("clicks", folder, now=NOW)
+    assert (findings.lost_events, findings.run_id) == (7, "run-7")
+    assert findings.losses[0] == (
+        "telemetry partition 0: 4 events expired before they were read (last lost sequence numbers [10, 14))"
+    )
+    sent = alert_cycle(folder, findings, POLICY, send=lambda messages: [], now=NOW)
+    assert [(m.kind, m.evidence["lost_events"]) for m in sent] == [("data-loss", 7)]
+    assert alert_cycle(folder, read_findings("clicks", folder, now=NOW), POLICY, lambda m: [], NOW) == []
 
 
 def _registry(tmp_path: Path, text: str) -> Path:
