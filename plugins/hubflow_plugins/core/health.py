@@ -16,6 +16,7 @@ from typing import Any
 
 from hubflow_jobs.status import WORKING_STATES, JobState, StatusFolder, parse_state
 from hubflow_plugins.core.checkpoint_inspector import Verdict
+from hubflow_plugins.core.registry import MIN_HEARTBEAT_TIMEOUT
 
 #: Verdicts that end a health check well.
 HEALTHY: tuple[Verdict, ...] = (Verdict.HEALTHY,)
@@ -66,7 +67,7 @@ class HealthCheck:
     accept: tuple[str, ...] = tuple(str(v) for v in HEALTHY)
     fail_on: tuple[str, ...] = tuple(str(v) for v in FAILING)
     status_dir: str | None = None
-    heartbeat_timeout_seconds: float = 120.0
+    heartbeat_timeout_seconds: float = MIN_HEARTBEAT_TIMEOUT.total_seconds()
     streaming: bool = False
     allow_idle: bool = False
     skip_when_held: bool = False

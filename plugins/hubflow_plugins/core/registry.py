@@ -194,6 +194,16 @@ class AlertsConfig(_Strict):
         )
 
 
+def _ceiling_not_below(value: str, info: ValidationInfo, base_key: str, what: str) -> str:
+    """A growing wait's ceiling (``value``) is a positive duration not shorter than its first wait
+    (the entry's ``base_key``, absent when that one was refused itself)."""
+    longest = parse_positive_duration(value)
+    first = info.data.get(base_key)
+    if first is not None and longest < parse_duration(first):
+        raise ValueError(f"{value!r} is shorter than {base_key} {first!r}; it caps {what}")
+    return value
+
+
 class RegisteredJob(_Strict):
     """One entry of the registry."""
 
@@ -271,22 +281,12 @@ class RegisteredJob(_Strict):
     @field_validator("max_retry_delay")
     @classmethod
     def _not_below_retry_delay(cls, value: str, info: ValidationInfo) -> str:
-        longest = parse_positive_duration(value)
-        first = info.data.get("retry_delay")  # absent when retry_delay itself was refused
-        if first is not None and longest < parse_duration(first):
-            raise ValueError(f"{value!r} is shorter than retry_delay {first!r}; it caps the growing delay")
-        return value
+        return _ceiling_not_below(value, info, "retry_delay", "the growing delay")
 
     @field_validator("max_restart_backoff")
     @classmethod
     def _not_below_restart_backoff(cls, value: str, info: ValidationInfo) -> str:
-        longest = parse_positive_duration(value)
-        first = info.data.get("restart_backoff")  # absent when restart_backoff itself was refused
-        if first is not None and longest < parse_duration(first):
-            raise ValueError(
-                f"{value!r} is shorter than restart_backoff {first!r}; it caps the growing pause"
-            )
-        return value
+        return _ceiling_not_below(value, info, "restart_backoff", "the growing pause")
 
     @property
     def restart_policy(self) -> RestartPolicy:

@@ -9,6 +9,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from hubflow_plugins.core.health import HealthCheck
+from hubflow_plugins.core.registry import MIN_HEARTBEAT_TIMEOUT
 
 
 class CheckpointHealthTrigger(BaseTrigger):
@@ -29,7 +30,7 @@ class CheckpointHealthTrigger(BaseTrigger):
         poke_interval: float = 30.0,
         *,
         status_dir: str | None = None,
-        heartbeat_timeout_seconds: float = 120.0,
+        heartbeat_timeout_seconds: float = MIN_HEARTBEAT_TIMEOUT.total_seconds(),
         streaming: bool = False,
         allow_idle: bool = False,
         skip_when_held: bool = False,
