@@ -36,6 +36,7 @@ from hubflow_jobs.status.process_identity import (
     why_cannot_judge,
     why_not_running,
 )
+from hubflow_jobs.utc_times import utc_time
 from hubflow_plugins.core.registry import MIN_HEARTBEAT_TIMEOUT
 
 Log = Callable[[str], None]
@@ -232,14 +233,8 @@ class JobControl:
 
 
 def parse_time(value: object) -> datetime | None:
-    """An ISO-8601 time of a status document (naive taken as UTC), or None."""
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    """An ISO-8601 time of a status document (naive taken as UTC), or None: ``utc_times``' rule."""
+    return utc_time(value) if isinstance(value, str) else None
 
 
 def _tail(path: Path, lines: int = 25) -> str:

@@ -146,6 +146,59 @@ def backoff_streak(
     return streak, False
 
 
+def backoff_view(
+    restarts: Sequence[datetime],
+    *,
+    now: datetime,
+    policy: RestartPolicy,
+    alive: bool,
+    backoff_reset_at: datetime | None = None,
+    last_alive_at: datetime | None = None,
+) -> dict[str, Any] | None:
+    """The restart backoff as the status page shows it, or None outside a streak.
+
+    The same streak and pause as :func:`decide` (``restarts``: the supervisor's, restarts.json):
+    ``{"restarts", "since", "last_restart", "pause_seconds", "next_start_at", "at_ceiling", "text"}``;
+    ``next_start_at`` only for a dead job (a live one waits out ``healthy_after`` instead).
+    """
+    streak, _ = backoff_streak(
+        restarts,
+        now=now,
+        policy=policy,
+        alive=alive,
+        backoff_reset_at=backoff_reset_at,
+        last_alive_at=last_alive_at,
+    )
+    if not streak:
+        return None
+    n, pause = len(streak), policy.pause_after(len(streak))
+    due = streak[-1] + timedelta(seconds=pause)
+    text = (
+        f"Restarted by its supervisor {n} time{'s' if n > 1 else ''} since "
+        f"{streak[0].isoformat(timespec='seconds')} without running "
+        f"{human_duration(policy.healthy_after_seconds)}."
+    )
+    if alive:
+        text += " The backoff resets once this run lasts that long."
+    elif now < due:
+        due_at = due.isoformat(timespec="seconds")
+        text += f" Next start due at {due_at} (a pause of {human_duration(pause)})."
+    else:
+        text += " The next supervisor run starts it."
+    if policy.at_ceiling(n):
+        ceiling = human_duration(policy.max_backoff_seconds)
+        text += f" The pause is at its ceiling of {ceiling}: a restart loop."
+    return {
+        "restarts": n,
+        "since": streak[0].isoformat(),
+        "last_restart": streak[-1].isoformat(),
+        "pause_seconds": pause,
+        "next_start_at": None if alive else due.isoformat(),
+        "at_ceiling": policy.at_ceiling(n),
+        "text": text,
+    }
+
+
 def decide(
     action: str,
     *,

@@ -73,6 +73,7 @@ def job_snapshot(
         "lag": None,
         "exception": None,
         "data_loss": None,
+        "restart_backoff": None,
         "hold": None,
         "driver_log": False,
         "checkpoint_location": None,
@@ -155,6 +156,8 @@ def _fill_status(
             key: redact(value) for key, value in live.hold.to_dict().items() if key != "target"
         }
     status = folder.status()
+    if job.mode == "streaming" and live.hold is None:  # a job that dies at start has no status.json
+        snapshot["restart_backoff"] = restart_backoff(job, folder, live.alive, status or {}, now)
     if status is None:
         snapshot["liveness"] = f"no status.json in {redact(status_dir)} yet"
         if live.hold is not None:
@@ -180,6 +183,27 @@ def _fill_status(
     in_flight = report is not None and report.latest_offsets_batch_id != report.latest_commit_batch_id
     if live.alive and parse_state(status.get("state")) == JobState.IDLE and not in_flight:
         snapshot["lag"] = 0
+
+
+def restart_backoff(
+    job: Any, folder: Any, alive: bool, status: dict[str, Any], now: datetime
+) -> dict[str, Any] | None:
+    """The supervisor's restart backoff for the job (``core.supervision.backoff_view``), from
+    restarts.json, supervisor.json and the registry's restart policy; None outside a streak."""
+    from hubflow_jobs.status.names import RESTARTS_FILE, SUPERVISOR_FILE
+    from hubflow_jobs.utc_times import utc_time
+    from hubflow_plugins.core.supervision import backoff_view
+
+    restarts = [utc_time(t) for t in (folder.read_json(RESTARTS_FILE) or {}).get("restarts", [])]
+    state = folder.read_json(SUPERVISOR_FILE) or {}
+    return backoff_view(
+        [t for t in restarts if t is not None],
+        now=now,
+        policy=job.restart_policy,
+        alive=alive,
+        backoff_reset_at=utc_time(state.get("backoff_reset_at")),
+        last_alive_at=utc_time(status.get("heartbeat")),
+    )
 
 
 def committed_batch(report: Any) -> dict[str, Any]:

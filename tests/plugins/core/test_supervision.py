@@ -15,6 +15,7 @@ from hubflow_plugins.core.supervision import (
     Decision,
     RestartPolicy,
     Step,
+    backoff_view,
     decide,
     job_fingerprint,
 )
@@ -245,3 +246,27 @@ def test_rewind_and_unknown_actions_are_not_decided_here() -> None:
     for action in ("rewind", "reboot"):
         with pytest.raises(ValueError, match=f"no decision for action '{action}'"):
             _decide(action, alive=False, held=False)
+
+
+def test_the_backoff_view_shows_the_streak_and_when_the_next_start_is_due() -> None:
+    """What the status page shows: the streak decide() counts and the pause it waits."""
+    restarts = [NOW - timedelta(seconds=s) for s in (200, 150, 40)]  # pauses 30, 60, then 120 s
+    view = backoff_view(restarts, now=NOW, policy=POLICY, alive=False)
+    assert view is not None
+    assert (view["restarts"], view["pause_seconds"], view["at_ceiling"]) == (3, 120.0, False)
+    due = restarts[-1] + timedelta(seconds=120)
+    assert view["next_start_at"] == due.isoformat()
+    assert f"Next start due at {due.isoformat(timespec='seconds')} (a pause of 2 min)" in view["text"]
+    decision = decide("ensure_running", alive=False, held=False, now=NOW, restarts=restarts, policy=POLICY)
+    assert decision.steps == (Step.WAIT_BACKOFF,) and decision.next_start_at == due
+    later = backoff_view(restarts, now=due + timedelta(seconds=1), policy=POLICY, alive=False)
+    assert later is not None and "The next supervisor run starts it." in later["text"]
+    alive = backoff_view(restarts, now=NOW, policy=POLICY, alive=True)
+    assert alive is not None and alive["next_start_at"] is None and "resets once" in alive["text"]
+    looping = [NOW - timedelta(seconds=s) for s in (900, 800, 700, 600, 100)]  # 5th pause: 240 s
+    view = backoff_view(looping, now=NOW, policy=POLICY, alive=False)
+    assert view is not None and view["at_ceiling"] and "a restart loop" in view["text"]
+    healthy = backoff_view(restarts, now=NOW + timedelta(hours=1), policy=POLICY, alive=True)
+    assert healthy is None, "a run that lasted healthy_after ends the streak"
+    assert backoff_view(restarts, now=NOW, policy=POLICY, alive=False, backoff_reset_at=NOW) is None
+    assert backoff_view([], now=NOW, policy=POLICY, alive=False) is None

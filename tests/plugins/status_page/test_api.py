@@ -254,6 +254,35 @@ def test_data_loss_in_status_json_is_listed_under_the_job(status_world: StatusWo
         folder.remove(STATUS_FILE)
 
 
+def test_a_job_in_a_restart_backoff_shows_when_its_next_start_is_due(status_world: StatusWorld) -> None:
+    """restarts.json and supervisor.json (written by the supervisor) give the backoff on the page."""
+    from datetime import UTC, datetime, timedelta
+
+    from hubflow_jobs.status import RESTARTS_FILE, StatusFolder
+    from hubflow_jobs.status.names import SUPERVISOR_FILE
+    from hubflow_plugins.core.registry import load_registry
+
+    job = load_registry(status_world.registry).job("never_ran")
+    folder = StatusFolder(job.paths.status_dir)
+    client = client_for(status_world)
+    assert client.get("/hubflow/api/jobs/never_ran").json()["restart_backoff"] is None
+    now = datetime.now(UTC)
+    for seconds in (100, 70, 10):  # a streak of 3: the next start 30 s * 2^2 after the last
+        folder.record_restart(now - timedelta(seconds=seconds))
+    try:
+        backoff = client.get("/hubflow/api/jobs/never_ran").json()["restart_backoff"]
+        assert (backoff["restarts"], backoff["pause_seconds"]) == (3, 120.0)
+        assert backoff["next_start_at"] == (now - timedelta(seconds=10) + timedelta(seconds=120)).isoformat()
+        assert "Next start due at" in backoff["text"]
+        html = client.get("/hubflow/").text
+        assert "Restarted by its supervisor 3 times since" in html
+        folder.write_json(SUPERVISOR_FILE, {"job": "never_ran", "backoff_reset_at": now.isoformat()})
+        assert client.get("/hubflow/api/jobs/never_ran").json()["restart_backoff"] is None
+    finally:
+        folder.remove(RESTARTS_FILE)
+        folder.remove(SUPERVISOR_FILE)
+
+
 def test_a_restarted_idle_run_shows_the_checkpoints_last_batch_and_no_lag(status_world: StatusWorld) -> None:
     """A run that found nothing new plans no batch: Spark reports it idle (``onQueryIdle``), not as
     progress. The page shows the checkpoint's last committed batch and lag 0, unless a batch is in

@@ -139,7 +139,8 @@
     table.hidden = !(job.delta_tables && job.delta_tables.length);
   }
 
-  // The hold (who, when, why), the data loss and the driver-log link of a job's section.
+  // The hold (who, when, why), the restart backoff, the data loss and the driver-log link of a
+  // job's section.
   function updateSection(job) {
     var section = document.getElementById("job-" + job.name);
     if (!section) { return; }
@@ -151,6 +152,11 @@
         text.textContent = "Held by " + (job.hold.by || "unknown") + " at " + (job.hold.at || "?") + ": " +
           (job.hold.reason || "no reason given") + ".";
       }
+    }
+    var backoff = section.querySelector(".backoff");
+    if (backoff) {
+      backoff.hidden = !job.restart_backoff;
+      backoff.textContent = job.restart_backoff ? job.restart_backoff.text : "";
     }
     var loss = section.querySelector(".data-loss");
     if (loss) {
