@@ -34,12 +34,14 @@ class PortInUseError(OSError):
 
 
 class Faults:
-    """Fault injection for reliability tests: drop connections, refuse them, delay deliveries."""
+    """Fault injection for reliability tests: drop connections, refuse them, delay deliveries, shift
+    the clock that stamps enqueued times."""
 
     def __init__(self, emulator: Emulator) -> None:
         self._emulator = emulator
         self._refuse_until = 0.0
         self._delay = 0.0
+        self._clock_offset = 0.0
 
     def drop_connections(self) -> int:
         """Drop every open client connection now (TCP abort); return how many were dropped."""
@@ -53,10 +55,19 @@ class Faults:
         """Hold every delivery to consumers for ``seconds`` before sending it (0 turns the delay off)."""
         self._delay = max(0.0, float(seconds))
 
+    def shift_clock(self, offset_seconds: float) -> None:
+        """Stamp events enqueued from now on with the wall time plus ``offset_seconds`` (negative: in
+        the past; 0: the wall time again). A partition's enqueued times never go backwards."""
+        self._clock_offset = float(offset_seconds)
+        if self._emulator._broker is not None:  # one int, read by the loop thread on its next append
+            self._emulator._broker.clock.offset_ms = int(self._clock_offset * 1000)
+
     def clear(self) -> None:
         """Turn off every fault."""
         self._refuse_until = 0.0
         self._delay = 0.0
+        if self._clock_offset:
+            self.shift_clock(0)
 
     def refusing(self) -> bool:
         """Whether new connections are being refused now."""
@@ -71,6 +82,7 @@ class Faults:
         return {
             "refusing_for_seconds": round(max(0.0, self._refuse_until - time.monotonic()), 3),
             "delivery_delay_seconds": self._delay,
+            "clock_offset_seconds": self._clock_offset,
         }
 
 

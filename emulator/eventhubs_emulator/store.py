@@ -39,11 +39,30 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class Clock:
+    """The namespace's clock for enqueued times: wall time plus an offset.
+
+    The offset is a fault a test sets (``Faults.shift_clock``, the admin API's ``POST /faults/clock``)
+    to enqueue events hours in the past, e.g. in the intervals a backfill reads, without waiting for
+    them. A partition's enqueued times still never go backwards.
+    """
+
+    def __init__(self) -> None:
+        self.offset_ms = 0
+
+    def now_ms(self) -> int:
+        """The namespace's time in epoch milliseconds."""
+        return now_ms() + self.offset_ms
+
+
 class PartitionLog:
     """The events of one partition, with sequence numbers, offsets and enqueued times."""
 
-    def __init__(self, hub: str, partition_id: str, path: Path | None = None) -> None:
+    def __init__(
+        self, hub: str, partition_id: str, path: Path | None = None, clock: Clock | None = None
+    ) -> None:
         self.hub = hub
+        self.clock = clock or Clock()
         self.partition_id = partition_id
         self.events: list[Event] = []
         self.begin_seq = 0
@@ -125,7 +144,7 @@ class PartitionLog:
     # ---------------------------------------------------------------------------------------- writing
     def append(self, messages: list[bytes], partition_key: str | None) -> None:
         """Append events (encoded AMQP messages), stamping sequence number, offset and time."""
-        enq = max(now_ms(), self.last_enqueued_ms)
+        enq = max(self.clock.now_ms(), self.last_enqueued_ms)
         records = []
         for message in messages:
             payload, hlen = stamp_event(message, self.next_seq, self.next_offset, enq, partition_key)
@@ -203,8 +222,9 @@ class PartitionLog:
 class Hub:
     """An event hub: partitions, consumer groups, and producer routing."""
 
-    def __init__(self, config: HubConfig, data_dir: Path | None) -> None:
+    def __init__(self, config: HubConfig, data_dir: Path | None, clock: Clock | None = None) -> None:
         self.config = config
+        self.clock = clock or Clock()
         self.name = config.name
         self.created_ms = now_ms()
         self.consumer_groups = {g.lower(): g for g in config.all_consumer_groups()}
@@ -238,7 +258,7 @@ class Hub:
             )
         for i in range(len(self.partitions), new_count):
             path = self._data_dir / f"{i}.log" if self._data_dir is not None else None
-            self.partitions[str(i)] = PartitionLog(self.name, str(i), path)
+            self.partitions[str(i)] = PartitionLog(self.name, str(i), path, self.clock)
         if self._data_dir is not None:
             (self._data_dir / "partition_count").write_text(str(new_count))
 
@@ -262,9 +282,10 @@ class Broker:
     def __init__(self, config: EmulatorConfig, data_dir: str | Path | None) -> None:
         self.config = config
         self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.clock = Clock()
         self.hubs: dict[str, Hub] = {}
         for hub_config in config.hubs:
-            self.hubs[hub_config.name.lower()] = Hub(hub_config, self.data_dir)
+            self.hubs[hub_config.name.lower()] = Hub(hub_config, self.data_dir, self.clock)
 
     def hub(self, name: str) -> Hub | None:
         """The hub called ``name`` (case-insensitive), or None."""

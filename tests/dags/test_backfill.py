@@ -31,17 +31,8 @@ from tests.support.processes import stop_process, wait_until
 
 pytestmark = pytest.mark.integration
 ENV_VAR = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
-INTERVAL = 15  # seconds: two intervals of events take half a minute to produce
+HOUR = timedelta(hours=1)
 DAG_ID = "telemetry__available_now"
-
-
-def _next_boundary(now: datetime) -> datetime:
-    """The next interval start after ``now``, to the second (intervals align to multiples of INTERVAL)."""
-    return datetime.fromtimestamp((int(now.timestamp()) // INTERVAL + 1) * INTERVAL, UTC)
-
-
-def _sleep_until(moment: datetime) -> None:
-    time.sleep(max(0.0, (moment - datetime.now(UTC)).total_seconds()))
 
 
 @pytest.mark.timeout(1200)
@@ -53,17 +44,24 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
     try:
         conn = emulator.connection_string("telemetry")
         hub = EmulatedHub("telemetry", conn, 2)
-        # Events in two consecutive intervals, 10 and 20 of them, a few seconds inside each.
-        first = _next_boundary(datetime.now(UTC))
+        # An hourly job, as users schedule one. The events of two past hours (10 and 20 of them, a
+        # minute into each) are enqueued back then by shifting the emulator's clock, so nothing waits
+        # for an interval to pass; then 7 in the last finished hour, which the scheduled run reads
+        # and the backfill must not.
+        now = datetime.now(UTC)
+        this_hour = now.replace(minute=0, second=0, microsecond=0)
+        first = this_hour - 3 * HOUR
         sent: dict[str, set[bytes]] = {}
         number = 0
         for index, count in enumerate((10, 20)):
-            start = first + timedelta(seconds=INTERVAL * index)
-            _sleep_until(start + timedelta(seconds=2))
+            start = first + index * HOUR
+            emulator.faults.shift_clock((start + timedelta(minutes=1) - datetime.now(UTC)).total_seconds())
             sent[start.strftime("%Y-%m-%dT%H:%M:%SZ")] = hub.send_numbered(number, count)
             number += count
-        _sleep_until(first + timedelta(seconds=2 * INTERVAL))
-        hub.send_numbered(number, 7)  # after the second interval: must not be backfilled
+        last_hour = this_hour - HOUR
+        emulator.faults.shift_clock((last_hour + timedelta(minutes=1) - datetime.now(UTC)).total_seconds())
+        hub.send_numbered(number, 7)
+        emulator.faults.shift_clock(0)
 
         config = eventhubs_config(tmp_path, hub, ENV_VAR, name="telemetry")
         entry = {
@@ -71,17 +69,16 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
             "application": "eventhubs_to_lake",
             "config": str(write_config(tmp_path / "telemetry.yaml", config)),
             "mode": "scheduled",
-            "schedule": f"{INTERVAL} seconds",
+            "schedule": "@hourly",
             "eventhubs_conn_id": "eventhubs_default",
         }
         env = airflow_env(airflow_home, write_registry(tmp_path, [entry]))
         env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
-        # The scheduler starts no run of a paused DAG, backfill runs included. Once unpaused it also
-        # runs the newest finished interval as of the DAG's serialization, and a backfill skips dates
-        # that have a run: serialize and unpause only when that interval lies after the two. The
-        # services are ready (API server, scheduler, DAG processor) before the DAG is unpaused, so no
-        # task is queued while its API server does not answer yet.
-        _sleep_until(first + timedelta(seconds=3 * INTERVAL + 1))
+        # The scheduler starts no run of a paused DAG, backfill runs included. Once unpaused it runs
+        # the newest finished hour (catchup is off): the scheduled run beside the backfill, on an
+        # interval after the two (a backfill skips dates that have a run). The services are ready
+        # (API server, scheduler, DAG processor) before the DAG is unpaused, so no task is queued
+        # while its API server does not answer yet.
         assert run_airflow(env, "dags", "reserialize").returncode == 0
         processes, env = start_airflow_services(env, tmp_path / "airflow-logs")
         assert run_airflow(env, "dags", "unpause", DAG_ID).returncode == 0
@@ -119,7 +116,7 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
             for window, bodies in sent.items():
                 assert sorted(bytes(r.body) for r in rows if r.window_start == window) == sorted(bodies)
 
-        backfill(first + timedelta(seconds=INTERVAL))  # logical dates from..to: two intervals
+        backfill(first + HOUR)  # logical dates from..to: two intervals
         wait_until(lambda: finished(2), 600, "two successful backfill runs", interval=5)
         check()
         first_end = max(run.end_date for run in runs(run_snapshot(airflow_home, DAG_ID), "backfill"))

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -125,14 +126,41 @@ def test_admin_http_health_faults_partitions_truncate():
         assert info["hubs"][0]["partitions"]["1"]["beginning_sequence_number"] == 2
         assert _http(f"{base}/faults/delay-deliveries", {"seconds": 0.5})[1]["delivery_delay_seconds"] == 0.5
         assert _http(f"{base}/faults/refuse-connections", {"seconds": 1})[1]["refusing_for_seconds"] > 0
+        assert _http(f"{base}/faults/clock", {"offset_seconds": -60})[1]["clock_offset_seconds"] == -60
         assert _http(f"{base}/faults/clear", {})[1] == {
             "refusing_for_seconds": 0.0,
             "delivery_delay_seconds": 0.0,
+            "clock_offset_seconds": 0.0,
         }
         assert _http(f"{base}/faults/drop-connections", {}) == (200, {"dropped": 0})
         assert _http(f"{base}/hubs/nohub/partitions", {"count": 3})[0] == 404
         assert _http(f"{base}/faults/refuse-connections", {"seconds": "x"})[0] == 400
         assert _http(f"{base}/nothing")[0] == 404
+
+
+def test_a_shifted_clock_enqueues_events_in_the_past_and_positions_by_time_follow_it():
+    """Events sent while the clock is two hours back carry that enqueued time (a backfill's past
+    interval without waiting for it); undoing the shift never moves a partition's times backwards."""
+    with start_test_emulator(admin=True, hub1=1) as emu:
+        conn = emu.connection_string("hub1")
+        two_hours = 2 * 3600
+        status, body = _http(f"{emu.admin_url}/faults/clock", {"offset_seconds": -two_hours})
+        assert (status, body["clock_offset_seconds"]) == (200, -two_hours)
+        before = time.time()
+        send(conn, ["past"])
+        emu.faults.shift_clock(0)
+        send(conn, ["now"])
+        events = receive(conn, "0", 2)
+        past, now = (e.enqueued_time.timestamp() for e in events)
+        assert before - two_hours - 5 < past < time.time() - two_hours + 5
+        assert before - 5 < now < time.time() + 5
+        later = receive(conn, "0", 1, starting_position=datetime.fromtimestamp(before - 60, UTC))
+        assert [e.body_as_str() for e in later] == ["now"]
+        emu.faults.shift_clock(-two_hours)  # back again: the partition's times do not go backwards
+        send(conn, ["clamped"])
+        clamped = receive(conn, "0", 3)[2]
+        assert clamped.enqueued_time.timestamp() >= now
+        assert _http(f"{emu.admin_url}/faults/clock", {"offset_seconds": "x"})[0] == 400
 
 
 def _raw_connect(port: int) -> socket.socket:
