@@ -17,6 +17,7 @@ venv:
 
 test-tools:
 	@bash scripts/bootstrap.sh --with-test-tools
+	@$(VENV)/bin/python tests/support/class_archive.py || true
 	@bash scripts/postgres.sh
 
 lint: venv

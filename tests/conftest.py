@@ -24,9 +24,15 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Drivers (spark-submit, PySpark's gateway) read SPARK_SUBMIT_OPTS and pass the executor option on
 # (a ``spark.*`` system property is Spark conf); the standalone master and worker read
 # SPARK_DAEMON_JAVA_OPTS. Test tuning only: the jobs' own settings are untouched.
+# Drivers also map the class archive ``make test-tools`` builds (tests/support/class_archive.py).
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+from tests.support import class_archive  # noqa: E402
+
 os.environ.setdefault(
-    "SPARK_SUBMIT_OPTS", f"{TEST_JVM_OPTIONS} -Dspark.executor.defaultJavaOptions={TEST_JVM_OPTIONS}"
+    "SPARK_SUBMIT_OPTS",
+    f"{TEST_JVM_OPTIONS} {class_archive.driver_options()} "
+    f"-Dspark.executor.defaultJavaOptions={TEST_JVM_OPTIONS}",
 )
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTIONS)
 
