@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
 
+from .admin import TOKEN_ENV, token_problem
 from .config import ConfigError, load_config
 from .server import Emulator, PortInUseError
 
@@ -27,6 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=5672, help="AMQP port (default 5672; 0 picks a free one)")
     parser.add_argument("--data-dir", default=None, help="keep events here across restarts (default: memory)")
     parser.add_argument("--admin-port", type=int, default=None, help="admin/health HTTP port (0 = free port)")
+    parser.add_argument(
+        "--admin-host",
+        default="127.0.0.1",
+        help="address the admin API binds (default 127.0.0.1; beyond loopback it needs --admin-token)",
+    )
+    parser.add_argument(
+        "--admin-token",
+        default=None,
+        help=f"bearer token every admin request but GET /health must carry (default: ${TOKEN_ENV})",
+    )
     parser.add_argument(
         "--websocket-port",
         type=int,
@@ -58,8 +70,19 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         config.websocket_port = args.websocket_port
+    admin_token = args.admin_token or os.environ.get(TOKEN_ENV) or None
+    problem = token_problem(args.admin_host, admin_token) if args.admin_port is not None else None
+    if problem:
+        print(f"eventhubs-emulator: {problem}", file=sys.stderr)
+        return 2
     emulator = Emulator(
-        config, host=args.host, port=args.port, data_dir=args.data_dir, admin_port=args.admin_port
+        config,
+        host=args.host,
+        port=args.port,
+        data_dir=args.data_dir,
+        admin_port=args.admin_port,
+        admin_host=args.admin_host,
+        admin_token=admin_token,
     )
     try:
         emulator.start()

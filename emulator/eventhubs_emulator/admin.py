@@ -12,11 +12,18 @@ Endpoints (JSON in, JSON out):
 - ``POST /hubs/<hub>/partitions`` ``{"count": 8}`` (grow the hub)
 - ``POST /hubs/<hub>/partitions/<id>/truncate`` ``{"before_sequence_number": 100}``
 - ``POST /retention/apply`` (apply the configured retention now)
+
+Bounded and private: it listens on loopback unless told otherwise (``--admin-host``); on any other
+address every request but ``GET /health`` needs ``Authorization: Bearer <token>`` (``--admin-token``
+or ``EVENTHUBS_EMULATOR_ADMIN_TOKEN``), and the emulator refuses to start without one. A request's
+head is at most 64 KiB and 100 lines, its body 64 KiB, and the whole request must arrive within 10 s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import json
 from typing import Any
 
@@ -25,10 +32,44 @@ from .roles import EmulatorRole
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
+    408: "Request Timeout",
+    413: "Content Too Large",
+    431: "Request Header Fields Too Large",
     500: "Internal Server Error",
 }
+
+#: Bounds of one admin request: its head (request line and headers), its body, and how long it may
+#: take to arrive (a client that sends slowly or not at all is cut off).
+MAX_HEAD_BYTES = 64 * 1024
+MAX_HEADER_LINES = 100
+MAX_BODY_BYTES = 64 * 1024
+REQUEST_SECONDS = 10.0
+#: The environment variable that holds the admin token (``--admin-token`` overrides it).
+TOKEN_ENV = "EVENTHUBS_EMULATOR_ADMIN_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def token_problem(host: str, token: str | None) -> str | None:
+    """Why the admin API may not listen on ``host`` with ``token`` (None when it may)."""
+    if is_loopback(host) or token:
+        return None
+    return (
+        f"the admin API would listen on {host}, beyond loopback, without a token: anyone who reaches "
+        f"it could drop connections and truncate partitions. Pass --admin-token (or set {TOKEN_ENV}), "
+        f"or --admin-host 127.0.0.1"
+    )
 
 
 class HttpError(Exception):
@@ -39,12 +80,19 @@ class HttpError(Exception):
         self.status = status
 
 
-async def start_admin(emulator: EmulatorRole, host: str, port: int) -> asyncio.base_events.Server:
-    """Start the admin HTTP server on the running loop."""
+async def start_admin(
+    emulator: EmulatorRole, host: str, port: int, token: str | None = None
+) -> asyncio.base_events.Server:
+    """Start the admin HTTP server on the running loop (``token_problem`` must have passed)."""
+    problem = token_problem(host, token)
+    if problem:
+        raise ValueError(problem)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            status, body = await _serve_one(emulator, reader)
+            status, body = await asyncio.wait_for(_serve_one(emulator, reader, token), REQUEST_SECONDS)
+        except TimeoutError:
+            status, body = 408, {"error": f"the request did not arrive within {REQUEST_SECONDS:.0f} s"}
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, ValueError):
             status, body = 400, {"error": "malformed HTTP request"}
         data = json.dumps(body).encode()
@@ -60,23 +108,43 @@ async def start_admin(emulator: EmulatorRole, host: str, port: int) -> asyncio.b
         finally:
             writer.close()
 
-    return await asyncio.start_server(handle, host, port)
+    return await asyncio.start_server(handle, host, port, limit=MAX_HEAD_BYTES)
 
 
-async def _serve_one(emulator: EmulatorRole, reader: asyncio.StreamReader) -> tuple[int, Any]:
+async def _serve_one(
+    emulator: EmulatorRole, reader: asyncio.StreamReader, token: str | None
+) -> tuple[int, Any]:
     request_line = (await reader.readline()).decode("latin-1").strip()
     parts = request_line.split()
     if len(parts) < 2:
         raise ValueError("bad request line")
     method, path = parts[0].upper(), parts[1].split("?", 1)[0]
     length = 0
-    while True:
+    authorization = ""
+    head_bytes = len(request_line)
+    for _ in range(MAX_HEADER_LINES + 1):
         line = (await reader.readline()).decode("latin-1").strip()
+        head_bytes += len(line)
         if not line:
             break
+        if head_bytes > MAX_HEAD_BYTES:
+            return 431, {"error": f"the request head is larger than {MAX_HEAD_BYTES} bytes"}
         name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length":
+        name = name.strip().lower()
+        if name == "content-length":
             length = int(value.strip())
+        elif name == "authorization":
+            authorization = value.strip()
+    else:
+        return 431, {"error": f"the request has more than {MAX_HEADER_LINES} header lines"}
+    if length < 0 or length > MAX_BODY_BYTES:
+        return 413, {
+            "error": f"the request body must be 0 to {MAX_BODY_BYTES} bytes (Content-Length {length})"
+        }
+    if token and (method, path) != ("GET", "/health"):
+        scheme, _, given = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+            return 401, {"error": "this admin API needs the header 'Authorization: Bearer <admin token>'"}
     raw = await reader.readexactly(length) if length else b""
     try:
         payload = json.loads(raw) if raw.strip() else {}

@@ -157,10 +157,19 @@ class Emulator:
         port: int = 0,
         data_dir: str | Path | None = None,
         admin_port: int | None = None,
+        admin_host: str = "127.0.0.1",
+        admin_token: str | None = None,
     ) -> None:
         config.validate()
+        from .admin import token_problem
+
+        problem = token_problem(admin_host, admin_token) if admin_port is not None else None
+        if problem:
+            raise ValueError(problem)
         self.config = config
         self.host = host
+        self.admin_host = admin_host
+        self._admin_token = admin_token
         self.requested_port = port
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.requested_admin_port = admin_port
@@ -252,7 +261,7 @@ class Emulator:
         if self.requested_admin_port is not None:
             from .admin import start_admin
 
-            admin = await start_admin(self, self.host, self.requested_admin_port)
+            admin = await start_admin(self, self.admin_host, self.requested_admin_port, self._admin_token)
             self._listeners.append(admin)
             self.admin_port = admin.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
@@ -316,7 +325,10 @@ class Emulator:
     @property
     def admin_url(self) -> str | None:
         """Base URL of the admin HTTP API (None without an admin port)."""
-        return f"http://{self.host}:{self.admin_port}" if self.admin_port is not None else None
+        if self.admin_port is None:
+            return None
+        host = "127.0.0.1" if self.admin_host in ("0.0.0.0", "::") else self.admin_host
+        return f"http://{host}:{self.admin_port}"
 
     def websocket_endpoint(self, port: int | None = None) -> str:
         """The SDK's ``custom_endpoint_address`` for AMQP over WebSockets to this emulator.

@@ -19,7 +19,7 @@ import pytest
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient, TransportType
 from azure.eventhub.exceptions import EventHubError
 
-from eventhubs_emulator import frames
+from eventhubs_emulator import Emulator, EmulatorConfig, frames
 from eventhubs_emulator.codec import Symbol
 from tests.support.emulator import start_test_emulator
 from tests.support.processes import wait_until
@@ -29,9 +29,11 @@ from .conftest import receive, send
 pytestmark = pytest.mark.integration
 
 
-def _http(url: str, body: dict | None = None) -> tuple[int, dict]:
+def _http(url: str, body: dict | None = None, token: str | None = None) -> tuple[int, dict]:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
@@ -294,6 +296,51 @@ def test_cli_bad_websocket_port_names_the_option_and_exits_2(tmp_path):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert "--websocket-port must be a port number 0-65535 (got 70000)" in err
+
+
+def test_cli_refuses_an_admin_api_beyond_loopback_without_a_token(tmp_path):
+    config = _config_file(tmp_path, [{"Name": "eh1", "PartitionCount": 1}])
+    proc = _cli("--config", str(config), "--port", "0", "--admin-port", "0", "--admin-host", "0.0.0.0")
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert "admin API would listen on 0.0.0.0, beyond loopback, without a token" in err
+    assert "--admin-token" in err and "EVENTHUBS_EMULATOR_ADMIN_TOKEN" in err
+
+
+def test_an_admin_api_with_a_token_answers_only_requests_that_carry_it():
+    config = EmulatorConfig.many_hubs({"hub1": 1})
+    with Emulator(config, admin_port=0, admin_host="0.0.0.0", admin_token="s3cret").start() as emu:
+        base = emu.admin_url
+        assert _http(f"{base}/health") == (200, {"status": "healthy"})  # the health check needs none
+        status, body = _http(f"{base}/hubs")
+        assert status == 401 and "Authorization: Bearer" in body["error"]
+        assert _http(f"{base}/faults/drop-connections", {}, token="wrong")[0] == 401
+        assert _http(f"{base}/faults/drop-connections", {}, token="s3cret") == (200, {"dropped": 0})
+        assert "s3cret" not in json.dumps(_http(f"{base}/hubs", token="s3cret")[1])
+
+
+def test_admin_requests_are_bounded_in_size_and_time(monkeypatch):
+    from eventhubs_emulator import admin
+
+    monkeypatch.setattr(admin, "REQUEST_SECONDS", 1.0)
+    with start_test_emulator(admin=True, hub1=1) as emu:
+        port = emu.admin_port
+
+        def raw(request: bytes) -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(request)
+                return sock.recv(65536)
+
+        huge = raw(b"POST /faults/clear HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n")
+        assert huge.startswith(b"HTTP/1.1 413") and b"65536 bytes" in huge
+        many = raw(b"GET /hubs HTTP/1.1\r\n" + b"X-A: b\r\n" * 200 + b"\r\n")
+        assert many.startswith(b"HTTP/1.1 431")
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+            slow.sendall(b"GET /hubs HTTP/1.1\r\n")  # and nothing more
+            started = time.monotonic()
+            answer = slow.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 5
+        assert _http(f"{emu.admin_url}/health") == (200, {"status": "healthy"})  # still serving
 
 
 def test_cli_port_in_use_is_a_clear_error(tmp_path):
