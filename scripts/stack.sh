@@ -12,6 +12,9 @@
 #                                                                     (make stack-down [VOLUMES=1])
 #   scripts/stack.sh images             Docker ready and every image made, nothing started
 #   scripts/stack.sh check              exit 0 when Docker can run here, else print why and exit 1
+#   scripts/stack.sh secrets            the stack's JWT secret and Fernet key generated when missing
+#                                       (.hubflow/stack/secrets.env, mode 600) and checked; every
+#                                       command that runs docker-compose does this first
 #
 # Docker: when no daemon answers, as root with apt it installs Debian's docker.io (and debootstrap)
 # when missing and starts dockerd with the MTU of the host's default route (1400 on these
@@ -357,7 +360,47 @@ make_images() {
 
 # --- compose ------------------------------------------------------------------------------------
 
+# The stack's secrets: Airflow's JWT secret (signs the API's tokens) and Fernet key (encrypts
+# connections and variables in the metadata DB). docker-compose.yml has no default for either. Values
+# set in the environment win; otherwise they are generated once into $state/secrets.env (mode 600,
+# under .hubflow/, which git ignores) and read from there on every later call, so the containers of
+# one stack always share them. Keep that file as long as the stack's volumes. The secrets reach
+# docker-compose through its environment, never its command line. Known published values are refused.
+load_secrets() {
+  local file="$state/secrets.env"
+  if [ ! -s "$file" ]; then
+    mkdir -p "$state"
+    (
+      umask 077
+      partial="$(mktemp "$file.XXXXXX")"
+      python3 -c 'import base64, os, secrets
+print("HUBFLOW_JWT_SECRET=" + secrets.token_urlsafe(48))
+print("HUBFLOW_FERNET_KEY=" + base64.urlsafe_b64encode(os.urandom(32)).decode())' >"$partial"
+      mv -n "$partial" "$file" # a concurrent first call's file wins; both then read the same one
+      rm -f "$partial"
+    )
+    say "generated the stack's JWT secret and Fernet key into $file (keep it with the stack's volumes)"
+  fi
+  if [ -z "${HUBFLOW_JWT_SECRET:-}" ]; then
+    HUBFLOW_JWT_SECRET="$(sed -n 's/^HUBFLOW_JWT_SECRET=//p' "$file")"
+  fi
+  if [ -z "${HUBFLOW_FERNET_KEY:-}" ]; then
+    HUBFLOW_FERNET_KEY="$(sed -n 's/^HUBFLOW_FERNET_KEY=//p' "$file")"
+  fi
+  export HUBFLOW_JWT_SECRET HUBFLOW_FERNET_KEY
+  case "$HUBFLOW_JWT_SECRET" in
+    "" | hubflow-local-only-jwt-secret-change-me | change-me | secret)
+      die "HUBFLOW_JWT_SECRET is empty or a published value: unset it (stack.sh generates one into $file) or set a long random one" ;;
+  esac
+  [ "${#HUBFLOW_JWT_SECRET}" -ge 32 ] ||
+    die "HUBFLOW_JWT_SECRET is ${#HUBFLOW_JWT_SECRET} characters long; use at least 32 random ones (or unset it: stack.sh generates one into $file)"
+  python3 -c 'import base64, os, sys
+sys.exit(len(base64.urlsafe_b64decode(os.environ["HUBFLOW_FERNET_KEY"].encode())) != 32)' 2>/dev/null ||
+    die "HUBFLOW_FERNET_KEY is not a Fernet key (32 bytes, URL-safe base64): unset it (stack.sh generates one into $file) or set one"
+}
+
 compose() {
+  load_secrets
   if docker compose version >/dev/null 2>&1; then
     docker compose "$@"
   elif command -v docker-compose >/dev/null 2>&1; then
@@ -495,6 +538,10 @@ main() {
     up) cmd_up "$@" ;;
     down) cmd_down "$@" ;;
     images) make_images ;;
+    secrets)
+      load_secrets
+      say "the stack's secrets are in $state/secrets.env (values from the environment win)"
+      ;;
     check)
       local reason
       reason="$(why_not)"
@@ -504,7 +551,7 @@ main() {
       fi
       ;;
     *)
-      sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+      sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
       exit 2
       ;;
   esac

@@ -8,9 +8,11 @@ naming the package, when it is not installed.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -44,8 +46,13 @@ SPARK_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2"}
 MICROSOFT_SERVICES = {"azurite", "eventhubs-microsoft", "eventhubs-microsoft-ready"}
 #: Services that run the project image built from ./Dockerfile.
 HUBFLOW_IMAGE_SERVICES = AIRFLOW_SERVICES | SPARK_SERVICES | {"eventhubs", "eventhubs-microsoft-ready"}
-#: Nothing: the default stack needs no .env (see deploy/env.example).
-USER_ENV: dict[str, str] = {}
+#: The stack's two secrets, which docker-compose.yml has no default for and scripts/stack.sh
+#: generates; nothing else: the default stack needs no .env (see deploy/env.example).
+SECRETS = ("HUBFLOW_JWT_SECRET", "HUBFLOW_FERNET_KEY")
+USER_ENV: dict[str, str] = {
+    "HUBFLOW_JWT_SECRET": "test-only-" + "j" * 40,
+    "HUBFLOW_FERNET_KEY": base64.urlsafe_b64encode(b"k" * 32).decode(),
+}
 
 
 @pytest.fixture(scope="module")
@@ -73,24 +80,93 @@ def test_compose_file_matches_the_compose_spec_schema() -> None:
         validator.validate(broken)  # the schema does check what matters here
 
 
-def test_docker_compose_config_accepts_the_file_without_a_dot_env() -> None:
+def _docker_compose_config(extra: dict[str, str]) -> subprocess.CompletedProcess:
     binary = shutil.which("docker-compose")
     if binary is None:
         pytest.skip("Debian's docker-compose is not installed: apt-get install -y docker-compose")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCEPT_EULA", "HUBFLOW_", "COMPOSE_"))}
     run = [binary, "--project-directory", str(REPO_ROOT), "-f", str(COMPOSE_FILE), "config"]
-    accepted = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(run, env={**env, **extra}, capture_output=True, text=True, timeout=60)
+
+
+def test_docker_compose_config_accepts_the_file_with_only_the_generated_secrets() -> None:
+    accepted = _docker_compose_config(USER_ENV)
     assert accepted.returncode == 0, accepted.stderr
     resolved = yaml.safe_load(accepted.stdout)
     assert set(resolved["services"]) >= AIRFLOW_SERVICES | SPARK_SERVICES | {"eventhubs"}
     # Nobody accepts Microsoft's licence by default: its emulator then refuses to start by itself.
     assert resolved["services"]["eventhubs-microsoft"]["environment"]["ACCEPT_EULA"] == "N"
+    environment = resolved["services"]["airflow-scheduler"]["environment"]
+    assert environment["AIRFLOW__API_AUTH__JWT_SECRET"] == USER_ENV["HUBFLOW_JWT_SECRET"]
+    assert environment["AIRFLOW__CORE__FERNET_KEY"] == USER_ENV["HUBFLOW_FERNET_KEY"]
 
 
-def test_no_variable_is_required(services: dict[str, dict[str, Any]]) -> None:
-    assert "${" not in json.dumps(services)  # every ${VAR} has a default
-    with pytest.raises(MissingVariable):
-        interpolate({"x": "${NEEDED:?set NEEDED}"}, {})  # the check above would see a required one
+def test_docker_compose_without_the_secrets_stops_and_says_how_to_get_them() -> None:
+    refused = _docker_compose_config({})
+    assert refused.returncode != 0
+    assert "HUBFLOW_" in refused.stderr and "is not set - run make stack-up" in refused.stderr, refused.stderr
+
+
+def test_only_the_secrets_are_required(services: dict[str, dict[str, Any]]) -> None:
+    assert "${" not in json.dumps(services)  # every other ${VAR} has a default
+    for name in SECRETS:
+        with pytest.raises(MissingVariable, match=name):
+            interpolate(load_compose(), {k: v for k, v in USER_ENV.items() if k != name})
+    assert "hubflow-local-only-jwt-secret" not in COMPOSE_FILE.read_text(), "no published default secret"
+
+
+def _stack_script(tmp_path: Path) -> Path:
+    """scripts/stack.sh copied under ``tmp_path``: its state folder is then tmp_path/.hubflow/stack."""
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "stack.sh"
+    shutil.copy(REPO_ROOT / "scripts" / "stack.sh", script)
+    return script
+
+
+def _secrets(script: Path, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("HUBFLOW_")}
+    return subprocess.run(
+        ["bash", str(script), "secrets"], env={**clean, **env}, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_stack_sh_generates_private_secrets_once_and_never_prints_them(tmp_path: Path) -> None:
+    script = _stack_script(tmp_path)
+    first = _secrets(script)
+    assert first.returncode == 0, first.stderr
+    file = tmp_path / ".hubflow" / "stack" / "secrets.env"
+    assert stat.S_IMODE(file.stat().st_mode) == 0o600
+    values = dict(line.split("=", 1) for line in file.read_text().splitlines())
+    assert set(values) == set(SECRETS)
+    assert len(values["HUBFLOW_JWT_SECRET"]) >= 32
+    assert len(base64.urlsafe_b64decode(values["HUBFLOW_FERNET_KEY"])) == 32
+    second = _secrets(script)
+    assert second.returncode == 0, second.stderr
+    assert dict(line.split("=", 1) for line in file.read_text().splitlines()) == values, "generated once"
+    for result in (first, second):
+        for value in values.values():
+            assert value not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "HUBFLOW_JWT_SECRET",
+            "hubflow-local-only-jwt-secret-change-me",
+            "HUBFLOW_JWT_SECRET is empty or a published",
+        ),
+        ("HUBFLOW_JWT_SECRET", "short", "HUBFLOW_JWT_SECRET is 5 characters long; use at least 32"),
+        ("HUBFLOW_FERNET_KEY", "not-a-key", "HUBFLOW_FERNET_KEY is not a Fernet key"),
+    ],
+)
+def test_stack_sh_refuses_published_short_or_malformed_secrets(
+    tmp_path: Path, variable: str, value: str, message: str
+) -> None:
+    refused = _secrets(_stack_script(tmp_path), **{variable: value})
+    assert refused.returncode == 1
+    assert message in refused.stderr
+    assert value not in refused.stderr.replace(message, "")
 
 
 def test_the_expected_services_exist(services: dict[str, dict[str, Any]]) -> None:
@@ -109,6 +185,7 @@ def test_postgres_and_redis_images_are_variables_defaulting_to_the_official_ones
     local = interpolate(
         load_compose(),
         {
+            **USER_ENV,
             "HUBFLOW_POSTGRES_IMAGE": "hubflow-postgres:15-bookworm",
             "HUBFLOW_REDIS_IMAGE": "hubflow-redis:7.0-bookworm",
         },
@@ -356,8 +433,8 @@ def test_microsoft_emulator_uses_azurite_and_asks_for_the_eula(services: dict[st
     assert emulator["image"] == "mcr.microsoft.com/azure-messaging/eventhubs-emulator:latest"
     env = emulator["environment"]
     assert (env["BLOB_SERVER"], env["METADATA_SERVER"], env["ACCEPT_EULA"]) == ("azurite", "azurite", "N")
-    accepted = interpolate(load_compose(), {"ACCEPT_EULA": "Y"})["services"]["eventhubs-microsoft"]
-    assert accepted["environment"]["ACCEPT_EULA"] == "Y"
+    accepted = interpolate(load_compose(), {**USER_ENV, "ACCEPT_EULA": "Y"})["services"]
+    assert accepted["eventhubs-microsoft"]["environment"]["ACCEPT_EULA"] == "Y"
     assert emulator["depends_on"]["azurite"]["condition"] == "service_healthy"
 
 
@@ -393,7 +470,7 @@ def test_env_example_names_every_variable_the_compose_file_reads() -> None:
     # ``$${HOSTNAME}`` is escaped: the container's shell expands it, not Compose.
     used = set(re.findall(r"(?<!\$)\$\{([A-Z_][A-Z0-9_]*)", COMPOSE_FILE.read_text()))
     example = (REPO_ROOT / "deploy/env.example").read_text()
-    defined = set(re.findall(r"^([A-Z_][A-Z0-9_]*)=", example, re.M))
+    defined = set(re.findall(r"^(?:# )?([A-Z_][A-Z0-9_]*)=", example, re.M))  # commented: no default
     assert used <= defined, f"deploy/env.example lacks {sorted(used - defined)}"
 
 
