@@ -332,6 +332,12 @@ class Connection:
         self.opened = True
 
     def _on_begin(self, channel: int, fields: list) -> None:
+        if channel in self.sessions:
+            # A second session on a channel in use would orphan the first one's links (and their
+            # receivers' places under the 5-per-partition limit): the spec makes it an error.
+            raise ProtocolError(
+                "amqp:connection:framing-error", f"begin on channel {channel}, already in use"
+            )
         session = Session(self, channel, int(fields[1] or 0))
         self.sessions[channel] = session
         self.write(
@@ -363,6 +369,11 @@ class Connection:
         session = self._session(channel)
         name = fields[F.ATTACH_NAME]
         handle = int(fields[F.ATTACH_HANDLE])
+        existing = session.links.get(handle)
+        if existing is not None and not existing.closed:
+            # Attaching over a live link would leave the first one's receiver registered for good
+            # (a link the emulator already detached, awaiting the client's answer, is released).
+            raise ProtocolError("amqp:session:handle-in-use", f"attach on handle {handle}, already in use")
         client_sends = not fields[F.ATTACH_ROLE]  # role false = sender
         source = fields[F.ATTACH_SOURCE]
         target = fields[F.ATTACH_TARGET]

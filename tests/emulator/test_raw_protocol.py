@@ -112,3 +112,32 @@ def test_heartbeats_when_the_client_asks_for_an_idle_timeout(emulator):
         assert client.read_frame() == (None, [])  # an empty frame within half the idle timeout
     finally:
         client.close()
+
+
+def _closed_with(client: RawClient) -> str:
+    """The error condition of the CLOSE the emulator answers with (frames before it are skipped)."""
+    while True:
+        code, fields = client.read_frame()
+        if code == frames.CLOSE:
+            return str(fields[0].value[0])
+
+
+def test_an_attach_on_a_handle_in_use_ends_the_connection_and_releases_its_links(emulator):
+    client = RawClient(emulator.port)
+    try:
+        source = Described(frames.SOURCE, ["$cbs"] + [None] * 10)
+        client.send(frames.ATTACH, ["first", UInt(0), True, None, None, source])
+        assert client.read_frame()[0] == frames.ATTACH
+        client.send(frames.ATTACH, ["second", UInt(0), True, None, None, source])
+        assert _closed_with(client) == "amqp:session:handle-in-use"
+    finally:
+        client.close()
+
+
+def test_a_begin_on_a_channel_in_use_ends_the_connection(emulator):
+    client = RawClient(emulator.port)
+    try:
+        client.send(frames.BEGIN, [None, UInt(0), UInt(100), UInt(100), UInt(10), None, None, None])
+        assert _closed_with(client) == "amqp:connection:framing-error"
+    finally:
+        client.close()
