@@ -132,6 +132,27 @@ async def upgrade(
     return WebSocketStream(reader, writer)
 
 
+#: Unread payload the AMQP side may have before the pump stops reading the socket (asyncio's
+#: StreamReader pauses its transport at twice its limit and resumes it below the limit).
+READ_LIMIT = 4 * 1024 * 1024
+
+
+class _ReadGate:
+    """The flow control a StreamReader asks of its transport, for the pump: ``reader`` pauses it when
+    the AMQP side falls behind and resumes it when that side has read, so a client that sends faster
+    than the emulator processes is held back by TCP instead of growing the emulator's memory."""
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.open.set()
+
+    def pause_reading(self) -> None:
+        self.open.clear()
+
+    def resume_reading(self) -> None:
+        self.open.set()
+
+
 class WebSocketStream:
     """An upgraded connection as a byte stream: ``reader`` yields the payload of the client's binary
     messages; ``write`` sends bytes as one binary message. ``pump()`` must run while it is in use."""
@@ -139,7 +160,9 @@ class WebSocketStream:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._raw_reader = reader
         self._raw_writer = writer
-        self.reader = asyncio.StreamReader(limit=4 * 1024 * 1024)
+        self.reader = asyncio.StreamReader(limit=READ_LIMIT)
+        self._gate = _ReadGate()
+        self.reader.set_transport(self._gate)  # type: ignore[arg-type]  # only the pause/resume calls
         self._close_sent = False
 
     # ---------------------------------------------------------------- the writer surface Connection uses
@@ -184,6 +207,7 @@ class WebSocketStream:
     async def _read_frames(self) -> None:
         message_size = 0
         while True:
+            await self._gate.open.wait()  # the AMQP side has read enough of what came before
             first, second = await self._raw_reader.readexactly(2)
             opcode, masked, length = first & 0x0F, second & 0x80, second & 0x7F
             if length == 126:

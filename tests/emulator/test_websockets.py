@@ -154,3 +154,51 @@ def test_upgrade_answers_and_refusals(emulator):
     # plain AMQP still works on the same port
     with EventHubProducerClient.from_connection_string(emulator.connection_string("hub1")) as producer:
         assert producer.get_partition_ids() == ["0", "1"]
+
+
+class _CountingReader(asyncio.StreamReader):
+    """A socket's reader that counts what the WebSocket pump took from it."""
+
+    taken = 0
+
+    async def readexactly(self, n: int) -> bytes:
+        data = await super().readexactly(n)
+        self.taken += len(data)
+        return data
+
+
+class _NullWriter:
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_client_faster_than_the_amqp_side_is_held_back_not_buffered():
+    """The pump stops taking the client's frames while the AMQP side has more than twice READ_LIMIT
+    unread (TCP then holds the client back), and takes the rest once it has read: nothing lost."""
+    from eventhubs_emulator import websocket
+
+    message = bytes(range(256)) * 4096  # 1 MiB per binary message
+    count = 40
+
+    async def scenario() -> None:
+        raw = _CountingReader(limit=2**26)
+        for _ in range(count):  # masked frames with a zero mask: the payload as it is
+            raw.feed_data(bytes([0x82, 0xFF]) + len(message).to_bytes(8, "big") + b"\0\0\0\0" + message)
+        raw.feed_eof()
+        stream = websocket.WebSocketStream(raw, _NullWriter())  # type: ignore[arg-type]
+        pump = asyncio.ensure_future(stream.pump())
+        await asyncio.sleep(0.5)  # the AMQP side reads nothing yet
+        held = raw.taken
+        assert held <= 2 * websocket.READ_LIMIT + 2 * len(message), held
+        assert not pump.done()
+        received = bytearray()
+        while len(received) < count * len(message):
+            received += await stream.reader.read(1 << 20)
+        await asyncio.wait_for(pump, 5)
+        assert bytes(received) == message * count
+        assert raw.taken > held
+
+    asyncio.run(scenario())
