@@ -1,23 +1,26 @@
 """Backfill from `airflow backfill create`, run by a real scheduler beside the DAG's scheduled runs:
 each interval's events land once, a rerun replaces its interval, and a backfill run never judges
-the streaming checkpoint nor archives (its ``check_health`` is skipped, whatever the scheduled runs
-have or have not committed yet).
+the streaming checkpoint nor archives (its ``check_health`` is skipped).
 
-One Event Hubs job (``telemetry``, the events enqueued in each interval). The file job's backfill,
-its reruns and files archived while it reads are covered by ``tests/jobs/test_backfill_files.py``.
+The job is a pipeline of a user's own (``tests/support/pipelines/tagged_events.py``, found through
+``$HUBFLOW_PIPELINES_DIR``, no hubflow module edited; issue #26) reading one hub into a Delta table:
+a backfill run replaces the rows of its interval's events (``replaceWhere`` on ``enqueuedTime``) once
+the scheduled run's stream has read past the interval. The file job's backfill, its reruns and files
+archived while it reads are covered by ``tests/jobs/test_backfill_files.py``.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.dags.helpers import (
+    REPO_ROOT,
     RunSnapshot,
     airflow_env,
     run_airflow,
@@ -25,20 +28,46 @@ from tests.dags.helpers import (
     start_airflow_services,
     write_registry,
 )
-from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config
+from tests.jobs.helpers import EmulatedHub, write_config
 from tests.support.emulator import start_test_emulator
-from tests.support.processes import stop_process, wait_until
+from tests.support.processes import stop_processes, wait_until
 
 pytestmark = pytest.mark.integration
 ENV_VAR = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
 HOUR = timedelta(hours=1)
-DAG_ID = "telemetry__available_now"
+NAME = "tagged"
+DAG_ID = f"{NAME}__available_now"
+PIPELINES = REPO_ROOT / "tests" / "support" / "pipelines"
+
+
+def _delta_commits(table: Path) -> dict[int, tuple[dict[str, Any], set[str]]]:
+    """Each commit of the Delta table: its commitInfo and the names of the files it added."""
+    commits = {}
+    for path in sorted((table / "_delta_log").glob("*.json")):
+        info: dict[str, Any] = {}
+        added: set[str] = set()
+        for line in path.read_text(encoding="utf-8").splitlines():
+            action = json.loads(line)
+            if "commitInfo" in action:
+                info = action["commitInfo"]
+            elif "add" in action:
+                added.add(Path(action["add"]["path"]).name)
+        commits[int(path.stem)] = (info, added)
+    return commits
+
+
+def _is_backfill(info: dict[str, Any]) -> bool:
+    """A backfill's commit: an overwrite of the rows a predicate selects (``replaceWhere``)."""
+    parameters = info.get("operationParameters") or {}
+    return parameters.get("mode") == "Overwrite" and bool(parameters.get("predicate"))
 
 
 @pytest.mark.timeout(1200)
 def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_replaces_it(
     airflow_home, spark, tmp_path: Path
 ) -> None:
+    from pyspark.sql import functions as F
+
     emulator = start_test_emulator(tmp_path, telemetry=2)
     processes: list = []
     try:
@@ -63,25 +92,50 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
         hub.send_numbered(number, 7)
         emulator.faults.shift_clock(0)
 
-        config = eventhubs_config(tmp_path, hub, ENV_VAR, name="telemetry")
+        table = tmp_path / "lake" / NAME
+        config = {
+            "name": NAME,
+            "trigger": {"availableNow": True},
+            "checkpoint_root": str(tmp_path / "checkpoints"),
+            "status_root": str(tmp_path / "status"),
+            "spark_conf": {"spark.sql.shuffle.partitions": 2, "spark.ui.enabled": False},
+            "runtime": {"heartbeat_interval": "1 second", "poll_interval": "200 ms"},
+            "sources": {"events": {"kind": "eventhubs", "connection_string_env": ENV_VAR}},
+            "sinks": {NAME: {"kind": "delta", "output_path": str(table)}},
+        }
         entry = {
-            "name": "telemetry",
-            "application": "eventhubs_to_lake",
-            "config": str(write_config(tmp_path / "telemetry.yaml", config)),
+            "name": NAME,
+            "application": "tagged_events:tagged",
+            "config": str(write_config(tmp_path / f"{NAME}.yaml", config)),
             "mode": "scheduled",
             "schedule": "@hourly",
             "eventhubs_conn_id": "eventhubs_default",
         }
         env = airflow_env(airflow_home, write_registry(tmp_path, [entry]))
         env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
+        env["HUBFLOW_PIPELINES_DIR"] = str(PIPELINES)
         # The scheduler starts no run of a paused DAG, backfill runs included. Once unpaused it runs
-        # the newest finished hour (catchup is off): the scheduled run beside the backfill, on an
-        # interval after the two (a backfill skips dates that have a run). The services are ready
-        # (API server, scheduler, DAG processor) before the DAG is unpaused, so no task is queued
-        # while its API server does not answer yet.
+        # the newest finished hour (catchup is off), after the two. The services are ready (API server,
+        # scheduler, DAG processor) before the DAG is unpaused, so no task is queued while its API
+        # server does not answer yet.
         assert run_airflow(env, "dags", "reserialize").returncode == 0
         processes, env = start_airflow_services(env, tmp_path / "airflow-logs")
         assert run_airflow(env, "dags", "unpause", DAG_ID).returncode == 0
+
+        def runs(snapshot: list[RunSnapshot], kind: str) -> list[RunSnapshot]:
+            return [run for run in snapshot if run.run_type == kind]
+
+        # Every judgement below reads one snapshot: the runs and their tasks as one query saw them.
+        def scheduled_done() -> list[RunSnapshot] | None:
+            snapshot = run_snapshot(airflow_home, DAG_ID)
+            assert not any(run.state == "failed" for run in snapshot), snapshot
+            return snapshot if any(r.state == "success" for r in runs(snapshot, "scheduled")) else None
+
+        # A backfill of a Delta table waits until the stream has read past its interval (else the
+        # stream would append the interval's events again later; the job refuses it): the scheduled
+        # run, which reads every event the hub holds, first.
+        wait_until(scheduled_done, 600, "the scheduled run", interval=3)
+        enqueued = sum(len(bodies) for bodies in sent.values()) + 7
 
         def backfill(last: datetime, *extra: str) -> None:
             args = ["backfill", "create", "--dag-id", DAG_ID, "--from-date", first.isoformat()]
@@ -95,11 +149,8 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
                 time.sleep(3)
             assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
 
-        def runs(snapshot: list[RunSnapshot], kind: str) -> list[RunSnapshot]:
-            return [run for run in snapshot if run.run_type == kind]
-
         def finished(count: int, after: datetime | None = None) -> bool:
-            """``count`` backfill runs ended well after ``after``; no run of either kind failed."""
+            """``count`` backfill runs ended after ``after``; no run of either kind failed."""
             snapshot = run_snapshot(airflow_home, DAG_ID)
             assert not any(run.state == "failed" for run in snapshot), snapshot
             done = [
@@ -109,30 +160,45 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
             ]
             return len(done) >= count
 
-        def check() -> None:
-            output = tmp_path / "lake" / "bronze_backfill"
-            rows = spark.read.parquet(str(output)).select("window_start", "body").collect()
-            assert Counter(r.window_start for r in rows) == {w: len(bodies) for w, bodies in sent.items()}
+        def check() -> dict[str, int]:
+            """Every event once; each interval's rows the events enqueued in it; each backfilled
+            interval's rows in files one backfill commit (``replaceWhere``) added. Returns that
+            commit's version per interval. The stream wrote every event before, so an event a
+            backfill wrote outside its interval, or added instead of replacing, would be there twice."""
+            frame = spark.read.format("delta").load(str(table))
+            columns = ["partition", "sequenceNumber", "body", "enqueuedTime"]
+            rows = frame.select(*columns, F.input_file_name().alias("file")).collect()
+            assert len({(r.partition, r.sequenceNumber) for r in rows}) == len(rows) == enqueued
+            commits = _delta_commits(table)
+            added_by = {name: version for version, (_, added) in commits.items() for name in added}
+            writers: dict[str, int] = {}
             for window, bodies in sent.items():
-                assert sorted(bytes(r.body) for r in rows if r.window_start == window) == sorted(bodies)
+                start = datetime.strptime(window, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+                mine = [r for r in rows if start <= r.enqueuedTime.astimezone(UTC) < start + HOUR]
+                assert sorted(bytes(r.body) for r in mine) == sorted(bodies), window
+                versions = {added_by[Path(r.file).name] for r in mine}
+                infos = [commits[version][0] for version in versions]
+                assert all(_is_backfill(info) for info in infos), (window, infos)
+                assert len(versions) == 1, "one backfill run's commit per interval"
+                writers[window] = versions.pop()
+            return writers
 
         backfill(first + HOUR)  # logical dates from..to: two intervals
-        wait_until(lambda: finished(2), 600, "two successful backfill runs", interval=5)
-        check()
+        wait_until(lambda: finished(2), 600, "two successful backfill runs", interval=3)
+        writers = check()
         first_end = max(run.end_date for run in runs(run_snapshot(airflow_home, DAG_ID), "backfill"))
 
-        # Rerun the first interval (reprocess a completed run): its partition is replaced, not added to.
+        # Rerun the first interval (reprocess a completed run): its rows are replaced, not added to.
         backfill(first, "--reprocess-behavior", "completed")
-        wait_until(lambda: finished(1, after=first_end), 600, "the rerun backfill run", interval=5)
-        check()
+        wait_until(lambda: finished(1, after=first_end), 600, "the rerun backfill run", interval=3)
+        rewritten = check()
+        first_window = first.strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert rewritten[first_window] > max(writers.values()), "the rerun's commit wrote the first interval"
+        assert {w: v for w, v in rewritten.items() if w != first_window} == {
+            w: v for w, v in writers.items() if w != first_window
+        }, "the rerun left the other interval as it was"
 
-        # Every judgement below reads one snapshot: the runs and their tasks as one query saw them.
-        def scheduled_done() -> list[RunSnapshot] | None:
-            snapshot = run_snapshot(airflow_home, DAG_ID)
-            assert not any(run.state == "failed" for run in snapshot), snapshot
-            return snapshot if any(r.state == "success" for r in runs(snapshot, "scheduled")) else None
-
-        snapshot = wait_until(scheduled_done, 300, "a scheduled run beside", interval=5)
+        snapshot = run_snapshot(airflow_home, DAG_ID)
         backfill_tasks = [run.tasks for run in runs(snapshot, "backfill")]
         assert len(backfill_tasks) == 2, "the rerun reuses its interval's run"
         for tasks in backfill_tasks:
@@ -140,6 +206,5 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
         scheduled = [run.tasks for run in runs(snapshot, "scheduled") if run.state == "success"]
         assert scheduled and all(t["check_health"] == "success" for t in scheduled), snapshot
     finally:
-        for process in processes:
-            stop_process(process)
+        stop_processes(processes)
         emulator.stop()
