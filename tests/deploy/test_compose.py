@@ -11,9 +11,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -485,3 +487,41 @@ def _spark_defaults() -> dict[str, str]:
             key, _, value = line.partition(" ")
             values[key] = value.strip()
     return values
+
+
+def test_the_stack_proofs_user_pipeline_is_mounted_where_it_runs_and_binds_its_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stack proof's telemetry_bronze runs a pipeline of a user's own (tests/deploy/stack/): its
+    module is mounted into the image's pipelines folder of every Airflow service (the Celery workers
+    run its drivers, the scheduler and the DAG processor read its registry entry), and the function
+    binds to the job's config, so a mistake costs seconds here instead of a stack proof's run."""
+    from hubflow_jobs.pipeline.job import load_pipeline
+
+    proof = REPO_ROOT / "tests" / "deploy" / "stack"
+    entry = yaml.safe_load((proof / "registry-overrides.yaml").read_text())["jobs"]["telemetry_bronze"]
+    application = entry["application"]
+    module = application.split(":")[0]
+    pipelines_dir = re.search(r"HUBFLOW_PIPELINES_DIR=(\S+)", (REPO_ROOT / "Dockerfile").read_text())
+    assert pipelines_dir, "the Dockerfile sets HUBFLOW_PIPELINES_DIR"
+    target = f"{pipelines_dir.group(1)}/{module}.py"
+    override = load_compose(proof / "compose.override.yml")["services"]
+    sources = set()
+    for name in AIRFLOW_SERVICES:
+        mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in override[name]["volumes"]}
+        assert target in mounts, f"{name} does not mount the proof's pipeline at {target}"
+        sources.add(mounts[target])
+    (source,) = sources
+    module_file = REPO_ROOT / source
+    assert module_file.is_file() and module_file.name == f"{module}.py"
+    # Bound as a driver would: the module from the folder the file is mounted from.
+    monkeypatch.setenv("HUBFLOW_PIPELINES_DIR", str(module_file.parent))
+    monkeypatch.setattr(sys, "path", list(sys.path))  # load_function puts the folder on it
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    config_file = proof / Path(entry["config"]).name  # mounted at /opt/hubflow/stack-test
+    config, binding = load_pipeline(application, str(config_file), check_environment=False)
+    sys.modules.pop(module, None)
+    assert binding.sources == ("events",)
+    assert config.sources["events"].kind == "eventhubs"
+    (sink,) = config.sinks.values()
+    assert (sink.kind, sink.partition_by) == ("delta", ["ingest_date"])

@@ -3,11 +3,15 @@ Airflow's REST API and ``docker`` (``make stack-test``; part of ``make test`` wh
 
 One compose project (``hubflow-proof``, its own volumes and free host ports) is brought up by
 ``scripts/stack.sh up`` with the proof's registry overrides (supervisor every minute, the landing job
-every 2 minutes, landing folders by minute; tests/deploy/stack/). Then, in order:
+every 2 minutes, landing folders by minute; tests/deploy/stack/). The streaming job
+``telemetry_bronze`` runs a pipeline of a user's own, not a hubflow module: ``tagged_events:tagged``
+(tests/support/pipelines/tagged_events.py, mounted into the image's pipelines folder by
+tests/deploy/stack/compose.override.yml). Then, in order:
 
 1. 10,000 events go to the emulator and order files (good and bad records) land in two past
-   minutes' folders; the supervisor DAG starts ``telemetry_bronze`` on a Celery worker and
-   ``landing_orders`` runs on its schedule and archives what it committed.
+   minutes' folders; the supervisor DAG starts ``telemetry_bronze`` on a Celery worker (its driver
+   log names the user's module) and ``landing_orders`` runs on its schedule and archives what it
+   committed.
 2. A backfill of the interval holding both minutes through ``POST /api/v2/backfills`` while the
    stream runs: the records of each of its folders, from landing or archive, replace theirs in the
    job's Delta tables (one ``replaceWhere`` commit each). Then ``landing_orders`` is paused: it has
@@ -17,8 +21,9 @@ every 2 minutes, landing folders by minute; tests/deploy/stack/). Then, in order
    sees at most one driver at any moment.
 4. On-call ``stop`` through the API: the job stops and stays stopped across two supervisor runs;
    on-call ``start`` resumes it.
-5. Every event once in the lake, every landing record once (written or quarantined), archived files
-   only of committed batches, both jobs on the status page fetched through the api-server.
+5. Every event once in the lake, by identity (its id in the pipeline's ``text`` column, its
+   partition and sequence number), every landing record once (written or quarantined), archived
+   files only of committed batches, both jobs on the status page fetched through the api-server.
 
 ``test_stack_down_leaves_nothing_behind`` then runs ``scripts/stack.sh down --volumes`` (what
 ``make stack-down VOLUMES=1`` runs) and checks that no container, network, volume, dockerd or
@@ -57,6 +62,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.stack]
 PROJECT = PROOF_PROJECT
 PROOF_DIR = Path(__file__).parent / "stack"
 SUPERVISOR = "telemetry_bronze__supervisor"
+#: The pipeline telemetry_bronze runs (tests/deploy/stack/registry-overrides.yaml): a user's module,
+#: found in the image's pipelines folder ($HUBFLOW_PIPELINES_DIR), where compose.override.yml mounts it.
+TELEMETRY_PIPELINE = "tagged_events:tagged"
+PIPELINE_MODULE = "/opt/airflow/pipelines/tagged_events.py"
+DRIVER_LOG = "/opt/hubflow/data/status/telemetry_bronze/driver.log"
 LANDING_DAG = "landing_orders__available_now"
 ONCALL = "hubflow__oncall"
 WORKERS = ("airflow-worker-1", "airflow-worker-2")
@@ -258,7 +268,8 @@ def failed_run_detail(api: AirflowApi, dag_id: str, run: dict[str, Any]) -> str:
 
 class DriverSampler:
     """Counts, every ``every`` seconds, the worker containers that run a telemetry_bronze driver
-    (``docker top``: the processes of a container, seen from the host)."""
+    (``docker top``: the processes of a container, seen from the host; a driver's command line is
+    ``spark-submit .../jobs/pipeline.py --config ... --pipeline tagged_events:tagged``)."""
 
     def __init__(self, stack: ComposeStack, every: float = 3.0) -> None:
         self.containers = {service: stack.container(service) for service in WORKERS}
@@ -277,7 +288,7 @@ class DriverSampler:
                 processes = docker("top", container, "-eo", "pid,args")  # docker top needs the pid column
             except RuntimeError:
                 continue  # not running
-            if "eventhubs_to_lake.py" in processes:
+            if f"--pipeline {TELEMETRY_PIPELINE}" in processes:
                 hosts.append(service)
         return hosts
 
@@ -345,12 +356,20 @@ def diagnostics(stack: ComposeStack, api: AirflowApi) -> str:
         lines.append(f"cores {master.get('coresused')}/{master.get('cores')}")
         for app in master.get("activeapps", []):
             lines.append(f"  {app.get('name')}: {app.get('cores')} cores, {app.get('state')}")
+        lines.append("--- the workers' Spark and pipeline processes (docker top)")
+        for service in WORKERS:
+            try:
+                top = docker("top", stack.container(service), "-eo", "pid,args")
+            except RuntimeError as exc:
+                lines.append(f"{service}: {exc}")
+                continue
+            mine = [line[:600] for line in top.splitlines() if "spark" in line.lower() or "pipeline" in line]
+            lines.append(f"{service}: {len(mine)} processes")
+            lines.extend(f"  {line}" for line in mine)
         lines.append("--- status page")
         lines.extend(json.dumps(job, default=str)[:1500] for job in api.status_page_jobs())
         lines.append("--- telemetry_bronze driver.log (end)")
-        log = stack.exec(
-            "airflow-apiserver", "tail", "-n", "60", "/opt/hubflow/data/status/telemetry_bronze/driver.log"
-        )
+        log = stack.exec("airflow-apiserver", "tail", "-n", "60", DRIVER_LOG)
         lines.append(log)
     except Exception as exc:  # the stack may be half gone: say what could not be read
         lines.append(f"(diagnostics stopped: {exc})")
@@ -384,6 +403,11 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
             "telemetry_bronze running with a committed batch",
         )
         timings["stream running after unpausing"] = time.monotonic() - phase
+        # The running driver imported the user's module from the pipelines folder (jobs/pipeline.py
+        # logs the function's source file when it starts).
+        started_line = f"runs pipeline {TELEMETRY_PIPELINE} ({PIPELINE_MODULE})"
+        driver_log = stack.exec("airflow-apiserver", "cat", DRIVER_LOG)
+        assert started_line in driver_log, driver_log[-3000:]
 
         def landing_archived() -> bool:
             runs = finished_runs(api, LANDING_DAG, started_at, run_type="scheduled")
@@ -490,13 +514,18 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
     assert sampler.samples > 0
     assert sampler.most <= 1, sampler.overlaps
 
+    # Every event the proof sent exactly once, by identity: ids 0..total-1 (from the pipeline's
+    # ``text``, the body sent) each in one row, and no place in the hub (partition, sequenceNumber)
+    # written twice.
     telemetry = report["telemetry"]
     assert (telemetry["rows"], telemetry["distinct"], telemetry["min"], telemetry["max"]) == (
         total,
         total,
         0,
         total - 1,
-    )
+    ), telemetry
+    assert telemetry["no_id"] == 0, telemetry
+    assert telemetry["distinct_positions"] == telemetry["rows"], telemetry
     # Every landing record once: written or quarantined, never both, never twice.
     assert report["orders_ids"] == landing.all_good()
     assert report["quarantine_raw"] == landing.all_bad()

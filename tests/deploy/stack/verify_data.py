@@ -14,19 +14,21 @@ committed), independently of hubflow's own checkpoint code, so the report can ju
 import json
 import os
 import sys
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
 from hubflow_jobs.builtins.files_to_lake import SINK, SOURCE, FilesToLakeConfig
 from hubflow_jobs.config import load_config
+from hubflow_jobs.pipeline import PipelineConfig
 
 CONFIGS = Path("/opt/hubflow/stack-test")
 # The telemetry config names the variable its connection string comes in; a driver gets it from the
 # eventhubs_default connection, and so does this report (it never connects: it reads the lake).
 EVENTHUBS_CONNECTION = json.loads(os.environ["AIRFLOW_CONN_EVENTHUBS_DEFAULT"])
 os.environ.setdefault("HUBFLOW_EVENTHUBS_CONNECTION_STRING", EVENTHUBS_CONNECTION["password"])
-TELEMETRY = load_config(CONFIGS / "telemetry_bronze.yaml", EventHubsToLakeConfig)
+# telemetry_bronze runs a pipeline of a user's own (tagged_events:tagged): the plain pipeline config.
+TELEMETRY = load_config(CONFIGS / "telemetry_bronze.yaml", PipelineConfig)
 ORDERS = load_config(CONFIGS / "landing_orders.yaml", FilesToLakeConfig)
 CHECKPOINT = Path(ORDERS.checkpoint_location)
 ORDERS_SOURCE, ORDERS_SINK = ORDERS.sources[SOURCE], ORDERS.sinks[SINK]
@@ -92,21 +94,45 @@ def replacements(path: str) -> int:
     )
 
 
+#: How many repeated ids or hub positions the report names (enough to see what went wrong).
+SAMPLE = 20
+
+
+def telemetry_identities(table: dict[str, list]) -> dict:
+    """The telemetry table's events by identity: each row's id from ``text`` (the pipeline's copy of
+    the body the proof sent, ``{"id": n}``) and its place in the hub (``partition``,
+    ``sequenceNumber``). The proof sent ids 0..n-1 once each: all there exactly once when rows ==
+    distinct == n, min == 0, max == n - 1 and no_id == 0; no event written twice when
+    distinct_positions == rows. Up to SAMPLE repeated ids and positions are named."""
+    ids = []
+    for text in table["text"]:
+        try:
+            ids.append(int(json.loads(text)["id"]))
+        except (TypeError, ValueError, KeyError):
+            ids.append(None)
+    known = [i for i in ids if i is not None]
+    positions = Counter(zip(table["partition"], table["sequenceNumber"], strict=True))
+    return {
+        "rows": len(ids),
+        "distinct": len(set(known)),
+        "min": min(known, default=None),
+        "max": max(known, default=None),
+        "no_id": len(ids) - len(known),
+        "distinct_positions": len(positions),
+        "repeated_ids": sorted([i, n] for i, n in Counter(known).items() if n > 1)[:SAMPLE],
+        "repeated_positions": sorted([*p, n] for p, n in positions.items() if n > 1)[:SAMPLE],
+    }
+
+
 def main() -> int:
     sinks = {"telemetry": TELEMETRY.sinks["bronze"], "orders": ORDERS_SINK}
     not_delta = {name: sink.kind for name, sink in sinks.items() if sink.kind != "delta"}
     if not_delta:
         raise SystemExit(f"verify_data.py reads Delta sinks only (delta-rs); these are not: {not_delta}")
     report: dict = {"formats": {name: sink.kind for name, sink in sinks.items()}}
-    telemetry = read_table(TELEMETRY.sinks["bronze"].output_path, ["body"])
+    telemetry = read_table(TELEMETRY.sinks["bronze"].output_path, ["text", "partition", "sequenceNumber"])
     if telemetry is not None:
-        ids = [int(json.loads(body)["id"]) for body in telemetry["body"]]
-        report["telemetry"] = {
-            "rows": len(ids),
-            "distinct": len(set(ids)),
-            "min": min(ids, default=None),
-            "max": max(ids, default=None),
-        }
+        report["telemetry"] = telemetry_identities(telemetry)
     orders = read_table(ORDERS_SINK.output_path, ["order_id", "_source_file"])
     quarantine = read_table(ORDERS_SINK.quarantine_path, ["raw_record", "source_file"])
     if orders is not None:
