@@ -21,11 +21,21 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, CronDataIntervalTimetable, DeltaDataIntervalTimetable, Param
+from airflow.sdk import (
+    DAG,
+    Asset,
+    AssetAlias,
+    AssetAll,
+    AssetAny,
+    CronDataIntervalTimetable,
+    DeltaDataIntervalTimetable,
+    Param,
+)
 
 from hubflow_jobs.applications import writes_lake_tables
 from hubflow_jobs.durations import parse_duration
 from hubflow_plugins.core.health import HEALTHY, HEALTHY_STREAMING
+from hubflow_plugins.core.lake_assets import AssetSchedule, alias_name
 from hubflow_plugins.core.registry import RegisteredJob, Registry
 from hubflow_plugins.operators.cleanup import (
     ArchiveOperator,
@@ -119,7 +129,14 @@ def supervisor_dag(job: RegisteredJob) -> DAG:
         schedule=parse_duration(job.supervise_every),
         kind="streaming",
     ) as dag:
-        ensure = StreamingJobOperator(task_id="ensure_running", job_name=job.name, action="ensure_running")
+        tables = AssetAlias(alias_name(job.name))  # what it announced before, and what it adds now
+        ensure = StreamingJobOperator(
+            task_id="ensure_running",
+            job_name=job.name,
+            action="ensure_running",
+            inlets=[tables],
+            outlets=[tables],
+        )
         health = CheckpointHealthSensor(
             task_id="check_health",
             job_name=job.name,
@@ -139,11 +156,12 @@ def available_now_dag(job: RegisteredJob) -> DAG:
         job,
         "available_now",
         f"Run the job {job.name} with the availableNow trigger, then check and archive",
-        schedule=interval_timetable(job.schedule or ""),
+        schedule=job_schedule(job),
         kind="scheduled",
         task_args=retry_args(job),
     ) as dag:
-        run = SparkJobOperator(task_id="run_job", job_name=job.name)
+        tables = AssetAlias(alias_name(job.name))  # each run adds the tables it committed to
+        run = SparkJobOperator(task_id="run_job", job_name=job.name, outlets=[tables])
         health = CheckpointHealthSensor(
             task_id="check_health",
             job_name=job.name,
@@ -156,6 +174,21 @@ def available_now_dag(job: RegisteredJob) -> DAG:
         if job.archive:
             health >> ArchiveOperator(task_id="archive_processed_files", job_name=job.name)
     return dag
+
+
+def job_schedule(job: RegisteredJob) -> Any:
+    """A scheduled job's schedule: its tables' assets for ``asset(...)``, else a data-interval timetable."""
+    assets = job.asset_schedule
+    return interval_timetable(job.schedule or "") if assets is None else asset_condition(assets)
+
+
+def asset_condition(schedule: AssetSchedule) -> Any:
+    """``asset(a & b)`` as Airflow's condition on the tables named ``a`` and ``b``: by name, since a
+    table's URI is known only when its job runs (core.lake_assets)."""
+    refs = [Asset.ref(name=name) for name in schedule.names]
+    if len(refs) == 1:
+        return refs[0]
+    return AssetAll(*refs) if schedule.when == "all" else AssetAny(*refs)
 
 
 def interval_timetable(schedule: str) -> CronDataIntervalTimetable | DeltaDataIntervalTimetable:

@@ -28,11 +28,19 @@ def write_registry(base: Path, jobs: list[dict[str, Any]]) -> Path:
 
 
 def landing_job(
-    base: Path, name: str, *, streaming: bool = False, source: dict[str, Any] | None = None, **registry: Any
+    base: Path,
+    name: str,
+    *,
+    streaming: bool = False,
+    source: dict[str, Any] | None = None,
+    sink: dict[str, Any] | None = None,
+    **registry: Any,
 ) -> dict[str, Any]:
-    """A files_to_lake job config under ``base/name`` (``source`` keys override) and its registry entry."""
+    """A files_to_lake job config under ``base/name`` (``source`` and ``sink`` keys override) and its
+    registry entry."""
     trigger = {"processingTime": "1 second"} if streaming else {"availableNow": True}
-    config = landing_config(base / name, name=name, trigger=trigger, **({"source": source} if source else {}))
+    sections = {key: value for key, value in (("source", source), ("sink", sink)) if value}
+    config = landing_config(base / name, name=name, trigger=trigger, **sections)
     config["trigger"] = trigger
     config_path = write_config(base / f"{name}.yaml", config)
     entry = {
@@ -133,30 +141,54 @@ class RunSnapshot:
     tasks: dict[str, str | None]
 
 
+def query_db(airflow_home: Any, sql: str, **params: Any) -> list[Any]:
+    """The rows of one SQL statement on the test's Airflow metadata DB."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(airflow_home.sql_alchemy_conn)
+    try:
+        with engine.connect() as connection:
+            return list(connection.execute(sqlalchemy.text(sql), params).all())
+    finally:
+        engine.dispose()
+
+
 def run_snapshot(airflow_home: Any, dag_id: str) -> list[RunSnapshot]:
     """The DAG's runs with their task states, read from the metadata DB in one statement.
 
     One statement sees one moment: a run and its tasks never come from two different moments (a run
     read as ``success`` beside tasks read earlier, while they were still ``running``).
     """
-    import sqlalchemy
-
-    engine = sqlalchemy.create_engine(airflow_home.sql_alchemy_conn)
-    try:
-        with engine.connect() as connection:
-            rows = connection.execute(
-                sqlalchemy.text(
-                    "SELECT r.run_id, r.run_type, r.state, r.end_date, t.task_id, t.state "
-                    "FROM dag_run r LEFT JOIN task_instance t ON t.dag_id = r.dag_id AND t.run_id = r.run_id "
-                    "WHERE r.dag_id = :dag ORDER BY r.run_id"
-                ),
-                {"dag": dag_id},
-            ).all()
-    finally:
-        engine.dispose()
+    rows = query_db(
+        airflow_home,
+        "SELECT r.run_id, r.run_type, r.state, r.end_date, t.task_id, t.state "
+        "FROM dag_run r LEFT JOIN task_instance t ON t.dag_id = r.dag_id AND t.run_id = r.run_id "
+        "WHERE r.dag_id = :dag ORDER BY r.run_id",
+        dag=dag_id,
+    )
     runs: dict[str, RunSnapshot] = {}
     for run_id, run_type, state, end_date, task_id, task_state in rows:
         run = runs.setdefault(run_id, RunSnapshot(run_id, str(run_type), str(state), end_date, {}))
         if task_id is not None:
             run.tasks[task_id] = task_state
     return list(runs.values())
+
+
+def asset_events(airflow_home: Any, uri: str) -> list[dict[str, Any]]:
+    """Airflow's events of the asset at ``uri``, oldest first: ``extra`` and ``consumed_by``, the
+    runs (dag id, run id, state) that consumed each (read in one statement)."""
+    rows = query_db(
+        airflow_home,
+        "SELECT e.id, e.extra, r.dag_id, r.run_id, r.state "
+        "FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+        "LEFT JOIN dagrun_asset_event c ON c.event_id = e.id "
+        "LEFT JOIN dag_run r ON r.id = c.dag_run_id WHERE a.uri = :uri ORDER BY e.id",
+        uri=uri,
+    )
+    events: dict[int, dict[str, Any]] = {}
+    for event_id, extra, dag_id, run_id, state in rows:
+        extra = json.loads(extra) if isinstance(extra, str) else extra
+        event = events.setdefault(event_id, {"extra": extra, "consumed_by": []})
+        if dag_id is not None:
+            event["consumed_by"].append((dag_id, run_id, state))
+    return list(events.values())

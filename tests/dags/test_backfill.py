@@ -7,11 +7,17 @@ The job is a pipeline of a user's own (``tests/support/pipelines/tagged_events.p
 a backfill run replaces the rows of its interval's events (``replaceWhere`` on ``enqueuedTime``) once
 the scheduled run's stream has read past the interval. The file job's backfill, its reruns and files
 archived while it reads are covered by ``tests/jobs/test_backfill_files.py``.
+
+Every run that committed announces the table as an Airflow Asset (named after its folder,
+``telemetry_bronze``, its ``file://`` URI) with the versions it added, and the DAG of a user's own
+that docs/airflow.md shows, scheduled on ``Asset.ref(name="telemetry_bronze")``, runs on those
+events, each event consumed once (issue #27).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,12 +29,14 @@ from tests.dags.helpers import (
     REPO_ROOT,
     RunSnapshot,
     airflow_env,
+    asset_events,
     run_airflow,
     run_snapshot,
     start_airflow_services,
     write_registry,
 )
-from tests.jobs.helpers import EmulatedHub, write_config
+from tests.jobs.helpers import EmulatedHub
+from tests.jobs.pipelines_support import pipeline_config
 from tests.support.emulator import start_test_emulator
 from tests.support.processes import stop_processes, wait_until
 
@@ -38,6 +46,21 @@ HOUR = timedelta(hours=1)
 NAME = "tagged"
 DAG_ID = f"{NAME}__available_now"
 PIPELINES = REPO_ROOT / "tests" / "support" / "pipelines"
+TABLE = "telemetry_bronze"  # the table's (and so its asset's) name: docs/airflow.md's example DAG uses it
+DOWNSTREAM = "after_bronze"
+
+
+def _downstream_dag(table: Path) -> str:
+    """The DAG of a user's own that docs/airflow.md shows, downstream of the hubflow table
+    ``telemetry_bronze``: Airflow runs it on the table's asset events (an EmptyOperator: the
+    scheduler records which events each run consumed). Taken from the doc as written, with the
+    test's table location for the stack's."""
+    doc = (REPO_ROOT / "docs" / "airflow.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    (dag,) = [block for block in blocks if f'DAG("{DOWNSTREAM}"' in block]
+    documented = f'Asset(name="{TABLE}", uri="file:///opt/hubflow/data/lake/{TABLE}")'
+    assert documented in dag
+    return dag.replace(documented, f'Asset(name="{TABLE}", uri="file://{table}")')
 
 
 def _delta_commits(table: Path) -> dict[int, tuple[dict[str, Any], set[str]]]:
@@ -92,21 +115,13 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
         hub.send_numbered(number, 7)
         emulator.faults.shift_clock(0)
 
-        table = tmp_path / "lake" / NAME
-        config = {
-            "name": NAME,
-            "trigger": {"availableNow": True},
-            "checkpoint_root": str(tmp_path / "checkpoints"),
-            "status_root": str(tmp_path / "status"),
-            "spark_conf": {"spark.sql.shuffle.partitions": 2, "spark.ui.enabled": False},
-            "runtime": {"heartbeat_interval": "1 second", "poll_interval": "200 ms"},
-            "sources": {"events": {"kind": "eventhubs", "connection_string_env": ENV_VAR}},
-            "sinks": {NAME: {"kind": "delta", "output_path": str(table)}},
-        }
+        table = tmp_path / "lake" / TABLE
+        sources = {"events": {"kind": "eventhubs", "connection_string_env": ENV_VAR}}
+        sinks = {NAME: {"kind": "delta", "output_path": str(table)}}
         entry = {
             "name": NAME,
             "application": "tagged_events:tagged",
-            "config": str(write_config(tmp_path / f"{NAME}.yaml", config)),
+            "config": str(pipeline_config(tmp_path, NAME, sources=sources, sinks=sinks)),
             "mode": "scheduled",
             "schedule": "@hourly",
             "eventhubs_conn_id": "eventhubs_default",
@@ -114,6 +129,11 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
         env = airflow_env(airflow_home, write_registry(tmp_path, [entry]))
         env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
         env["HUBFLOW_PIPELINES_DIR"] = str(PIPELINES)
+        dags = tmp_path / "dags"
+        dags.mkdir()
+        (dags / "hubflow_dags.py").symlink_to(REPO_ROOT / "dags" / "hubflow_dags.py")
+        (dags / f"{DOWNSTREAM}.py").write_text(_downstream_dag(table), encoding="utf-8")
+        env["AIRFLOW__CORE__DAGS_FOLDER"] = str(dags)
         # The scheduler starts no run of a paused DAG, backfill runs included. Once unpaused it runs
         # the newest finished hour (catchup is off), after the two. The services are ready (API server,
         # scheduler, DAG processor) before the DAG is unpaused, so no task is queued while its API
@@ -121,6 +141,7 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
         assert run_airflow(env, "dags", "reserialize").returncode == 0
         processes, env = start_airflow_services(env, tmp_path / "airflow-logs")
         assert run_airflow(env, "dags", "unpause", DAG_ID).returncode == 0
+        assert run_airflow(env, "dags", "unpause", DOWNSTREAM).returncode == 0
 
         def runs(snapshot: list[RunSnapshot], kind: str) -> list[RunSnapshot]:
             return [run for run in snapshot if run.run_type == kind]
@@ -197,6 +218,28 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
         assert {w: v for w, v in rewritten.items() if w != first_window} == {
             w: v for w, v in writers.items() if w != first_window
         }, "the rerun left the other interval as it was"
+
+        # The table as an Asset: one event per run that committed, naming the versions it wrote
+        # (the scheduled run's stream commits; each backfill run's replaceWhere commit), so every
+        # version is announced once; the user's DAG ran on them, each event consumed by one run.
+        def all_consumed() -> list[dict[str, Any]] | None:
+            events = asset_events(airflow_home, f"file://{table}")
+            consumed = all(len(e["consumed_by"]) == 1 and e["consumed_by"][0][2] == "success" for e in events)
+            return events if len(events) == 4 and consumed else None
+
+        events = wait_until(all_consumed, 300, "the user's DAG to run on every asset event", interval=3)
+        assert all(event["consumed_by"][0][0] == DOWNSTREAM for event in events), events
+        assert all(event["extra"]["job"] == NAME for event in events), events
+        versions = {run: [] for run in ("scheduled", "backfill")}
+        for event in events:
+            versions[event["extra"]["run"]].append(event["extra"]["versions"])
+        assert len(versions["scheduled"]) == 1 and len(versions["backfill"]) == 3, events
+        backfilled_versions = sorted(v for announced in versions["backfill"] for v in announced)
+        assert backfilled_versions == sorted({*writers.values(), *rewritten.values()}), (events, writers)
+        every_version = sorted(
+            v for announced in (*versions["scheduled"], *versions["backfill"]) for v in announced
+        )
+        assert every_version == sorted(_delta_commits(table)), "every version of the table announced once"
 
         snapshot = run_snapshot(airflow_home, DAG_ID)
         backfill_tasks = [run.tasks for run in runs(snapshot, "backfill")]

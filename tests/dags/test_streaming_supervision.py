@@ -1,6 +1,8 @@
 """Supervised streaming: the supervisor starts a dead job and leaves a live one alone; on-call stop
 holds it across a supervisor run (which succeeds without starting it); on-call start resumes it, and
-every record lands exactly once. (restart = the same stop and start without the hold.)"""
+every record lands exactly once. (restart = the same stop and start without the hold.) Each
+supervisor run announces the stream's new commits to its Delta table as Airflow asset events, each
+version once across runs (issue #27)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,12 @@ import json
 import os
 import signal
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
-from tests.dags.helpers import airflow_env, landing_job, run_airflow, write_registry
+from tests.dags.helpers import airflow_env, asset_events, landing_job, run_airflow, write_registry
 from tests.jobs.helpers import write_json_landing_file
 from tests.support.processes import wait_until
 
@@ -31,9 +34,19 @@ def _lake_ids(spark, base: Path) -> list[int]:
     from pyspark.errors import AnalysisException
 
     try:
-        return [row.id for row in spark.read.parquet(str(path)).select("id").collect()]
+        return [row.id for row in spark.read.format("delta").load(str(path)).select("id").collect()]
     except AnalysisException:  # nothing committed yet
         return []
+
+
+def _announced(airflow_home, table: Path) -> list[tuple[int, int]]:
+    """The versions each asset event of the table announced, in the order of the events."""
+    extras = [event["extra"] for event in asset_events(airflow_home, f"file://{table}")]
+    return [(extra["from_version"], extra["to_version"]) for extra in extras]
+
+
+def _table_version(table: Path) -> int:
+    return max(int(path.stem) for path in (table / "_delta_log").glob("*.json"))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -57,7 +70,9 @@ def _oncall(env: dict, action: str) -> str:
 def test_supervisor_starts_oncall_stop_holds_start_resumes_and_every_record_lands_once(
     airflow_home, spark, tmp_path: Path
 ):
-    registry = write_registry(tmp_path, [landing_job(tmp_path, "clicks", streaming=True)])
+    job = landing_job(tmp_path, "clicks", streaming=True, sink={"format": "delta"})
+    registry = write_registry(tmp_path, [job])
+    table = tmp_path / "clicks" / "lake" / "orders"
     env = airflow_env(airflow_home, registry)
     landing = tmp_path / "clicks" / "landing"
     expected = write_json_landing_file(landing, "a.json", 0, good=30, bad=0)
@@ -90,6 +105,13 @@ def test_supervisor_starts_oncall_stop_holds_start_resumes_and_every_record_land
         assert "job clicks is held by dag_test (run " in output and "not starting it" in output
         assert "its health is not judged" in output
         assert _status(tmp_path)["pid"] == first_pid and _status(tmp_path)["state"] == "stopped"
+
+        # The second and third runs announced the stream's commits to the lake table (the first
+        # ran before its first batch): each version once, in order, up to the stopped job's last.
+        announced = _announced(airflow_home, table)
+        assert announced and announced[0][0] == 0, announced
+        assert all(later[0] == earlier[1] + 1 for earlier, later in pairwise(announced)), announced
+        assert announced[-1][1] == _table_version(table), announced
 
         # On-call start releases the hold and resumes from the checkpoint: nothing lost or doubled.
         expected |= write_json_landing_file(landing, "c.json", 2000, good=30, bad=0)

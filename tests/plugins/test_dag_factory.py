@@ -125,3 +125,55 @@ def test_scheduled_runs_and_backfills_retry_as_the_registry_says_other_dags_neve
     assert {t.retries for t in dags["refunds__available_now"].tasks} == {0}
     for dag_id in ("clicks__supervisor", "hubflow__oncall", "hubflow__cleanup"):
         assert {t.retries for t in dags[dag_id].tasks} == {0}, dag_id
+
+
+def test_a_job_scheduled_on_tables_runs_when_their_assets_change_and_every_job_announces_its_tables(
+    tmp_path: Path,
+) -> None:
+    """``schedule: asset(...)``: Airflow's condition on the tables' assets by name (their URIs are
+    known only when their jobs run); each job's tasks that commit declare the job's asset alias."""
+    from airflow.sdk import AssetAlias, AssetAll, AssetAny
+    from airflow.sdk.definitions.asset import AssetNameRef
+
+    from hubflow_plugins.core.lake_assets import alias_name
+
+    jobs = [
+        landing_job(tmp_path, "clicks", streaming=True),
+        landing_job(tmp_path, "silver", schedule="asset(clicks)"),
+        landing_job(tmp_path, "both", schedule="asset(clicks & orders)"),
+        landing_job(tmp_path, "either", schedule="asset( clicks | orders )"),
+    ]
+    dags = build_dags(load_registry(write_registry(tmp_path, jobs)))
+
+    assert dags["silver__available_now"].schedule == AssetNameRef(name="clicks")
+    assert dags["both__available_now"].schedule == AssetAll(
+        AssetNameRef(name="clicks"), AssetNameRef(name="orders")
+    )
+    assert dags["either__available_now"].schedule == AssetAny(
+        AssetNameRef(name="clicks"), AssetNameRef(name="orders")
+    )
+    run = dags["silver__available_now"].get_task("run_job")
+    assert run.outlets == [AssetAlias(alias_name("silver"))]
+    ensure = dags["clicks__supervisor"].get_task("ensure_running")
+    assert ensure.outlets == ensure.inlets == [AssetAlias(alias_name("clicks"))], "reads what it announced"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ("asset()", "'' is not a table's name"),
+        ("asset(a & b | c)", "mixes & and |"),
+        ("asset(a, b)", "'a, b' is not a table's name"),
+        ("asset(a & a)", "names a table twice"),
+        ("assets(a)", "write asset(<table>)"),
+    ],
+)
+def test_a_schedule_on_assets_that_cannot_be_read_is_refused_naming_the_job_and_the_fix(
+    tmp_path: Path, schedule: str, message: str
+) -> None:
+    from hubflow_plugins.core.registry import RegistryError
+
+    registry = write_registry(tmp_path, [landing_job(tmp_path, "silver", schedule=schedule)])
+    with pytest.raises(RegistryError, match="jobs") as error:
+        load_registry(registry)
+    assert "schedule" in str(error.value) and message in str(error.value), str(error.value)

@@ -88,6 +88,25 @@ def table_state(table: str, query_id: str | None, storage_options: dict[str, str
     return int(loaded.version()), None if batch is None else int(batch)
 
 
+def commits_since(
+    table: str, version: int | None, storage_options: dict[str, str] | None = None
+) -> list[tuple[int, str | None]]:
+    """``(version, commitInfo.userMetadata)`` of each commit after ``version`` (every commit when
+    None); empty when there is no table."""
+    loaded = _load(table, storage_options)
+    if loaded is None:
+        return []
+    newest = int(loaded.version())
+    count = newest + 1 if version is None else newest - version
+    if count <= 0:
+        return []
+    return [
+        (int(commit["version"]), commit.get("userMetadata"))
+        for commit in loaded.history(limit=count)
+        if version is None or int(commit["version"]) > version
+    ]
+
+
 def compare(
     table: str,
     version: int | None,

@@ -31,6 +31,7 @@ from pydantic import (
 from hubflow_jobs.durations import parse_duration, parse_positive_duration
 from hubflow_jobs.landing_area import archive_root
 from hubflow_plugins.core.alerts import ALERT_KINDS, AlertPolicy
+from hubflow_plugins.core.lake_assets import AssetSchedule, parse_asset_schedule
 from hubflow_plugins.core.supervision import RestartPolicy
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -213,7 +214,10 @@ class RegisteredJob(_Strict):
     )
     config: str = Field(description="the job's YAML config, relative to jobs/ or absolute")
     mode: Literal["streaming", "scheduled"]
-    schedule: str | None = Field(default=None, description="cron or preset, scheduled jobs only")
+    schedule: str | None = Field(
+        default=None,
+        description="scheduled jobs only: cron, preset, duration, or asset(<table>) (core.lake_assets)",
+    )
     supervise_every: str = "5 minutes"
     stalled_after: str = "30 minutes"
     restart_backoff: str = Field(
@@ -271,6 +275,18 @@ class RegisteredJob(_Strict):
         if value is not None:
             parse_duration(value)
         return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _asset_schedule(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_asset_schedule(value)  # raises AssetScheduleError (a ValueError) naming the mistake
+        return value
+
+    @property
+    def asset_schedule(self) -> AssetSchedule | None:
+        """The tables whose changes start this job's runs (``schedule: asset(...)``), if any."""
+        return parse_asset_schedule(self.schedule) if self.schedule else None
 
     @field_validator("retry_delay", "restart_backoff", "healthy_after")
     @classmethod

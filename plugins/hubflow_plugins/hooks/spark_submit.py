@@ -107,8 +107,10 @@ def build_submit_hook(
     *,
     secrets: dict[str, str] | None = None,
     extra_args: list[str] | None = None,
+    conf: dict[str, str] | None = None,
 ) -> JobSubmitHook:
-    """A hook that submits ``job`` with its config, conf overrides and secret environment.
+    """A hook that submits ``job`` with its config, conf overrides (the registry's, then ``conf``)
+    and secret environment.
 
     The Spark connection must exist: the provider would otherwise fall back to ``--master yarn``,
     which fails later with a message about HADOOP_CONF_DIR that hides the real cause. A job with
@@ -129,7 +131,7 @@ def build_submit_hook(
         ) from None
     kwargs: dict[str, Any] = {
         "conn_id": job.spark_conn_id,
-        "conf": job.submit_conf,
+        "conf": {**job.submit_conf, **(conf or {})},
         "name": job.name,
         "application_args": ["--config", str(job.config_path()), *(extra_args or [])],
     }

@@ -10,7 +10,15 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from hubflow_jobs.applications import backfill_builtins, can_backfill
 from hubflow_plugins.core.job_exit import judge_failed_run
-from hubflow_plugins.core.registry import RegisteredJob, load_registry
+from hubflow_plugins.core.lake_assets import (
+    COMMIT_TAG_CONF,
+    alias_name,
+    commit_tag,
+    job_tables,
+    table_versions,
+    versions_tagged,
+)
+from hubflow_plugins.core.registry import RegisteredJob, RegistryError, load_registry
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.run_context import backfill_window
 
@@ -24,6 +32,11 @@ class SparkJobOperator(BaseOperator):
     Hub's window through its function) and replaces the interval's rows - in the job's own Delta
     tables (one ``replaceWhere`` transaction each), or in the parquet side table's partition - so
     reruns never duplicate.
+
+    Each Delta table the run committed to gets an asset event (the table's asset, through the job's
+    asset alias outlet, :mod:`hubflow_plugins.core.lake_assets`) naming the versions it added: its
+    commits carry the task try's tag, so a concurrent writer's versions are not counted. A run that
+    committed nothing emits none.
 
     Both kinds of run are safe to retry (the DAG factory gives them the registry's ``retries``). A
     failure a retry cannot cure - an invalid config, an on-call hold, a kill request (the job's exit
@@ -45,13 +58,41 @@ class SparkJobOperator(BaseOperator):
         self._hook: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from hubflow_jobs.status import StatusFolder
-
         job = load_registry().job(self.job_name)
+        try:
+            tables = job_tables(job.paths.delta_tables)
+        except RegistryError:
+            tables = []  # the run itself refuses the config, naming the mistake (exit 2)
+        before = table_versions(tables)
+        ti = context["ti"]
+        tag = commit_tag(ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
         window = backfill_window(context)
         if window is not None:
-            return self._backfill(job, *window)
-        self._hook = build_submit_hook(job, secrets=driver_secrets(job), extra_args=job.run_args)
+            result = self._backfill(job, *window, tag=tag)
+        else:
+            result = self._run(job, tag)
+        run = "backfill" if window is not None else "scheduled"
+        self._announce(context, job, versions_tagged(tables, before, tag), run)
+        return result
+
+    def _announce(self, context: Any, job: RegisteredJob, changes: list, run: str) -> None:
+        """One asset event per table the run committed to."""
+        from airflow.sdk import Asset, AssetAlias
+
+        events = context["outlet_events"][AssetAlias(alias_name(job.name))]
+        for change in changes:
+            table = change.table
+            events.add(Asset(name=table.name, uri=table.uri), extra=change.extra(job.name, run))
+            self.log.info(
+                "table %s (%s): versions %s announced", table.name, table.uri, list(change.versions)
+            )
+
+    def _run(self, job: RegisteredJob, tag: str) -> dict[str, Any]:
+        from hubflow_jobs.status import StatusFolder
+
+        self._hook = build_submit_hook(
+            job, secrets=driver_secrets(job), extra_args=job.run_args, conf={COMMIT_TAG_CONF: tag}
+        )
         self.log.info("running job %s: %s --config %s", job.name, job.application_path(), job.config_path())
         self._submit(job, str(job.application_path()))
         status = StatusFolder(job.paths.status_dir).status() or {}
@@ -70,7 +111,7 @@ class SparkJobOperator(BaseOperator):
             "last_progress": progress,
         }
 
-    def _backfill(self, job: RegisteredJob, start: str, end: str) -> dict[str, Any]:
+    def _backfill(self, job: RegisteredJob, start: str, end: str, tag: str) -> dict[str, Any]:
         if not can_backfill(job.application):
             raise AirflowFailException(
                 f"job {job.name}: backfill runs are supported for {', '.join(backfill_builtins())} "
@@ -80,7 +121,10 @@ class SparkJobOperator(BaseOperator):
         self.log.info("backfill run: job %s processes exactly the interval [%s, %s)", job.name, start, end)
         window = ["--window-start", start, "--window-end", end]
         self._hook = build_submit_hook(
-            job, secrets=driver_secrets(job), extra_args=["--application", job.application, *window]
+            job,
+            secrets=driver_secrets(job),
+            extra_args=["--application", job.application, *window],
+            conf={COMMIT_TAG_CONF: tag},
         )
         self._submit(job, str(job.application_path().with_name("backfill.py")), backfill=True)
         return {"job": job.name, "backfill": {"window_start": start, "window_end": end}}

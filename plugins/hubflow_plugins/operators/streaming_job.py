@@ -20,6 +20,9 @@ from hubflow_plugins.core.supervision import STREAMING_ACTIONS, Step
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.run_context import is_true, requested_by
 
+#: How many of the job's latest asset events the supervisor reads to find what it announced last.
+ANNOUNCED_LOOKBACK = 100
+
 
 class StreamingJobOperator(BaseOperator):
     """Supervise a long-running streaming job: ensure it runs, start, stop or restart it.
@@ -99,6 +102,7 @@ class StreamingJobOperator(BaseOperator):
         fingerprint = _fingerprint(job)
         decision = self._decide(decide, job, control, live, fingerprint)
         if self.action == "ensure_running" and not dry_run:
+            self._announce_commits(context, job)
             self._alert(context, job, control, refusal=decision.refusal or decision.restart_loop or "")
         if decision.refusal:
             raise AirflowFailException(
@@ -162,6 +166,41 @@ class StreamingJobOperator(BaseOperator):
             started_fingerprint=started.get("digest") if isinstance(started, dict) else None,
             fingerprint=fingerprint["digest"],
         )
+
+    def _announce_commits(self, context: Any, job: RegisteredJob) -> None:
+        """The stream's commits as asset events: each Delta table's versions since the last event of
+        the job's asset alias (Airflow's own record, so a version is announced once across runs and
+        restarts; an event counts once this task succeeds). Never fails the supervisor."""
+        from airflow.sdk import Asset, AssetAlias
+
+        from hubflow_plugins.core.lake_assets import (
+            alias_name,
+            job_tables,
+            last_announced,
+            table_versions,
+            versions_added,
+        )
+
+        alias = AssetAlias(alias_name(job.name))
+        try:
+            tables = job_tables(job.paths.delta_tables)
+            if not tables:
+                return
+            earlier = context["inlet_events"][alias].ascending(False).limit(ANNOUNCED_LOOKBACK)
+            last = last_announced((event.asset.uri, event.extra) for event in earlier)
+            before = {table.path: last.get(table.uri) for table in tables}
+            added = versions_added(tables, before, table_versions(tables))
+        except Exception as exc:  # an unreadable table or log: said, and tried again next run
+            self.log.warning("job %s: its tables' commits are not announced this run: %s", job.name, exc)
+            return
+        for change in added:
+            table = change.table
+            context["outlet_events"][alias].add(
+                Asset(name=table.name, uri=table.uri), extra=change.extra(job.name, "streaming")
+            )
+            self.log.info(
+                "table %s (%s): versions %d-%d announced", table.name, table.uri, change.first, change.last
+            )
 
     def _alert(self, context: Any, job: RegisteredJob, control: Any, refusal: str) -> None:
         """The supervisor's alerts (registry ``alerts:``): judge, let the core decide, notify.

@@ -12,10 +12,13 @@ from typing import Any
 
 import pytest
 import yaml
+from airflow.sdk import AssetAlias
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.execution_time.context import OutletEventAccessors
 
 from hubflow_jobs.pipeline import QUARANTINE_REASON
 from hubflow_jobs.status import JobState, StatusFolder
+from hubflow_plugins.core.lake_assets import alias_name
 from hubflow_plugins.operators.spark_job import SparkJobOperator
 from tests.dags.helpers import landing_job, write_registry
 from tests.jobs.helpers import write_json_landing_file
@@ -30,6 +33,8 @@ def _backfill(start: datetime | None, end: datetime | None) -> dict[str, Any]:
         "run_id": "backfill__1",
         "data_interval_start": start,
         "data_interval_end": end,
+        "ti": _ti("backfill__1"),
+        "outlet_events": OutletEventAccessors(),
     }
 
 
@@ -67,8 +72,23 @@ def _local_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **source: Any) -
     return entry
 
 
-def _scheduled_run() -> dict[str, Any]:
-    return {"dag_run": SimpleNamespace(run_type="scheduled", run_id="scheduled__1"), "run_id": "scheduled__1"}
+def _ti(run_id: str) -> SimpleNamespace:
+    return SimpleNamespace(dag_id="job__available_now", run_id=run_id, task_id="run_job", try_number=1)
+
+
+def _scheduled_run(run_id: str = "scheduled__1") -> dict[str, Any]:
+    return {
+        "dag_run": SimpleNamespace(run_type="scheduled", run_id=run_id),
+        "run_id": run_id,
+        "ti": _ti(run_id),
+        "outlet_events": OutletEventAccessors(),  # Airflow's own accessor: what the task announced
+    }
+
+
+def _announced(context: dict[str, Any], job: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The asset events a run added through the job's alias: table name -> (uri, extra)."""
+    events = context["outlet_events"][AssetAlias(alias_name(job))].asset_alias_events
+    return {event.dest_asset_key.name: (event.dest_asset_key.uri, event.extra) for event in events}
 
 
 def test_a_job_whose_config_or_hold_refuses_every_run_fails_at_once_saying_what_to_do(
@@ -162,9 +182,20 @@ def test_a_pipeline_of_ones_own_runs_through_spark_submit_and_quarantines_its_ba
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
     ids = write_json_landing_file(landing, "a.json", 1, good=3, bad=2)
 
-    result = SparkJobOperator(task_id="run_job", job_name="shout").execute(_scheduled_run())
+    run = _scheduled_run()
+    result = SparkJobOperator(task_id="run_job", job_name="shout").execute(run)
 
     assert result["state"] == JobState.STOPPED and result["input_rows"] == 5
+    # Each table it committed to is announced as an Asset (name: the table's, URI: its location)
+    # with the versions the run added; a run that found nothing new announces nothing.
+    extra = {"job": "shout", "from_version": 0, "to_version": 0, "run": "scheduled", "versions": [0]}
+    assert _announced(run, "shout") == {
+        "upper": (f"file://{tmp_path / 'upper'}", extra),
+        "bad": (f"file://{tmp_path / 'bad'}", extra),
+    }
+    idle = _scheduled_run("scheduled__2")
+    assert SparkJobOperator(task_id="run_job", job_name="shout").execute(idle)["input_rows"] == 0
+    assert _announced(idle, "shout") == {}
     rows = spark.read.format("delta").load(str(tmp_path / "upper")).collect()
     assert sorted((row["id"], row["name"]) for row in rows) == [(i, f"N{i}") for i in sorted(ids)]
     bad = spark.read.format("delta").load(str(tmp_path / "bad")).collect()
