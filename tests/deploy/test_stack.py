@@ -70,6 +70,11 @@ DRIVER_LOG = "/opt/hubflow/data/status/telemetry_bronze/driver.log"
 LANDING_DAG = "landing_orders__available_now"
 ONCALL = "hubflow__oncall"
 WORKERS = ("airflow-worker-1", "airflow-worker-2")
+#: ``docker top``'s ps arguments: the pid column (docker top needs it) and whole command lines.
+#: Without ``-ww`` ps cuts each line at the width it finds (dockerd's ``COLUMNS``, 80 in some
+#: environments), and a driver's ``--pipeline tagged_events:tagged``, at the end of its line, is
+#: cut off: the sampler then sees no driver at all (the failure of two fresh-clone runs).
+PS_ARGS = ("-eo", "pid,args", "-ww")
 #: The supervisor's interval in the proof (tests/deploy/stack/registry-overrides.yaml).
 SUPERVISE_EVERY = 60.0
 #: landing_orders' schedule there: one backfill interval spans two minute folders.
@@ -285,7 +290,7 @@ class DriverSampler:
         hosts = []
         for service, container in self.containers.items():
             try:
-                processes = docker("top", container, "-eo", "pid,args")  # docker top needs the pid column
+                processes = docker("top", container, *PS_ARGS)
             except RuntimeError:
                 continue  # not running
             if f"--pipeline {TELEMETRY_PIPELINE}" in processes:
@@ -359,7 +364,7 @@ def diagnostics(stack: ComposeStack, api: AirflowApi) -> str:
         lines.append("--- the workers' Spark and pipeline processes (docker top)")
         for service in WORKERS:
             try:
-                top = docker("top", stack.container(service), "-eo", "pid,args")
+                top = docker("top", stack.container(service), *PS_ARGS)
             except RuntimeError as exc:
                 lines.append(f"{service}: {exc}")
                 continue
