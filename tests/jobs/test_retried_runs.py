@@ -3,7 +3,7 @@ after a crash that followed a commit must do none of the committed work again.
 
 Backfill runs are retried the same way; that running one interval twice leaves each of its rows
 once is proven where backfills are tested: tests/jobs/test_delta_backfill.py (the Delta table,
-the same interval backfilled twice) and tests/dags/test_backfill.py (through Airflow, the rerun of
+the same interval backfilled twice) and tests/dags/test_airflow_ui.py (through Airflow, the rerun of
 a finished interval).
 """
 

@@ -1,6 +1,6 @@
 """Lake tables as assets, without Airflow: names and URIs, the versions a run added, what was
 announced before. The DAG factory's use is in tests/plugins/test_dag_factory.py, Airflow's own
-events in tests/dags/test_backfill.py."""
+events in tests/dags/test_airflow_ui.py."""
 
 from __future__ import annotations
 

@@ -1,0 +1,403 @@
+"""The paths the mission names, through Airflow 3.3's own UI in headless Chromium
+(``tests/support/airflow_ui.py``), on a real api-server, scheduler and DAG processor (PostgreSQL),
+logged in as the on-call person ``alice`` (issue #27 item 6):
+
+- **On-call from the Trigger form**: ``hubflow__oncall`` starts a streaming job, stops it with a
+  reason (held: who and why in the hold and on the status page inside Airflow's UI) and starts it
+  again; every record lands once.
+- **Backfill from the DAG's Trigger dialog**, run by the scheduler beside the DAG's scheduled runs:
+  each interval's events land once, a rerun (reprocess "All Runs") replaces its interval, and a
+  backfill run never judges the streaming checkpoint nor archives (its ``check_health`` is skipped).
+  The job is a pipeline of a user's own (``tests/support/pipelines/tagged_events.py``, found through
+  ``$HUBFLOW_PIPELINES_DIR``, no hubflow module edited; issue #26) reading one hub into a Delta
+  table: a backfill run replaces the rows of its interval's events (``replaceWhere`` on
+  ``enqueuedTime``) once the scheduled run's stream has read past the interval. The file job's
+  backfill, its reruns and files archived while it reads are covered by
+  ``tests/jobs/test_backfill_files.py``.
+- **The table as an Asset**: every run that committed announces the table (named after its folder,
+  ``telemetry_bronze``, its ``file://`` URI) with the versions it added; the DAG of a user's own that
+  docs/airflow.md shows, scheduled on it, runs on those events, each consumed once; the asset's page
+  in the UI lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dags.helpers import (
+    REPO_ROOT,
+    RunSnapshot,
+    airflow_env,
+    asset_events,
+    landing_job,
+    query_db,
+    run_airflow,
+    run_snapshot,
+    start_airflow_services,
+    write_registry,
+)
+from tests.jobs.helpers import EmulatedHub, write_json_landing_file
+from tests.jobs.pipelines_support import pipeline_config
+from tests.support.airflow_ui import browser
+from tests.support.emulator import start_test_emulator
+from tests.support.processes import stop_processes, wait_until
+
+pytestmark = pytest.mark.integration
+ENV_VAR = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
+HOUR = timedelta(hours=1)
+NAME = "tagged"
+DAG_ID = f"{NAME}__available_now"
+PIPELINES = REPO_ROOT / "tests" / "support" / "pipelines"
+TABLE = "telemetry_bronze"  # the table's (and so its asset's) name: docs/airflow.md's example DAG uses it
+DOWNSTREAM = "after_bronze"
+STREAMING = "clicks"
+ONCALL = "hubflow__oncall"
+USER = "alice"
+REASON = "sink storage account failing over; hold until it is back"
+
+
+def _downstream_dag(table: Path) -> str:
+    """The DAG of a user's own that docs/airflow.md shows, downstream of the hubflow table
+    ``telemetry_bronze``: Airflow runs it on the table's asset events (an EmptyOperator: the
+    scheduler records which events each run consumed). Taken from the doc as written, with the
+    test's table location for the stack's."""
+    doc = (REPO_ROOT / "docs" / "airflow.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    (dag,) = [block for block in blocks if f'DAG("{DOWNSTREAM}"' in block]
+    documented = f'Asset(name="{TABLE}", uri="file:///opt/hubflow/data/lake/{TABLE}")'
+    assert documented in dag
+    return dag.replace(documented, f'Asset(name="{TABLE}", uri="file://{table}")')
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Airflow's services on one registry (the hourly pipeline ``tagged``, the streaming ``clicks``),
+    the emulator holding the hub ``tagged`` reads, and the UI's URL and ``alice``'s password."""
+
+    base: Path
+    env: dict[str, str]
+    url: str
+    password: str
+    emulator: Any
+    hub: EmulatedHub
+    table: Path
+
+
+@pytest.fixture(scope="module")
+def deployment(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    base = tmp_path_factory.mktemp("ui")
+    emulator = start_test_emulator(base, telemetry=2)
+    processes: list = []
+    try:
+        conn = emulator.connection_string("telemetry")
+        table = base / "lake" / TABLE
+        sources = {"events": {"kind": "eventhubs", "connection_string_env": ENV_VAR}}
+        sinks = {NAME: {"kind": "delta", "output_path": str(table)}}
+        tagged = {
+            "name": NAME,
+            "application": "tagged_events:tagged",
+            "config": str(pipeline_config(base, NAME, sources=sources, sinks=sinks)),
+            "mode": "scheduled",
+            "schedule": "@hourly",
+            "eventhubs_conn_id": "eventhubs_default",
+        }
+        clicks = landing_job(base, STREAMING, streaming=True, sink={"format": "delta"})
+        env = airflow_env(airflow_home, write_registry(base, [tagged, clicks]))
+        env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
+        env["HUBFLOW_PIPELINES_DIR"] = str(PIPELINES)
+        # The simple auth manager with one named user: the UI's login page, and the runs she
+        # triggers carry her name (the hold says who).
+        password = secrets.token_urlsafe(12)
+        passwords = base / "passwords.json"
+        passwords.write_text(json.dumps({USER: password}), encoding="utf-8")
+        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{USER}:admin"
+        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(passwords)
+        dags = base / "dags"
+        dags.mkdir()
+        (dags / "hubflow_dags.py").symlink_to(REPO_ROOT / "dags" / "hubflow_dags.py")
+        (dags / f"{DOWNSTREAM}.py").write_text(_downstream_dag(table), encoding="utf-8")
+        env["AIRFLOW__CORE__DAGS_FOLDER"] = str(dags)
+        # DAGs start paused: the scheduler runs nothing until a test unpauses (or the form's
+        # "Unpause on trigger" does). The services are ready (API server, scheduler, DAG processor)
+        # before any of that, so no task is queued while its API server does not answer yet.
+        assert run_airflow(env, "dags", "reserialize").returncode == 0
+        processes, env = start_airflow_services(env, base / "airflow-logs")
+        yield Deployment(
+            base,
+            env,
+            env["AIRFLOW__API__BASE_URL"],
+            password,
+            emulator,
+            EmulatedHub("telemetry", conn, 2),
+            table,
+        )
+    finally:
+        stop_processes(processes)
+        emulator.stop()
+
+
+def _run_succeeded(airflow_home: Any, dag_id: str, run_id: str, base: Path) -> RunSnapshot:
+    """Wait for the run to succeed; a failed run fails at once with its task logs' tails."""
+
+    def done() -> RunSnapshot | None:
+        (run,) = [run for run in run_snapshot(airflow_home, dag_id) if run.run_id == run_id]
+        if run.state == "failed":
+            logs = Path(airflow_home.path) / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+            tails = [path.read_text(errors="replace")[-3000:] for path in sorted(logs.rglob("*.log"))]
+            raise AssertionError(f"{dag_id} run {run_id} failed: {run.tasks}\n" + "\n".join(tails))
+        return run if run.state == "success" else None
+
+    return wait_until(done, 600, f"{dag_id} run {run_id} to succeed", interval=2)
+
+
+def _status(base: Path) -> dict[str, Any]:
+    try:
+        return json.loads((base / STREAMING / "status" / STREAMING / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _lake_ids(spark: Any, base: Path) -> list[int]:
+    from pyspark.errors import AnalysisException
+
+    try:
+        frame = spark.read.format("delta").load(str(base / STREAMING / "lake" / "orders"))
+        return [row.id for row in frame.select("id").collect()]
+    except AnalysisException:  # nothing committed yet
+        return []
+
+
+def _pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+
+
+@pytest.mark.timeout(900)
+def test_oncall_from_the_trigger_form_starts_stops_with_a_reason_and_starts_again(
+    deployment: Deployment, airflow_home, spark
+) -> None:
+    base = deployment.base
+    landing = base / STREAMING / "landing"
+    hold_file = base / STREAMING / "status" / STREAMING / "HOLD"
+    expected = write_json_landing_file(landing, "a.json", 0, good=30, bad=0)
+    try:
+        with browser(deployment.url, base / "ui-artifacts" / "oncall") as ui:
+            ui.log_in(USER, deployment.password)
+            # Start: the form's defaults are a dry run; on-call switches it off.
+            run = ui.trigger(ONCALL, {"job": STREAMING, "action": "start", "dry_run": False})
+            _run_succeeded(airflow_home, ONCALL, run, base)
+            first_pid = _status(base)["pid"]
+            wait_until(lambda: sorted(_lake_ids(spark, base)) == sorted(expected), 300, "batch a in the lake")
+
+            # Stop with a reason: the job stops gracefully and is held, saying who and why.
+            expected |= write_json_landing_file(landing, "b.json", 1000, good=30, bad=0)
+            run = ui.trigger(ONCALL, {"job": STREAMING, "action": "stop", "dry_run": False, "reason": REASON})
+            _run_succeeded(airflow_home, ONCALL, run, base)
+            hold = json.loads(hold_file.read_text(encoding="utf-8"))
+            assert hold["by"] == f"{USER} (run {run})" and hold["reason"] == REASON, hold
+            assert _status(base)["state"] == "stopped" and not _pid_alive(first_pid)
+            page = ui.text("/hubflow/", "Held by")
+            assert f"Held by {USER} (run {run}) at " in page and REASON in page, page
+
+            # Start again: the hold is released and the job resumes from its checkpoint.
+            expected |= write_json_landing_file(landing, "c.json", 2000, good=30, bad=0)
+            run = ui.trigger(ONCALL, {"job": STREAMING, "action": "start", "dry_run": False})
+            _run_succeeded(airflow_home, ONCALL, run, base)
+            assert not hold_file.exists(), "start released the hold"
+            assert "Held by" not in ui.text("/hubflow/", STREAMING)
+        second_pid = _status(base)["pid"]
+        assert second_pid != first_pid and _pid_alive(second_pid)
+        wait_until(lambda: len(_lake_ids(spark, base)) >= len(expected), 300, "batches b and c in the lake")
+        time.sleep(2)  # a duplicate would show up in the next micro-batch
+        assert sorted(_lake_ids(spark, base)) == sorted(expected), "every record once across stop and start"
+    finally:
+        status = _status(base)
+        for pid in (status.get("jvm_pid"), status.get("pid")):
+            if _pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _delta_commits(table: Path) -> dict[int, tuple[dict[str, Any], set[str]]]:
+    """Each commit of the Delta table: its commitInfo and the names of the files it added."""
+    commits = {}
+    for path in sorted((table / "_delta_log").glob("*.json")):
+        info: dict[str, Any] = {}
+        added: set[str] = set()
+        for line in path.read_text(encoding="utf-8").splitlines():
+            action = json.loads(line)
+            if "commitInfo" in action:
+                info = action["commitInfo"]
+            elif "add" in action:
+                added.add(Path(action["add"]["path"]).name)
+        commits[int(path.stem)] = (info, added)
+    return commits
+
+
+def _is_backfill(info: dict[str, Any]) -> bool:
+    """A backfill's commit: an overwrite of the rows a predicate selects (``replaceWhere``)."""
+    parameters = info.get("operationParameters") or {}
+    return parameters.get("mode") == "Overwrite" and bool(parameters.get("predicate"))
+
+
+@pytest.mark.timeout(1200)
+def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_replaces_it(
+    deployment: Deployment, airflow_home, spark
+) -> None:
+    from pyspark.sql import functions as F
+
+    emulator, hub, table, env = deployment.emulator, deployment.hub, deployment.table, deployment.env
+    with browser(deployment.url, deployment.base / "ui-artifacts" / "backfill") as ui:
+        ui.log_in(USER, deployment.password)
+        # An hourly job, as users schedule one. The events of two past hours (10 and 20 of them, a
+        # minute into each) are enqueued back then by shifting the emulator's clock, so nothing waits
+        # for an interval to pass; then 7 in the last finished hour, which the scheduled run reads
+        # and the backfill must not.
+        now = datetime.now(UTC)
+        this_hour = now.replace(minute=0, second=0, microsecond=0)
+        first = this_hour - 3 * HOUR
+        sent: dict[str, set[bytes]] = {}
+        number = 0
+        for index, count in enumerate((10, 20)):
+            start = first + index * HOUR
+            emulator.faults.shift_clock((start + timedelta(minutes=1) - datetime.now(UTC)).total_seconds())
+            sent[start.strftime("%Y-%m-%dT%H:%M:%SZ")] = hub.send_numbered(number, count)
+            number += count
+        last_hour = this_hour - HOUR
+        emulator.faults.shift_clock((last_hour + timedelta(minutes=1) - datetime.now(UTC)).total_seconds())
+        hub.send_numbered(number, 7)
+        emulator.faults.shift_clock(0)
+
+        # The scheduler starts no run of a paused DAG, backfill runs included. Once unpaused it runs
+        # the newest finished hour (catchup is off), after the two.
+        assert run_airflow(env, "dags", "unpause", DAG_ID).returncode == 0
+        assert run_airflow(env, "dags", "unpause", DOWNSTREAM).returncode == 0
+
+        def runs(snapshot: list[RunSnapshot], kind: str) -> list[RunSnapshot]:
+            return [run for run in snapshot if run.run_type == kind]
+
+        # Every judgement below reads one snapshot: the runs and their tasks as one query saw them.
+        def scheduled_done() -> list[RunSnapshot] | None:
+            snapshot = run_snapshot(airflow_home, DAG_ID)
+            assert not any(run.state == "failed" for run in snapshot), snapshot
+            return snapshot if any(r.state == "success" for r in runs(snapshot, "scheduled")) else None
+
+        # A backfill of a Delta table waits until the stream has read past its interval (else the
+        # stream would append the interval's events again later; the job refuses it): the scheduled
+        # run, which reads every event the hub holds, first.
+        wait_until(scheduled_done, 600, "the scheduled run", interval=3)
+        enqueued = sum(len(bodies) for bodies in sent.values()) + 7
+
+        def backfill(last: datetime, reprocess: str, runs_said: str) -> None:
+            """A backfill from the DAG's Trigger dialog over logical dates ``first``..``last``, once the
+            one before has ended (until the scheduler marks it complete, Airflow refuses another)."""
+            pending = "SELECT count(*) FROM backfill WHERE dag_id = :dag AND completed_at IS NULL"
+            wait_until(
+                lambda: query_db(airflow_home, pending, dag=DAG_ID)[0][0] == 0, 300, "no backfill running"
+            )
+            assert ui.backfill(DAG_ID, first, last, reprocess) == runs_said
+
+        def finished(count: int, after: datetime | None = None) -> bool:
+            """``count`` backfill runs ended after ``after``; no run of either kind failed."""
+            snapshot = run_snapshot(airflow_home, DAG_ID)
+            assert not any(run.state == "failed" for run in snapshot), snapshot
+            done = [
+                run
+                for run in runs(snapshot, "backfill")
+                if run.state == "success" and (after is None or (run.end_date and run.end_date > after))
+            ]
+            return len(done) >= count
+
+        def check() -> dict[str, int]:
+            """Every event once; each interval's rows the events enqueued in it; each backfilled
+            interval's rows in files one backfill commit (``replaceWhere``) added. Returns that
+            commit's version per interval. The stream wrote every event before, so an event a
+            backfill wrote outside its interval, or added instead of replacing, would be there twice."""
+            frame = spark.read.format("delta").load(str(table))
+            columns = ["partition", "sequenceNumber", "body", "enqueuedTime"]
+            rows = frame.select(*columns, F.input_file_name().alias("file")).collect()
+            assert len({(r.partition, r.sequenceNumber) for r in rows}) == len(rows) == enqueued
+            commits = _delta_commits(table)
+            added_by = {name: version for version, (_, added) in commits.items() for name in added}
+            writers: dict[str, int] = {}
+            for window, bodies in sent.items():
+                start = datetime.strptime(window, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+                mine = [r for r in rows if start <= r.enqueuedTime.astimezone(UTC) < start + HOUR]
+                assert sorted(bytes(r.body) for r in mine) == sorted(bodies), window
+                versions = {added_by[Path(r.file).name] for r in mine}
+                infos = [commits[version][0] for version in versions]
+                assert all(_is_backfill(info) for info in infos), (window, infos)
+                assert len(versions) == 1, "one backfill run's commit per interval"
+                writers[window] = versions.pop()
+            return writers
+
+        backfill(first + HOUR, "Missing Runs", "2 runs will be triggered.")  # two intervals
+        wait_until(lambda: finished(2), 600, "two successful backfill runs", interval=3)
+        writers = check()
+        first_end = max(run.end_date for run in runs(run_snapshot(airflow_home, DAG_ID), "backfill"))
+
+        # Rerun the first interval (reprocess a completed run): its rows are replaced, not added to.
+        backfill(first, "All Runs", "1 run will be triggered.")
+        wait_until(lambda: finished(1, after=first_end), 600, "the rerun backfill run", interval=3)
+        rewritten = check()
+        first_window = first.strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert rewritten[first_window] > max(writers.values()), "the rerun's commit wrote the first interval"
+        assert {w: v for w, v in rewritten.items() if w != first_window} == {
+            w: v for w, v in writers.items() if w != first_window
+        }, "the rerun left the other interval as it was"
+
+        # The table as an Asset: one event per run that committed, naming the versions it wrote
+        # (the scheduled run's stream commits; each backfill run's replaceWhere commit), so every
+        # version is announced once; the user's DAG ran on them, each event consumed by one run.
+        def all_consumed() -> list[dict[str, Any]] | None:
+            events = asset_events(airflow_home, f"file://{table}")
+            consumed = all(len(e["consumed_by"]) == 1 and e["consumed_by"][0][2] == "success" for e in events)
+            return events if len(events) == 4 and consumed else None
+
+        events = wait_until(all_consumed, 300, "the user's DAG to run on every asset event", interval=3)
+        assert all(event["consumed_by"][0][0] == DOWNSTREAM for event in events), events
+        assert all(event["extra"]["job"] == NAME for event in events), events
+        versions = {run: [] for run in ("scheduled", "backfill")}
+        for event in events:
+            versions[event["extra"]["run"]].append(event["extra"]["versions"])
+        assert len(versions["scheduled"]) == 1 and len(versions["backfill"]) == 3, events
+        backfilled_versions = sorted(v for announced in versions["backfill"] for v in announced)
+        assert backfilled_versions == sorted({*writers.values(), *rewritten.values()}), (events, writers)
+        every_version = sorted(
+            v for announced in (*versions["scheduled"], *versions["backfill"]) for v in announced
+        )
+        assert every_version == sorted(_delta_commits(table)), "every version of the table announced once"
+
+        (asset_id,) = query_db(airflow_home, "SELECT id FROM asset WHERE uri = :uri", uri=f"file://{table}")[
+            0
+        ]
+        # The asset's page in the UI lists the same events: each from the job's DAG, each having
+        # triggered a run of the user's DAG.
+        page = ui.text(f"/assets/{asset_id}", "4 Asset Events")
+        assert page.count(f"Source:\n{DAG_ID}") == 4, page
+        assert page.count(f"Triggered Dag Run:\n{DOWNSTREAM}") == 4, page
+
+        snapshot = run_snapshot(airflow_home, DAG_ID)
+        backfill_tasks = [run.tasks for run in runs(snapshot, "backfill")]
+        assert len(backfill_tasks) == 2, "the rerun reuses its interval's run"
+        for tasks in backfill_tasks:
+            assert tasks == {"run_job": "success", "check_health": "skipped"}, snapshot
+        scheduled = [run.tasks for run in runs(snapshot, "scheduled") if run.state == "success"]
+        assert scheduled and all(t["check_health"] == "success" for t in scheduled), snapshot
