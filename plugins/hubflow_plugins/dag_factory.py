@@ -145,6 +145,7 @@ def supervisor_dag(job: RegisteredJob) -> DAG:
             skip_when_held=True,
             poke_interval=10,
             timeout=300,
+            deferrable=job.health_check_deferred,
         )
         ensure >> health
     return dag
@@ -169,6 +170,7 @@ def available_now_dag(job: RegisteredJob) -> DAG:
             allow_idle=True,
             poke_interval=5,
             timeout=300,
+            deferrable=job.health_check_deferred,
         )
         run >> health
         if job.archive:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from airflow.sdk import CronDataIntervalTimetable, DeltaDataIntervalTimetable
 
-from hubflow_plugins.core.registry import Registry, load_registry
+from hubflow_plugins.core.registry import Registry, RegistryError, load_registry
 from hubflow_plugins.dag_factory import build_dags, interval_timetable
 from tests.dags.helpers import landing_job, write_registry
 
@@ -58,6 +58,28 @@ def test_each_job_gets_the_dag_of_its_mode_and_the_registry_gets_oncall_and_clea
         ("check_health", "archive_processed_files"),
     }
     assert _edges(dags["returns__available_now"]) == {("run_job", "check_health")}, "archive: false"
+
+
+def test_supervisor_checks_wait_deferred_and_scheduled_checks_poke_unless_the_registry_says(
+    tmp_path: Path,
+) -> None:
+    jobs = [
+        landing_job(tmp_path, "clicks", streaming=True),
+        landing_job(tmp_path, "views", streaming=True, health_check="poke"),
+        landing_job(tmp_path, "orders"),
+        landing_job(tmp_path, "returns", health_check="deferred"),
+    ]
+    dags = build_dags(load_registry(write_registry(tmp_path, jobs)))
+
+    def deferrable(dag_id: str) -> bool:
+        return dags[dag_id].get_task("check_health").deferrable
+
+    assert deferrable("clicks__supervisor"), "a supervisor's check holds no worker slot by default"
+    assert not deferrable("views__supervisor")
+    assert not deferrable("orders__available_now"), "a scheduled run's check pokes by default"
+    assert deferrable("returns__available_now")
+    with pytest.raises(RegistryError, match="health_check"):
+        load_registry(write_registry(tmp_path, [landing_job(tmp_path, "bad", health_check="sleep")]))
 
 
 def test_scheduled_dags_have_data_intervals_for_backfill(dags: dict) -> None:

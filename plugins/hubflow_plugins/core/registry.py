@@ -220,6 +220,11 @@ class RegisteredJob(_Strict):
     )
     supervise_every: str = "5 minutes"
     stalled_after: str = "30 minutes"
+    health_check: Literal["deferred", "poke"] | None = Field(
+        default=None,
+        description="how check_health waits: deferred (in the triggerer, holding no worker slot) or "
+        "poke; default deferred for a streaming job's supervisor, poke after a scheduled run",
+    )
     restart_backoff: str = Field(
         default="30 seconds", description="streaming jobs: the pause after the first automatic restart"
     )
@@ -318,6 +323,16 @@ class RegisteredJob(_Strict):
     def submit_conf(self) -> dict[str, str]:
         """The ``--conf`` pairs spark-submit gets for this job: app name, core cap, ``spark_conf``."""
         return {"spark.app.name": self.name, "spark.cores.max": str(self.cores_max), **self.spark_conf}
+
+    @property
+    def health_check_deferred(self) -> bool:
+        """Whether ``check_health`` defers to the triggerer. A supervisor's check waits up to its
+        timeout for a batch in flight, so by default it waits there, not in a worker slot; a
+        scheduled run's check follows the run it judges and mostly answers at the first poke, which
+        a deferral (a trigger, then a second start on a worker) would only delay."""
+        if self.health_check is None:
+            return self.mode == "streaming"
+        return self.health_check == "deferred"
 
     @property
     def stalled_after_delta(self) -> timedelta:

@@ -35,8 +35,9 @@ class CheckpointHealthSensor(BaseSensorOperator):
         or when a scheduled job's last run finished having read no input.
     :param skip_when_held: a job held by on-call (``HOLD``) is reported and not judged (the
         supervisor sets it: a held job is meant to be stopped).
-    :param deferrable: wait in the triggerer instead of holding a worker slot; the trigger makes the
-        same judgment as a poke (:func:`hubflow_plugins.core.health.judge`).
+    :param deferrable: judge once, and when that says wait, wait in the triggerer instead of
+        holding a worker slot; the trigger makes the same judgment as a poke
+        (:func:`hubflow_plugins.core.health.judge`).
 
     In a backfill run the sensor is skipped (and with it what follows, e.g. archiving).
     """
@@ -96,6 +97,11 @@ class CheckpointHealthSensor(BaseSensorOperator):
             )
         if not self.deferrable:
             return super().execute(context)
+        # Judge once here: most checks answer at once (a supervisor's always does: every verdict is
+        # accepted or failing), and a deferral would cost a trigger and a second start of the task.
+        # Only a check that must wait hands the wait to the triggerer.
+        if self.poke(context):
+            return None
         from hubflow_plugins.triggers.checkpoint_health import CheckpointHealthTrigger
 
         job = load_registry().job(self.job_name)

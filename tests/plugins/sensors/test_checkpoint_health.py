@@ -31,7 +31,7 @@ def test_deferrable_hands_the_trigger_the_jobs_checkpoint_and_plain_verdicts(
         task_id="check_health",
         job_name="orders",
         accept=(Verdict.HEALTHY,),
-        fail_on=(Verdict.CORRUPT, Verdict.MISSING),
+        fail_on=(Verdict.CORRUPT,),  # no checkpoint yet: wait for one
         stalled_after="5 min",
         deferrable=True,
         poke_interval=7,
@@ -49,7 +49,7 @@ def test_deferrable_hands_the_trigger_the_jobs_checkpoint_and_plain_verdicts(
         "checkpoint": str(tmp_path / "orders" / "checkpoints" / "orders"),
         "stalled_after_seconds": 300.0,
         "accept": ["healthy"],
-        "fail_on": ["corrupt", "missing"],
+        "fail_on": ["corrupt"],
         "poke_interval": 7.0,
         # the rest of the poke's judgment travels too (tests/plugins/triggers: held, idle)
         "status_dir": str(tmp_path / "orders" / "status" / "orders"),
@@ -63,8 +63,18 @@ def test_deferrable_hands_the_trigger_the_jobs_checkpoint_and_plain_verdicts(
     }
 
 
-def test_the_registry_gives_stalled_after_unless_the_task_does(registry: Path) -> None:
+def test_deferrable_judges_once_before_deferring_and_a_final_verdict_needs_no_trigger(registry: Path) -> None:
+    """A missing checkpoint is failing by default: the first judgment in the worker ends the task,
+    no trigger is handed over (nor a second start of the task paid for)."""
     sensor = CheckpointHealthSensor(task_id="check_health", job_name="orders", deferrable=True)
+    with pytest.raises(AirflowFailException, match="job orders: checkpoint missing"):
+        sensor.execute(SCHEDULED)
+
+
+def test_the_registry_gives_stalled_after_unless_the_task_does(registry: Path) -> None:
+    sensor = CheckpointHealthSensor(
+        task_id="check_health", job_name="orders", deferrable=True, fail_on=(Verdict.CORRUPT,)
+    )
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute(SCHEDULED)
     assert deferred.value.trigger.stalled_after_seconds == 30 * 60  # the registry's default "30 minutes"
