@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -192,3 +193,42 @@ def asset_events(airflow_home: Any, uri: str) -> list[dict[str, Any]]:
         if dag_id is not None:
             event["consumed_by"].append((dag_id, run_id, state))
     return list(events.values())
+
+
+def job_status(base: Path, job: str) -> dict[str, Any]:
+    """status.json of a :func:`landing_job` under ``base`` ({} while it is missing or half written)."""
+    try:
+        return json.loads((base / job / "status" / job / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def lake_ids(spark: Any, base: Path, job: str) -> list[int]:
+    """The ids in a Delta :func:`landing_job`'s lake table ([] before its first commit)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        frame = spark.read.format("delta").load(str(base / job / "lake" / "orders"))
+        return [row.id for row in frame.select("id").collect()]
+    except AnalysisException:  # nothing committed yet
+        return []
+
+
+def pid_alive(pid: Any) -> bool:
+    """Whether ``pid`` is a live process (not a zombie); False for anything but an int."""
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+
+
+def kill_job(base: Path, job: str) -> None:
+    """SIGKILL whatever driver (spark-submit and its JVM) the job's status.json names, if alive."""
+    status = job_status(base, job)
+    for pid in (status.get("jvm_pid"), status.get("pid")):
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)

@@ -23,10 +23,8 @@ logged in as the on-call person ``alice`` (issue #27 item 6):
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
-import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,7 +39,11 @@ from tests.dags.helpers import (
     RunSnapshot,
     airflow_env,
     asset_events,
+    job_status,
+    kill_job,
+    lake_ids,
     landing_job,
+    pid_alive,
     query_db,
     run_airflow,
     run_snapshot,
@@ -148,7 +150,7 @@ def deployment(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         emulator.stop()
 
 
-def _run_succeeded(airflow_home: Any, dag_id: str, run_id: str, base: Path) -> RunSnapshot:
+def _run_succeeded(airflow_home: Any, dag_id: str, run_id: str) -> RunSnapshot:
     """Wait for the run to succeed; a failed run fails at once with its task logs' tails."""
 
     def done() -> RunSnapshot | None:
@@ -160,34 +162,6 @@ def _run_succeeded(airflow_home: Any, dag_id: str, run_id: str, base: Path) -> R
         return run if run.state == "success" else None
 
     return wait_until(done, 600, f"{dag_id} run {run_id} to succeed", interval=2)
-
-
-def _status(base: Path) -> dict[str, Any]:
-    try:
-        return json.loads((base / STREAMING / "status" / STREAMING / "status.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _lake_ids(spark: Any, base: Path) -> list[int]:
-    from pyspark.errors import AnalysisException
-
-    try:
-        frame = spark.read.format("delta").load(str(base / STREAMING / "lake" / "orders"))
-        return [row.id for row in frame.select("id").collect()]
-    except AnalysisException:  # nothing committed yet
-        return []
-
-
-def _pid_alive(pid: Any) -> bool:
-    if not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (ProcessLookupError, FileNotFoundError):
-        return False
 
 
 @pytest.mark.timeout(900)
@@ -203,36 +177,41 @@ def test_oncall_from_the_trigger_form_starts_stops_with_a_reason_and_starts_agai
             ui.log_in(USER, deployment.password)
             # Start: the form's defaults are a dry run; on-call switches it off.
             run = ui.trigger(ONCALL, {"job": STREAMING, "action": "start", "dry_run": False})
-            _run_succeeded(airflow_home, ONCALL, run, base)
-            first_pid = _status(base)["pid"]
-            wait_until(lambda: sorted(_lake_ids(spark, base)) == sorted(expected), 300, "batch a in the lake")
+            _run_succeeded(airflow_home, ONCALL, run)
+            first_pid = job_status(base, STREAMING)["pid"]
+            wait_until(
+                lambda: sorted(lake_ids(spark, base, STREAMING)) == sorted(expected),
+                300,
+                "batch a in the lake",
+            )
 
             # Stop with a reason: the job stops gracefully and is held, saying who and why.
             expected |= write_json_landing_file(landing, "b.json", 1000, good=30, bad=0)
             run = ui.trigger(ONCALL, {"job": STREAMING, "action": "stop", "dry_run": False, "reason": REASON})
-            _run_succeeded(airflow_home, ONCALL, run, base)
+            _run_succeeded(airflow_home, ONCALL, run)
             hold = json.loads(hold_file.read_text(encoding="utf-8"))
             assert hold["by"] == f"{USER} (run {run})" and hold["reason"] == REASON, hold
-            assert _status(base)["state"] == "stopped" and not _pid_alive(first_pid)
+            assert job_status(base, STREAMING)["state"] == "stopped" and not pid_alive(first_pid)
             page = ui.text("/hubflow/", "Held by")
             assert f"Held by {USER} (run {run}) at " in page and REASON in page, page
 
             # Start again: the hold is released and the job resumes from its checkpoint.
             expected |= write_json_landing_file(landing, "c.json", 2000, good=30, bad=0)
             run = ui.trigger(ONCALL, {"job": STREAMING, "action": "start", "dry_run": False})
-            _run_succeeded(airflow_home, ONCALL, run, base)
+            _run_succeeded(airflow_home, ONCALL, run)
             assert not hold_file.exists(), "start released the hold"
             assert "Held by" not in ui.text("/hubflow/", STREAMING)
-        second_pid = _status(base)["pid"]
-        assert second_pid != first_pid and _pid_alive(second_pid)
-        wait_until(lambda: len(_lake_ids(spark, base)) >= len(expected), 300, "batches b and c in the lake")
+        second_pid = job_status(base, STREAMING)["pid"]
+        assert second_pid != first_pid and pid_alive(second_pid)
+        wait_until(
+            lambda: len(lake_ids(spark, base, STREAMING)) >= len(expected), 300, "batches b and c in the lake"
+        )
         time.sleep(2)  # a duplicate would show up in the next micro-batch
-        assert sorted(_lake_ids(spark, base)) == sorted(expected), "every record once across stop and start"
+        assert sorted(lake_ids(spark, base, STREAMING)) == sorted(expected), (
+            "every record once across stop and start"
+        )
     finally:
-        status = _status(base)
-        for pid in (status.get("jvm_pid"), status.get("pid")):
-            if _pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        kill_job(base, STREAMING)
 
 
 def _delta_commits(table: Path) -> dict[int, tuple[dict[str, Any], set[str]]]:

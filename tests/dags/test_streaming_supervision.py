@@ -7,36 +7,27 @@ version once across runs (issue #27)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
-from tests.dags.helpers import airflow_env, asset_events, landing_job, run_airflow, write_registry
+from tests.dags.helpers import (
+    airflow_env,
+    asset_events,
+    job_status,
+    kill_job,
+    lake_ids,
+    landing_job,
+    pid_alive,
+    run_airflow,
+    write_registry,
+)
 from tests.jobs.helpers import write_json_landing_file
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def _status(base: Path) -> dict:
-    try:
-        return json.loads((base / "clicks" / "status" / "clicks" / "status.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _lake_ids(spark, base: Path) -> list[int]:
-    path = base / "clicks" / "lake" / "orders"
-    from pyspark.errors import AnalysisException
-
-    try:
-        return [row.id for row in spark.read.format("delta").load(str(path)).select("id").collect()]
-    except AnalysisException:  # nothing committed yet
-        return []
 
 
 def _announced(airflow_home, table: Path) -> list[tuple[int, int]]:
@@ -47,15 +38,6 @@ def _announced(airflow_home, table: Path) -> list[tuple[int, int]]:
 
 def _table_version(table: Path) -> int:
     return max(int(path.stem) for path in (table / "_delta_log").glob("*.json"))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as handle:
-        return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _oncall(env: dict, action: str) -> str:
@@ -81,21 +63,25 @@ def test_supervisor_starts_oncall_stop_holds_start_resumes_and_every_record_land
         output = result.stdout + result.stderr
         assert result.returncode == 0, output[-6000:]
         assert "started job clicks" in output
-        first_pid = _status(tmp_path)["pid"]
-        wait_until(lambda: sorted(_lake_ids(spark, tmp_path)) == sorted(expected), 120, "batch a in the lake")
+        first_pid = job_status(tmp_path, "clicks")["pid"]
+        wait_until(
+            lambda: sorted(lake_ids(spark, tmp_path, "clicks")) == sorted(expected),
+            120,
+            "batch a in the lake",
+        )
 
         # A second supervisor run finds the job alive and leaves it alone.
         result = run_airflow(env, "dags", "test", "clicks__supervisor")
         assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
         assert "already running; nothing to do" in result.stdout + result.stderr
-        assert _status(tmp_path)["pid"] == first_pid
+        assert job_status(tmp_path, "clicks")["pid"] == first_pid
 
         # On-call stop: the job stops gracefully and is held.
         expected |= write_json_landing_file(landing, "b.json", 1000, good=30, bad=0)
         output = _oncall(env, "stop")
         assert "held job clicks by dag_test (run " in output and "stopped gracefully" in output
-        assert _status(tmp_path)["state"] == "stopped"
-        assert not _pid_alive(first_pid)
+        assert job_status(tmp_path, "clicks")["state"] == "stopped"
+        assert not pid_alive(first_pid)
 
         # The supervisor's next run reports the hold, starts nothing, does not judge its health,
         # and succeeds.
@@ -104,7 +90,10 @@ def test_supervisor_starts_oncall_stop_holds_start_resumes_and_every_record_land
         assert result.returncode == 0, output[-6000:]
         assert "job clicks is held by dag_test (run " in output and "not starting it" in output
         assert "its health is not judged" in output
-        assert _status(tmp_path)["pid"] == first_pid and _status(tmp_path)["state"] == "stopped"
+        assert (
+            job_status(tmp_path, "clicks")["pid"] == first_pid
+            and job_status(tmp_path, "clicks")["state"] == "stopped"
+        )
 
         # The second and third runs announced the stream's commits to the lake table (the first
         # ran before its first batch): each version once, in order, up to the stopped job's last.
@@ -117,18 +106,17 @@ def test_supervisor_starts_oncall_stop_holds_start_resumes_and_every_record_land
         expected |= write_json_landing_file(landing, "c.json", 2000, good=30, bad=0)
         output = _oncall(env, "start")
         assert "released the hold by dag_test" in output and "started job clicks" in output
-        second_pid = _status(tmp_path)["pid"]
-        assert second_pid != first_pid and _pid_alive(second_pid)
+        second_pid = job_status(tmp_path, "clicks")["pid"]
+        assert second_pid != first_pid and pid_alive(second_pid)
         wait_until(
-            lambda: len(_lake_ids(spark, tmp_path)) >= len(expected), 120, "batches b and c in the lake"
+            lambda: len(lake_ids(spark, tmp_path, "clicks")) >= len(expected),
+            120,
+            "batches b and c in the lake",
         )
         time.sleep(2)  # a duplicate would show up in the next micro-batch
-        ids = _lake_ids(spark, tmp_path)
+        ids = lake_ids(spark, tmp_path, "clicks")
         assert sorted(ids) == sorted(expected), "every record exactly once across the stop and start"
         driver_log = (tmp_path / "clicks" / "status" / "clicks" / "driver.log").read_text()
         assert driver_log.count("INFO hubflow_jobs: job clicks starting") == 2, "both starts log there"
     finally:
-        status = _status(tmp_path)
-        for pid in (status.get("jvm_pid"), status.get("pid")):
-            if isinstance(pid, int) and _pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        kill_job(tmp_path, "clicks")
