@@ -100,12 +100,12 @@ class CheckpointHealthSensor(BaseSensorOperator):
         # Judge once here: most checks answer at once (a supervisor's always does: every verdict is
         # accepted or failing), and a deferral would cost a trigger and a second start of the task.
         # Only a check that must wait hands the wait to the triggerer.
-        if self.poke(context):
+        job = load_registry().job(self.job_name)
+        check = self._health_check(job)
+        if self._judge(job, check):
             return None
         from hubflow_plugins.triggers.checkpoint_health import CheckpointHealthTrigger
 
-        job = load_registry().job(self.job_name)
-        check = self._health_check(job)
         self.defer(
             trigger=CheckpointHealthTrigger(
                 **check.to_dict(),
@@ -124,10 +124,13 @@ class CheckpointHealthSensor(BaseSensorOperator):
         return event
 
     def poke(self, context: Any) -> bool:
+        job = load_registry().job(self.job_name)
+        return self._judge(job, self._health_check(job))
+
+    def _judge(self, job: Any, check: HealthCheck) -> bool:
+        """One judgment, reported (a failing one fails the task); whether the wait is over."""
         from hubflow_plugins.core.health import judge
 
-        job = load_registry().job(self.job_name)
-        check = self._health_check(job)
         latest = None
         if check.max_lag_events is not None:
             from hubflow_plugins.hooks.eventhubs import EventHubsHook
