@@ -27,6 +27,7 @@ from airflow.sdk import (
     AssetAlias,
     AssetAll,
     AssetAny,
+    AssetWatcher,
     CronDataIntervalTimetable,
     DeltaDataIntervalTimetable,
     Param,
@@ -34,6 +35,7 @@ from airflow.sdk import (
 
 from hubflow_jobs.applications import writes_lake_tables
 from hubflow_jobs.durations import parse_duration
+from hubflow_plugins.core.event_arrivals import EventsSchedule, arrivals_asset_name, arrivals_asset_uri
 from hubflow_plugins.core.health import HEALTHY, HEALTHY_STREAMING
 from hubflow_plugins.core.lake_assets import AssetSchedule, alias_name
 from hubflow_plugins.core.registry import RegisteredJob, Registry
@@ -179,9 +181,30 @@ def available_now_dag(job: RegisteredJob) -> DAG:
 
 
 def job_schedule(job: RegisteredJob) -> Any:
-    """A scheduled job's schedule: its tables' assets for ``asset(...)``, else a data-interval timetable."""
-    assets = job.asset_schedule
-    return interval_timetable(job.schedule or "") if assets is None else asset_condition(assets)
+    """A scheduled job's schedule: its tables' assets for ``asset(...)``, its hub's arrivals for
+    ``events(...)``, else a data-interval timetable."""
+    assets, events = job.asset_schedule, job.events_schedule
+    if assets is not None:
+        return asset_condition(assets)
+    if events is not None:
+        return arrivals_asset(job, events)
+    return interval_timetable(job.schedule or "")
+
+
+def arrivals_asset(job: RegisteredJob, events: EventsSchedule) -> Asset:
+    """The asset ``<job>__events`` with a watcher over the job's hub (event-driven scheduling): the
+    triggerer runs :class:`EventHubsArrivalTrigger`, and each announcement queues a run."""
+    from hubflow_plugins.triggers.event_arrivals import EventHubsArrivalTrigger
+
+    trigger = EventHubsArrivalTrigger(
+        job_name=job.name,
+        eventhubs_conn_id=job.eventhubs_conn_id or "",
+        poll_interval=events.poll.total_seconds(),
+    )
+    name = arrivals_asset_name(job.name)
+    return Asset(
+        name=name, uri=arrivals_asset_uri(job.name), watchers=[AssetWatcher(name=name, trigger=trigger)]
+    )
 
 
 def asset_condition(schedule: AssetSchedule) -> Any:

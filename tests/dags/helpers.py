@@ -78,10 +78,13 @@ def run_airflow(env: dict[str, str], *args: str, timeout: float = 600) -> subpro
     )
 
 
-def start_airflow_services(env: dict[str, str], log_dir: Path) -> tuple[list, dict[str, str]]:
-    """Start a real api-server, scheduler and dag-processor (LocalExecutor) for ``env``, and return
-    once all three are ready (``hubflow_plugins.core.airflow_readiness``): only then may a test
-    unpause or trigger a DAG, or its tasks meet an API server that is not listening yet.
+def start_airflow_services(
+    env: dict[str, str], log_dir: Path, *, triggerer: bool = False
+) -> tuple[list, dict[str, str]]:
+    """Start a real api-server, scheduler and dag-processor (LocalExecutor) for ``env``, and a
+    triggerer when asked (deferred tasks, asset watchers), and return once the first three are ready
+    (``hubflow_plugins.core.airflow_readiness``): only then may a test unpause or trigger a DAG, or
+    its tasks meet an API server that is not listening yet.
 
     Returns the processes (stop them with ``tests.support.processes.stop_processes``) and the
     environment pointing the workers at this api-server.
@@ -110,6 +113,8 @@ def start_airflow_services(env: dict[str, str], log_dir: Path) -> tuple[list, di
         "scheduler": [AIRFLOW, "scheduler"],
         "dag-processor": [AIRFLOW, "dag-processor"],
     }
+    if triggerer:
+        commands["triggerer"] = [AIRFLOW, "triggerer"]
     processes = {name: start_background(cmd, log_dir / f"{name}.log", env) for name, cmd in commands.items()}
 
     def exited() -> str | None:

@@ -18,6 +18,9 @@ logged in as the on-call person ``alice`` (issue #27 item 6):
   ``telemetry_bronze``, its ``file://`` URI) with the versions it added; the DAG of a user's own that
   docs/airflow.md shows, scheduled on it, runs on those events, each consumed once; the asset's page
   in the UI lists them.
+- **Runs when events arrive** (``schedule: events``, issue #27 item 2; the triggerer runs too): the
+  watcher over the job's hub announces new events as asset events, each event in one announcement,
+  the runs they queue land each event once, and nothing is announced while nothing arrives.
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ PIPELINES = REPO_ROOT / "tests" / "support" / "pipelines"
 TABLE = "telemetry_bronze"  # the table's (and so its asset's) name: docs/airflow.md's example DAG uses it
 DOWNSTREAM = "after_bronze"
 STREAMING = "clicks"
+ARRIVALS = "arrivals"  # a job run when events arrive on its hub (schedule: events)
+ARRIVALS_DAG = f"{ARRIVALS}__available_now"
+ARRIVALS_POLL = 2.0
 ONCALL = "hubflow__oncall"
 USER = "alice"
 REASON = "sink storage account failing over; hold until it is back"
@@ -95,12 +101,13 @@ class Deployment:
     emulator: Any
     hub: EmulatedHub
     table: Path
+    arrivals: EmulatedHub
 
 
 @pytest.fixture(scope="module")
 def deployment(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     base = tmp_path_factory.mktemp("ui")
-    emulator = start_test_emulator(base, telemetry=2)
+    emulator = start_test_emulator(base, telemetry=2, arrivals=2)
     processes: list = []
     try:
         conn = emulator.connection_string("telemetry")
@@ -116,8 +123,26 @@ def deployment(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             "eventhubs_conn_id": "eventhubs_default",
         }
         clicks = landing_job(base, STREAMING, streaming=True, sink={"format": "delta"})
-        env = airflow_env(airflow_home, write_registry(base, [tagged, clicks]))
+        arrivals_conn = emulator.connection_string(ARRIVALS)
+        arrivals = {
+            **tagged,
+            "name": ARRIVALS,
+            "config": str(
+                pipeline_config(
+                    base,
+                    ARRIVALS,
+                    sources=sources,
+                    sinks={ARRIVALS: {"kind": "delta", "output_path": str(base / "lake" / ARRIVALS)}},
+                )
+            ),
+            "schedule": f"events({ARRIVALS_POLL:g} seconds)",
+            "eventhubs_conn_id": "eventhubs_arrivals",
+        }
+        env = airflow_env(airflow_home, write_registry(base, [tagged, clicks, arrivals]))
         env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
+        env["AIRFLOW_CONN_EVENTHUBS_ARRIVALS"] = json.dumps(
+            {"conn_type": "generic", "password": arrivals_conn}
+        )
         env["HUBFLOW_PIPELINES_DIR"] = str(PIPELINES)
         # The simple auth manager with one named user: the UI's login page, and the runs she
         # triggers carry her name (the hold says who).
@@ -135,7 +160,7 @@ def deployment(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         # "Unpause on trigger" does). The services are ready (API server, scheduler, DAG processor)
         # before any of that, so no task is queued while its API server does not answer yet.
         assert run_airflow(env, "dags", "reserialize").returncode == 0
-        processes, env = start_airflow_services(env, base / "airflow-logs")
+        processes, env = start_airflow_services(env, base / "airflow-logs", triggerer=True)
         yield Deployment(
             base,
             env,
@@ -144,6 +169,7 @@ def deployment(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             emulator,
             EmulatedHub("telemetry", conn, 2),
             table,
+            EmulatedHub(ARRIVALS, arrivals_conn, 2),
         )
     finally:
         stop_processes(processes)
@@ -382,3 +408,63 @@ def test_backfill_beside_scheduled_runs_writes_each_interval_once_and_a_rerun_re
             assert tasks == {"run_job": "success", "check_health": "skipped"}, snapshot
         scheduled = [run.tasks for run in runs(snapshot, "scheduled") if run.state == "success"]
         assert scheduled and all(t["check_health"] == "success" for t in scheduled), snapshot
+
+
+def _arrival_bodies(spark: Any, base: Path) -> list[bytes]:
+    """The bodies in the ``arrivals`` job's Delta table, duplicates kept ([] before its first commit)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        frame = spark.read.format("delta").load(str(base / "lake" / ARRIVALS))
+        return sorted(bytes(row.body) for row in frame.select("body").collect())
+    except AnalysisException:
+        return []
+
+
+def _arrivals_settled(airflow_home: Any, spark: Any, base: Path, sent: set[bytes], runs_before: int) -> Any:
+    """The job's runs once more than ``runs_before`` exist, all succeeded and the lake holds ``sent``
+    (a failed run fails the test with its logs); None until then."""
+    runs = run_snapshot(airflow_home, ARRIVALS_DAG)
+    for run in runs:
+        if run.state == "failed":
+            _run_succeeded(airflow_home, ARRIVALS_DAG, run.run_id)  # raises with the task logs
+    if len(runs) <= runs_before or any(run.state != "success" for run in runs):
+        return None
+    return runs if _arrival_bodies(spark, base) == sorted(sent) else None
+
+
+@pytest.mark.timeout(900)
+def test_a_job_scheduled_on_events_runs_when_they_arrive_and_lands_each_once(
+    deployment: Deployment, airflow_home, spark
+) -> None:
+    """``schedule: events(2 seconds)`` (issue #27 item 2): the triggerer's watcher over the job's hub
+    announces new events as asset events of ``arrivals__events``; each queues a run of the job, which
+    lands them once. No event is announced twice, and no run starts while nothing arrives."""
+    base, env = deployment.base, deployment.env
+    assert run_airflow(env, "dags", "unpause", ARRIVALS_DAG).returncode == 0
+    sent = deployment.arrivals.send_numbered(0, 6)
+    runs = wait_until(
+        lambda: _arrivals_settled(airflow_home, spark, base, sent, 0), 600, "the arrivals' first runs"
+    )
+    sent |= deployment.arrivals.send_numbered(6, 4)
+    runs = wait_until(
+        lambda: _arrivals_settled(airflow_home, spark, base, sent, len(runs)), 600, "a run for the new events"
+    )
+    assert {run.run_type for run in runs} == {"asset_triggered"}, runs
+
+    # Nothing arrives: after the last run's commit, no announcement and so no run.
+    time.sleep(3 * ARRIVALS_POLL)
+    events = asset_events(airflow_home, f"hubflow-events://{ARRIVALS}/")
+    time.sleep(3 * ARRIVALS_POLL)
+    assert asset_events(airflow_home, f"hubflow-events://{ARRIVALS}/") == events
+    assert len(run_snapshot(airflow_home, ARRIVALS_DAG)) == len(runs)
+
+    # Every event was announced exactly once: each sequence number in exactly one announcement.
+    announced: list[tuple[str, int]] = []
+    for event in events:
+        assert event["extra"]["from_trigger"] is True
+        payload = event["extra"]["payload"]
+        assert payload["job"] == ARRIVALS and payload["hub"] == ARRIVALS, payload
+        announced += [(p, n) for p, (first, end) in payload["partitions"].items() for n in range(first, end)]
+        assert event["consumed_by"], f"an announcement no run consumed: {event}"
+    assert sorted(announced) == [(p, n) for p in ("0", "1") for n in range(5)], events

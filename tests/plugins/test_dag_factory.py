@@ -180,6 +180,65 @@ def test_a_job_scheduled_on_tables_runs_when_their_assets_change_and_every_job_a
     assert ensure.outlets == ensure.inlets == [AssetAlias(alias_name("clicks"))], "reads what it announced"
 
 
+def test_a_job_scheduled_on_events_runs_on_its_hubs_arrivals_watched_in_the_triggerer(tmp_path: Path) -> None:
+    """``schedule: events(...)``: the DAG is scheduled on the asset ``<job>__events``, whose watcher is
+    the arrival trigger over the job's hub (its connection, the poll interval; nothing read from the
+    job's config or the connection at parse time)."""
+
+    from hubflow_plugins.triggers.event_arrivals import EventHubsArrivalTrigger
+
+    jobs = [
+        {**landing_job(tmp_path, "arrivals", schedule="events(5 seconds)"), "eventhubs_conn_id": "hub_a"},
+        {**landing_job(tmp_path, "slow", schedule="events"), "eventhubs_conn_id": "hub_b"},
+    ]
+    dags = build_dags(load_registry(write_registry(tmp_path, jobs)))
+
+    asset = dags["arrivals__available_now"].schedule
+    assert (asset.name, asset.uri) == ("arrivals__events", "hubflow-events://arrivals/")
+    (watcher,) = asset.watchers
+    assert watcher.name == "arrivals__events"
+    assert isinstance(watcher.trigger, EventHubsArrivalTrigger)
+    assert watcher.trigger.serialize() == (
+        "hubflow_plugins.triggers.event_arrivals.EventHubsArrivalTrigger",
+        {
+            "job_name": "arrivals",
+            "eventhubs_conn_id": "hub_a",
+            "poll_interval": 5.0,
+            "consumer_group": "$Default",
+        },
+    )
+    slow = dags["slow__available_now"].schedule
+    assert slow.watchers[0].trigger.poll_interval == 30.0, "events alone: every 30 seconds"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ("events()", "'' is not a duration"),
+        ("events(0 seconds)", "must be longer than zero"),
+        ("events(500 ms)", "write events(1 second) or longer"),
+        ("events every 5 seconds", "write events"),
+    ],
+)
+def test_a_schedule_on_events_that_cannot_be_read_is_refused_naming_the_job_and_the_fix(
+    tmp_path: Path, schedule: str, message: str
+) -> None:
+    registry = write_registry(
+        tmp_path, [{**landing_job(tmp_path, "arrivals", schedule=schedule), "eventhubs_conn_id": "hub"}]
+    )
+    with pytest.raises(RegistryError, match="jobs") as error:
+        load_registry(registry)
+    assert "schedule" in str(error.value) and message in str(error.value), str(error.value)
+
+
+def test_a_job_scheduled_on_events_without_a_connection_is_refused_saying_which_key_to_set(
+    tmp_path: Path,
+) -> None:
+    registry = write_registry(tmp_path, [landing_job(tmp_path, "arrivals", schedule="events")])
+    with pytest.raises(RegistryError, match=r"set jobs\[arrivals\]\.eventhubs_conn_id"):
+        load_registry(registry)
+
+
 @pytest.mark.parametrize(
     ("schedule", "message"),
     [
@@ -199,3 +258,19 @@ def test_a_schedule_on_assets_that_cannot_be_read_is_refused_naming_the_job_and_
     with pytest.raises(RegistryError, match="jobs") as error:
         load_registry(registry)
     assert "schedule" in str(error.value) and message in str(error.value), str(error.value)
+
+
+def test_the_documented_events_schedule_builds_its_watcher(tmp_path: Path) -> None:
+    """docs/airflow.md's ``schedule: events(...)`` entry, as written (its config made real)."""
+    import re
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "airflow.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", doc, flags=re.S) if "schedule: events(" in b]
+    (entry,) = yaml.safe_load(block)["jobs"]
+    entry["config"] = landing_job(tmp_path, entry["name"])["config"]
+    dags = build_dags(load_registry(write_registry(tmp_path, [entry])))
+    (watcher,) = dags[f"{entry['name']}__available_now"].schedule.watchers
+    assert watcher.trigger.poll_interval == 10.0
+    assert watcher.trigger.eventhubs_conn_id == "eventhubs_default"

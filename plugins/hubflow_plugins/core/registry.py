@@ -31,6 +31,7 @@ from pydantic import (
 from hubflow_jobs.durations import parse_duration, parse_positive_duration
 from hubflow_jobs.landing_area import archive_root
 from hubflow_plugins.core.alerts import ALERT_KINDS, AlertPolicy
+from hubflow_plugins.core.event_arrivals import EventsSchedule, parse_events_schedule
 from hubflow_plugins.core.lake_assets import AssetSchedule, parse_asset_schedule
 from hubflow_plugins.core.supervision import RestartPolicy
 
@@ -216,7 +217,8 @@ class RegisteredJob(_Strict):
     mode: Literal["streaming", "scheduled"]
     schedule: str | None = Field(
         default=None,
-        description="scheduled jobs only: cron, preset, duration, or asset(<table>) (core.lake_assets)",
+        description="scheduled jobs only: cron, preset, duration, asset(<table>) (core.lake_assets) or "
+        "events / events(<poll>) (core.event_arrivals)",
     )
     supervise_every: str = "5 minutes"
     stalled_after: str = "30 minutes"
@@ -284,14 +286,20 @@ class RegisteredJob(_Strict):
     @field_validator("schedule")
     @classmethod
     def _asset_schedule(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_asset_schedule(value)  # raises AssetScheduleError (a ValueError) naming the mistake
+        if value is not None:  # each raises a ValueError naming the mistake
+            parse_asset_schedule(value)
+            parse_events_schedule(value)
         return value
 
     @property
     def asset_schedule(self) -> AssetSchedule | None:
         """The tables whose changes start this job's runs (``schedule: asset(...)``), if any."""
         return parse_asset_schedule(self.schedule) if self.schedule else None
+
+    @property
+    def events_schedule(self) -> EventsSchedule | None:
+        """How often the job's hub is asked for new events (``schedule: events(...)``), if so."""
+        return parse_events_schedule(self.schedule) if self.schedule else None
 
     @field_validator("retry_delay", "restart_backoff", "healthy_after")
     @classmethod
@@ -424,6 +432,12 @@ def load_registry(path: Path | None = None, overrides: Path | None = None) -> Re
         if job.mode == "scheduled" and not job.schedule:
             raise RegistryError(
                 f"job registry {path}: jobs[{job.name}].schedule is required for scheduled jobs"
+            )
+        if job.events_schedule is not None and not job.eventhubs_conn_id:
+            raise RegistryError(
+                f"job registry {path}: jobs[{job.name}].schedule {job.schedule!r} watches the job's hub, "
+                f"which is named by its Airflow connection: set jobs[{job.name}].eventhubs_conn_id "
+                "(e.g. eventhubs_default)"
             )
     return registry
 
