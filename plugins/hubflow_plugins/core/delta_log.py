@@ -107,6 +107,30 @@ def commits_since(
     ]
 
 
+def commits_back_to(
+    table: str, newest: int, since_ms: int, storage_options: dict[str, str] | None = None
+) -> list[tuple[int, str | None]]:
+    """``(version, commitInfo.userMetadata)`` of each commit up to version ``newest`` made at or after
+    ``since_ms`` (epoch milliseconds, the commit's timestamp); empty when there is no table. Reads
+    the history newest first, in growing steps, and stops at the first older commit."""
+    loaded = _load(table, storage_options)
+    if loaded is None:
+        return []
+    current = int(loaded.version())
+    limit = 16
+    while True:
+        history = loaded.history(limit=limit)
+        found = [
+            (int(commit["version"]), commit.get("userMetadata"))
+            for commit in history
+            if int(commit["version"]) <= newest and int(commit.get("timestamp") or 0) >= since_ms
+        ]
+        reached_older = any(int(commit.get("timestamp") or 0) < since_ms for commit in history)
+        if reached_older or len(history) < limit or limit > current:
+            return found
+        limit *= 4
+
+
 def compare(
     table: str,
     version: int | None,

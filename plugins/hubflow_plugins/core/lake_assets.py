@@ -73,7 +73,12 @@ class VersionsAdded:
 
 def commit_tag(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
     """The mark an Airflow task's Delta commits carry (:data:`COMMIT_TAG_CONF`): one per try."""
-    return f"airflow:{dag_id}/{run_id}/{task_id}/{try_number}"
+    return f"{commit_tag_prefix(dag_id, run_id, task_id)}{try_number}"
+
+
+def commit_tag_prefix(dag_id: str, run_id: str, task_id: str) -> str:
+    """What the commit tags of every try of one task in one DAG run begin with."""
+    return f"airflow:{dag_id}/{run_id}/{task_id}/"
 
 
 def alias_name(job: str) -> str:
@@ -124,6 +129,41 @@ def versions_tagged(tables: list[TableAsset], before: dict[str, int | None], tag
         if mine:
             added.append(VersionsAdded(table, mine[0], mine[-1], tuple(mine)))
     return added
+
+
+def versions_of_earlier_tries(
+    tables: list[TableAsset], before: dict[str, int | None], prefix: str, try_number: int, since_ms: int
+) -> list[VersionsAdded]:
+    """The versions earlier tries (1 to ``try_number - 1``) of the same task in the same run
+    committed (tags ``prefix`` + try), up to ``before`` and back to ``since_ms`` (the run's start):
+    a try that committed and then failed announced nothing, so the try that succeeds does."""
+    from hubflow_plugins.core.delta_log import commits_back_to
+
+    earlier = {f"{prefix}{n}" for n in range(1, try_number)}
+    added = []
+    for table in tables:
+        newest = before.get(table.path)
+        if newest is None or not earlier:
+            continue
+        theirs = sorted(
+            v for v, metadata in commits_back_to(table.path, newest, since_ms) if metadata in earlier
+        )
+        if theirs:
+            added.append(VersionsAdded(table, theirs[0], theirs[-1], tuple(theirs)))
+    return added
+
+
+def merge_versions(*changes: list[VersionsAdded]) -> list[VersionsAdded]:
+    """One :class:`VersionsAdded` per table from several lists of them (versions united)."""
+    by_path: dict[str, tuple[TableAsset, set[int]]] = {}
+    for change in (c for group in changes for c in group):
+        versions = set(change.versions) or set(range(change.first, change.last + 1))
+        _, known = by_path.setdefault(change.table.path, (change.table, set()))
+        known |= versions
+    return [
+        VersionsAdded(table, min(versions), max(versions), tuple(sorted(versions)))
+        for table, versions in by_path.values()
+    ]
 
 
 def versions_added(

@@ -14,8 +14,11 @@ from hubflow_plugins.core.lake_assets import (
     COMMIT_TAG_CONF,
     alias_name,
     commit_tag,
+    commit_tag_prefix,
     job_tables,
+    merge_versions,
     table_versions,
+    versions_of_earlier_tries,
     versions_tagged,
 )
 from hubflow_plugins.core.registry import RegisteredJob, RegistryError, load_registry
@@ -35,8 +38,9 @@ class SparkJobOperator(BaseOperator):
 
     Each Delta table the run committed to gets an asset event (the table's asset, through the job's
     asset alias outlet, :mod:`hubflow_plugins.core.lake_assets`) naming the versions it added: its
-    commits carry the task try's tag, so a concurrent writer's versions are not counted. A run that
-    committed nothing emits none.
+    commits carry the task try's tag, so a concurrent writer's versions are not counted. A retry
+    also announces what earlier tries of the same run committed (a try that committed and then
+    failed announced nothing). A run that committed nothing emits none.
 
     Both kinds of run are safe to retry (the DAG factory gives them the registry's ``retries``). A
     failure a retry cannot cure - an invalid config, an on-call hold, a kill request (the job's exit
@@ -72,7 +76,14 @@ class SparkJobOperator(BaseOperator):
         else:
             result = self._run(job, tag)
         run = "backfill" if window is not None else "scheduled"
-        self._announce(context, job, versions_tagged(tables, before, tag), run)
+        changes = versions_tagged(tables, before, tag)
+        started = getattr(context.get("dag_run"), "start_date", None)
+        if ti.try_number > 1 and started is not None:
+            prefix = commit_tag_prefix(ti.dag_id, ti.run_id, ti.task_id)
+            since_ms = int(started.timestamp() * 1000)
+            earlier = versions_of_earlier_tries(tables, before, prefix, ti.try_number, since_ms)
+            changes = merge_versions(earlier, changes)
+        self._announce(context, job, changes, run)
         return result
 
     def _announce(self, context: Any, job: RegisteredJob, changes: list, run: str) -> None:

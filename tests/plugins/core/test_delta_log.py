@@ -117,3 +117,30 @@ def test_inspector_and_status_page_show_the_table_beside_spark(spark: Any, tmp_p
 
 def _hour() -> timedelta:
     return timedelta(hours=1)
+
+
+def test_commits_back_to_a_moment_reads_history_in_growing_steps_and_stops_there(tmp_path: Path) -> None:
+    """``commits_back_to``: the commits up to a version made since a moment, however deep in the
+    history (more commits than its first step reads), each with its commit tag."""
+    import time
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from hubflow_plugins.core.delta_log import commits_back_to
+
+    table = str(tmp_path / "t")
+    for n in range(40):
+        write_deltalake(table, pa.table({"n": [n]}), mode="append", commit_properties=_tag(f"try-{n}"))
+        time.sleep(0.003)  # distinct commit timestamps (milliseconds)
+    stamps = {int(c["version"]): int(c["timestamp"]) for c in DeltaTable(table).history()}
+    found = commits_back_to(table, 35, stamps[5])
+    assert found == [(v, f"try-{v}") for v in range(35, 4, -1)]
+    assert commits_back_to(table, 39, stamps[39] + 1) == [], "nothing that recent"
+    assert commits_back_to(str(tmp_path / "none"), 3, 0) == [], "no table"
+
+
+def _tag(text: str) -> Any:
+    from deltalake import CommitProperties
+
+    return CommitProperties(custom_metadata={"userMetadata": text})

@@ -72,15 +72,20 @@ def _local_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **source: Any) -
     return entry
 
 
-def _ti(run_id: str) -> SimpleNamespace:
-    return SimpleNamespace(dag_id="job__available_now", run_id=run_id, task_id="run_job", try_number=1)
+def _ti(run_id: str, try_number: int = 1) -> SimpleNamespace:
+    return SimpleNamespace(
+        dag_id="job__available_now", run_id=run_id, task_id="run_job", try_number=try_number
+    )
 
 
-def _scheduled_run(run_id: str = "scheduled__1") -> dict[str, Any]:
+def _scheduled_run(
+    run_id: str = "scheduled__1", try_number: int = 1, started: datetime | None = None
+) -> dict[str, Any]:
+    started = started or datetime.now(UTC)
     return {
-        "dag_run": SimpleNamespace(run_type="scheduled", run_id=run_id),
+        "dag_run": SimpleNamespace(run_type="scheduled", run_id=run_id, start_date=started),
         "run_id": run_id,
-        "ti": _ti(run_id),
+        "ti": _ti(run_id, try_number),
         "outlet_events": OutletEventAccessors(),  # Airflow's own accessor: what the task announced
     }
 
@@ -193,7 +198,22 @@ def test_a_pipeline_of_ones_own_runs_through_spark_submit_and_quarantines_its_ba
         "upper": (f"file://{tmp_path / 'upper'}", extra),
         "bad": (f"file://{tmp_path / 'bad'}", extra),
     }
-    idle = _scheduled_run("scheduled__2")
+    # A try that committed and then failed (the worker lost after its spark-submit: Airflow keeps
+    # no asset event of a failed try) is announced by the retry of the same run, with the retry's
+    # own commits; a run that found nothing new announces nothing.
+    ids |= write_json_landing_file(landing, "b.json", 100, good=2, bad=0)
+    started = datetime.now(UTC)
+    failed_try = _scheduled_run("scheduled__2", try_number=1, started=started)
+    assert SparkJobOperator(task_id="run_job", job_name="shout").execute(failed_try)["input_rows"] == 2
+    ids |= write_json_landing_file(landing, "c.json", 200, good=1, bad=0)
+    retry = _scheduled_run("scheduled__2", try_number=2, started=started)
+    assert SparkJobOperator(task_id="run_job", job_name="shout").execute(retry)["input_rows"] == 1
+    both_tries = {"job": "shout", "from_version": 1, "to_version": 2, "run": "scheduled", "versions": [1, 2]}
+    assert _announced(retry, "shout") == {
+        "upper": (f"file://{tmp_path / 'upper'}", both_tries),
+        "bad": (f"file://{tmp_path / 'bad'}", both_tries),
+    }
+    idle = _scheduled_run("scheduled__3")
     assert SparkJobOperator(task_id="run_job", job_name="shout").execute(idle)["input_rows"] == 0
     assert _announced(idle, "shout") == {}
     rows = spark.read.format("delta").load(str(tmp_path / "upper")).collect()
