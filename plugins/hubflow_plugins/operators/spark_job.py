@@ -23,6 +23,7 @@ from hubflow_plugins.core.lake_assets import (
 )
 from hubflow_plugins.core.registry import RegisteredJob, RegistryError, load_registry
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
+from hubflow_plugins.notifications.job_alerts import run_alert_cycle
 from hubflow_plugins.run_context import backfill_window
 
 
@@ -71,10 +72,14 @@ class SparkJobOperator(BaseOperator):
         ti = context["ti"]
         tag = commit_tag(ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
         window = backfill_window(context)
-        if window is not None:
-            result = self._backfill(job, *window, tag=tag)
-        else:
-            result = self._run(job, tag)
+        try:
+            result = self._run(job, tag) if window is None else self._backfill(job, *window, tag=tag)
+        except Exception as exc:
+            if window is None and _last_try(exc, ti):  # on-call hears of a scheduled run that failed for good
+                run_alert_cycle(job, context, self.log.info, self.log.warning, run_failure=str(exc))
+            raise
+        if window is None:
+            self._alert_after_run(job, context)
         run = "backfill" if window is not None else "scheduled"
         changes = versions_tagged(tables, before, tag)
         started = getattr(context.get("dag_run"), "start_date", None)
@@ -85,6 +90,29 @@ class SparkJobOperator(BaseOperator):
             changes = merge_versions(earlier, changes)
         self._announce(context, job, changes, run)
         return result
+
+    def _alert_after_run(self, job: RegisteredJob, context: Any) -> None:
+        """A scheduled run that succeeded: judge the checkpoint as its ``check_health`` does and run
+        the alert cycle (a failure alerted before is resolved; a stalled or corrupt checkpoint alerts)."""
+        if job.alerts is None or not job.alerts.enabled:
+            return
+        from hubflow_plugins.core.health import HEALTHY, HealthCheck, judge
+
+        try:
+            health = judge(
+                HealthCheck(
+                    checkpoint=job.paths.checkpoint_location,
+                    stalled_after_seconds=job.stalled_after_delta.total_seconds(),
+                    accept=tuple(str(v) for v in HEALTHY),
+                    status_dir=job.paths.status_dir,
+                    heartbeat_timeout_seconds=job.heartbeat_timeout.total_seconds(),
+                    allow_idle=True,
+                )
+            )
+        except Exception as exc:  # alerting must not fail a run that succeeded
+            self.log.warning("alerts of job %s not evaluated: %s", job.name, type(exc).__name__)
+            return
+        run_alert_cycle(job, context, self.log.info, self.log.warning, health=health)
 
     def _announce(self, context: Any, job: RegisteredJob, changes: list, run: str) -> None:
         """One asset event per table the run committed to."""
@@ -161,3 +189,12 @@ class SparkJobOperator(BaseOperator):
         finally:
             if self._hook is not None:
                 self._hook.on_kill()
+
+
+def _last_try(exc: Exception, ti: Any) -> bool:
+    """Whether Airflow gives up on the task after ``exc``: a failure no retry cures, or no retry left."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    if isinstance(exc, AirflowFailException):
+        return True
+    return int(ti.try_number) > int(getattr(ti, "max_tries", 0) or 0)

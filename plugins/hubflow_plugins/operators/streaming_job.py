@@ -103,7 +103,7 @@ class StreamingJobOperator(BaseOperator):
         decision = self._decide(decide, job, control, live, fingerprint)
         if self.action == "ensure_running" and not dry_run:
             self._announce_commits(context, job)
-            self._alert(context, job, control, refusal=decision.refusal or decision.restart_loop or "")
+            self._alert(context, job, refusal=decision.refusal or decision.restart_loop or "")
         if decision.refusal:
             raise AirflowFailException(
                 f"job {job.name} is {decision.refusal}; last state: {live.reason}. Read its driver "
@@ -202,7 +202,7 @@ class StreamingJobOperator(BaseOperator):
                 "table %s (%s): versions %d-%d announced", table.name, table.uri, change.first, change.last
             )
 
-    def _alert(self, context: Any, job: RegisteredJob, control: Any, refusal: str) -> None:
+    def _alert(self, context: Any, job: RegisteredJob, refusal: str) -> None:
         """The supervisor's alerts (registry ``alerts:``): judge, let the core decide, notify.
 
         Judged before the steps run (a restart that follows is the supervisor's answer, not news;
@@ -211,9 +211,8 @@ class StreamingJobOperator(BaseOperator):
         """
         if job.alerts is None or not job.alerts.enabled:
             return
-        from hubflow_plugins.core.alerts import alert_cycle, read_findings
         from hubflow_plugins.core.health import HEALTHY_STREAMING, HealthCheck, judge
-        from hubflow_plugins.notifications.alert_notifiers import send_alerts
+        from hubflow_plugins.notifications.job_alerts import run_alert_cycle
 
         try:
             health = judge(
@@ -228,15 +227,6 @@ class StreamingJobOperator(BaseOperator):
                     skip_when_held=True,
                 )
             )
-            findings = read_findings(job.name, control.folder, health=health, restart_refusal=refusal)
-            policy = _with_status_page(job.alerts.policy())
-
-            def send(messages: Any) -> list[Any]:
-                deliveries = send_alerts(messages, job.alerts.notifiers, context, log=self.log.info)
-                delivered = {id(d.message) for d in deliveries if d.error is None}
-                return [m for m in messages if id(m) not in delivered]
-
-            sent = alert_cycle(control.folder, findings, policy, send)
         except Exception as exc:  # alerting must not stop supervision
             from hubflow_jobs.redaction import redact
 
@@ -244,8 +234,7 @@ class StreamingJobOperator(BaseOperator):
                 "alerts of job %s not evaluated: %s", job.name, redact(f"{type(exc).__name__}: {exc}")
             )
             return
-        for message in sent:
-            self.log.info("alert %s %s: %s", message.status, message.kind, message.subject)
+        run_alert_cycle(job, context, self.log.info, self.log.warning, health=health, restart_refusal=refusal)
 
     def _carry_out(
         self,
@@ -360,15 +349,3 @@ def _fingerprint(job: RegisteredJob) -> dict:
     from hubflow_plugins.core.supervision import job_fingerprint
 
     return job_fingerprint(job.config_path(), job.application)
-
-
-def _with_status_page(policy: Any) -> Any:
-    """The policy with the status page under Airflow's ``[api] base_url`` when the registry names none."""
-    if policy.status_page_url:
-        return policy
-    from dataclasses import replace
-
-    from airflow.sdk.configuration import conf
-
-    base = conf.get("api", "base_url", fallback=None)
-    return replace(policy, status_page_url=f"{base.rstrip('/')}/hubflow/") if base else policy

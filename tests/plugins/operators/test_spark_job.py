@@ -118,6 +118,44 @@ def test_a_job_whose_config_or_hold_refuses_every_run_fails_at_once_saying_what_
         operator.execute(_scheduled_run())
 
 
+def test_a_scheduled_job_pages_on_call_when_its_last_try_fails_and_again_when_a_run_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry's ``alerts:`` for a scheduled job, to a real SMTP server on loopback: a failed try
+    Airflow will retry says nothing, the last try's failure one ALERT, a later run that succeeds one
+    RESOLVED (issue #27 item 3). Real spark-submits: a schema Spark refuses (exit 1), then a good one."""
+    from tests.plugins.notifications.receivers import SmtpServer
+
+    with SmtpServer() as smtp:
+        monkeypatch.setenv("AIRFLOW_CONN_ALERTS_SMTP", smtp.connection)
+        alerts = {
+            "notifiers": [{"smtp": {"to": ["oncall@example.com"], "smtp_conn_id": "alerts_smtp"}}],
+            "status_page_url": "https://airflow.example.com/hubflow/",
+        }
+        entry = landing_job(tmp_path, "orders", source={"schema": "id BIGNUMBER, name STRING"}, alerts=alerts)
+        monkeypatch.setenv("HUBFLOW_REGISTRY", str(write_registry(tmp_path, [entry])))
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
+        ids = write_json_landing_file(tmp_path / "orders" / "landing", "a.json", 1, good=2, bad=0)
+
+        def attempt(try_number: int) -> dict[str, Any]:
+            run = _scheduled_run("scheduled__1", try_number=try_number)
+            run["ti"].max_tries = 1  # retries: 1
+            return SparkJobOperator(task_id="run_job", job_name="orders").execute(run)
+
+        with pytest.raises(AirflowException, match="Error code is: 1"):
+            attempt(1)
+        assert smtp.inbox.mails == [], "Airflow retries this try: nothing to page yet"
+        with pytest.raises(AirflowException, match="Error code is: 1"):
+            attempt(2)
+        assert [m["subject"] for m in smtp.inbox.mails] == ["[hubflow] ALERT orders: batch failed"]
+        assert "Error code is: 1" in smtp.inbox.mails[0]["body"]
+
+        config = Path(entry["config"])
+        config.write_text(config.read_text(encoding="utf-8").replace("BIGNUMBER", "BIGINT"), encoding="utf-8")
+        assert attempt(1)["input_rows"] == len(ids)
+        assert [m["subject"] for m in smtp.inbox.mails][1:] == ["[hubflow] RESOLVED orders: batch failed"]
+
+
 def test_a_run_that_fails_while_running_is_left_to_airflows_retries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,77 @@
+"""One alerting cycle for a job, from the task that looked at it: the streaming supervisor after its
+judgment, a scheduled job's ``run_job`` after its run (the registry's ``alerts:``).
+
+The findings come from the job's status folder and the health judgment (``core.alerts.read_findings``),
+the core decides what to say (``core.alerts.alert_cycle``, state in the status folder's alerts.json,
+so a message is sent once whoever runs the cycle), and the registry's notifiers send it. It never
+raises: a problem with alerting is logged and the task goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from hubflow_plugins.core.registry import RegisteredJob
+
+
+def run_alert_cycle(
+    job: RegisteredJob,
+    context: Any,
+    log: Callable[..., None],
+    warn: Callable[..., None],
+    *,
+    health: Any = None,
+    restart_refusal: str | None = None,
+    run_failure: str | None = None,
+) -> list[Any]:
+    """Judge, decide and notify for ``job``; return the messages sent.
+
+    ``health``: the checkpoint's judgment (``core.health.HealthResult``), None when not judged.
+    ``run_failure``: why a scheduled run failed for good (its last try): the checkpoint slot then
+    says ``failed-batch`` with that reason, whatever the checkpoint shows (a run can fail before
+    its first batch).
+    """
+    if job.alerts is None or not job.alerts.enabled:
+        return []
+    from hubflow_jobs.status import StatusFolder
+    from hubflow_plugins.core.alerts import AlertKind, alert_cycle, first_line, read_findings
+    from hubflow_plugins.notifications.alert_notifiers import send_alerts
+
+    try:
+        folder = StatusFolder(job.paths.status_dir)
+        findings = read_findings(job.name, folder, health=health, restart_refusal=restart_refusal)
+        if run_failure is not None:
+            findings = replace(
+                findings,
+                verdict=str(AlertKind.FAILED_BATCH),
+                verdict_failed=True,
+                reason=first_line(run_failure),
+            )
+        policy = with_status_page(job.alerts.policy())
+
+        def send(messages: Any) -> list[Any]:
+            deliveries = send_alerts(messages, job.alerts.notifiers, context, log=log)
+            delivered = {id(d.message) for d in deliveries if d.error is None}
+            return [m for m in messages if id(m) not in delivered]
+
+        sent = alert_cycle(folder, findings, policy, send)
+    except Exception as exc:  # alerting must not stop the task
+        from hubflow_jobs.redaction import redact
+
+        warn("alerts of job %s not evaluated: %s", job.name, redact(f"{type(exc).__name__}: {exc}"))
+        return []
+    for message in sent:
+        log("alert %s %s: %s", message.status, message.kind, message.subject)
+    return sent
+
+
+def with_status_page(policy: Any) -> Any:
+    """The policy with the status page under Airflow's ``[api] base_url`` when the registry names none."""
+    if policy.status_page_url:
+        return policy
+    from airflow.sdk.configuration import conf
+
+    base = conf.get("api", "base_url", fallback=None)
+    return replace(policy, status_page_url=f"{base.rstrip('/')}/hubflow/") if base else policy
