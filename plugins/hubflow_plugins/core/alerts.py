@@ -356,6 +356,25 @@ def lag_seconds(lag_events: int | None, progress: Mapping[str, Any] | None) -> f
     return lag_events / rate
 
 
+def unread_from(latest: Mapping[str, int], committed: Mapping[str, int]) -> dict[str, int]:
+    """Per partition with events a reader has not committed: the first such sequence number
+    (``latest``: each partition's next sequence number; ``committed``: the reader's ends)."""
+    return {p: committed.get(p, 0) for p, end in latest.items() if end > committed.get(p, 0)}
+
+
+def hub_backlog(
+    latest: Mapping[str, int], committed: Mapping[str, int], oldest_ms: Mapping[str, int], now: datetime
+) -> tuple[int, float]:
+    """The backlog measured on the hub: events not committed, and seconds since the oldest of them
+    was enqueued (``oldest_ms``: enqueued time per partition of its first unread event). No unread
+    event: ``(0, 0.0)``."""
+    events = sum(max(0, end - committed.get(p, 0)) for p, end in latest.items())
+    if not events or not oldest_ms:
+        return events, 0.0
+    oldest = min(oldest_ms.values()) / 1000
+    return events, max(0.0, now.timestamp() - oldest)
+
+
 def read_findings(
     job: str,
     folder: Any,

@@ -99,3 +99,41 @@ class EventHubsHook(BaseHook):
                 props = client.get_partition_properties(partition)
                 latest[partition] = latest_sequence_number(props)
         return hub, latest
+
+    def oldest_unread_enqueued_ms(
+        self, positions: dict[str, int], consumer_group: str = "$Default", wait_seconds: float = 10.0
+    ) -> dict[str, int]:
+        """``{partition: enqueued time (epoch ms)}`` of the event at each partition's sequence number in
+        ``positions`` (the first a reader has not committed), or of the oldest retained after it when
+        it expired; a partition whose event does not arrive within ``wait_seconds`` is left out.
+
+        One receiver per partition, opened together (a receiver's first read waits on the link's
+        setup, so one after another would add up) through the connector's own receiver.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        from pyspark_eventhubs.amqp_names import ENQUEUED_TIME
+        from pyspark_eventhubs.options import parse_options
+        from pyspark_eventhubs.receiver_cache import PartitionReceiver
+
+        options = parse_options(
+            {
+                "eventhubs.connectionString": self.connection_string(),
+                "eventhubs.consumerGroup": consumer_group,
+            }
+        )
+
+        def enqueued(partition: str, sequence_number: int) -> int | None:
+            receiver = PartitionReceiver(options, partition, sequence_number, prefetch=1)
+            try:
+                messages = receiver.receive(1, wait_seconds)
+            finally:
+                receiver.close()
+            value = (messages[0].message_annotations or {}).get(ENQUEUED_TIME) if messages else None
+            return None if value is None else int(value)
+
+        if not positions:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(8, len(positions))) as pool:
+            found = dict(zip(positions, pool.map(enqueued, positions, positions.values()), strict=True))
+        return {partition: ms for partition, ms in found.items() if ms is not None}

@@ -42,6 +42,10 @@ def run_alert_cycle(
     try:
         folder = StatusFolder(job.paths.status_dir)
         findings = read_findings(job.name, folder, health=health, restart_refusal=restart_refusal)
+        measurable = health is not None and job.eventhubs_conn_id and findings.held_seconds is None
+        if measurable and job.alerts.max_lag_seconds is not None:  # a held job's backlog is not news
+            events, seconds = measure_backlog(job, health)
+            findings = replace(findings, lag_events=events, lag_seconds=seconds)
         if run_failure is not None:
             findings = replace(
                 findings,
@@ -65,6 +69,22 @@ def run_alert_cycle(
     for message in sent:
         log("alert %s %s: %s", message.status, message.kind, message.subject)
     return sent
+
+
+def measure_backlog(job: RegisteredJob, health: Any) -> tuple[int, float]:
+    """The job's backlog on its hub: events its checkpoint has not committed, and seconds since the
+    oldest of them was enqueued (one event read per partition that lags)."""
+    from datetime import UTC, datetime
+
+    from hubflow_plugins.core.alerts import hub_backlog, unread_from
+    from hubflow_plugins.core.health import committed_sequence_numbers
+    from hubflow_plugins.hooks.eventhubs import EventHubsHook
+
+    hook = EventHubsHook(job.eventhubs_conn_id or "")
+    hub, latest = hook.latest_sequence_numbers()
+    committed = committed_sequence_numbers(health.report or {}, hub)
+    oldest = hook.oldest_unread_enqueued_ms(unread_from(latest, committed))
+    return hub_backlog(latest, committed, oldest, datetime.now(UTC))
 
 
 def with_status_page(policy: Any) -> Any:

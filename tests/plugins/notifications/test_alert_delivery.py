@@ -6,6 +6,7 @@ each change is one message per receiver, its resolution one more, a repeated che
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -92,7 +93,7 @@ def test_a_receiver_that_is_down_does_not_stop_the_others(
 
 
 def _operator_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **registry: Any) -> StatusFolder:
-    alerts = {"notifiers": NOTIFIERS, "status_page_url": "https://airflow.example.com/hubflow/"}
+    alerts = registry.pop("alerts", None) or _alerts()
     entry = landing_job(tmp_path, "clicks", streaming=True, alerts=alerts, **registry)
     path = write_registry(tmp_path, [entry])
     monkeypatch.setenv("HUBFLOW_REGISTRY", str(path))
@@ -152,3 +153,46 @@ def test_the_supervisor_pages_a_hold_past_its_limit(
     assert [m["subject"] for m in smtp.inbox.mails] == ["[hubflow] ALERT clicks: held too long"]
     assert "by alice: sink full" in smtp.inbox.mails[0]["body"] and len(webhook.posts) == 1
     assert SECRET_KEY not in _everything_received(smtp, webhook)
+
+
+def test_the_supervisor_pages_a_backlog_older_than_its_limit_measured_on_the_hub(
+    receivers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``max_lag_seconds`` against the hub (issue #27 item 3): now minus the enqueued time of the
+    oldest event the job's checkpoint has not committed, read from the emulator through the job's
+    Airflow connection; resolved when the limit is no longer passed."""
+    import json
+    import time
+
+    from tests.jobs.helpers import EmulatedHub
+    from tests.support.emulator import start_test_emulator
+
+    smtp, webhook = receivers
+    with start_test_emulator(tmp_path, clicks=2) as emulator:
+        conn = emulator.connection_string("clicks")
+        monkeypatch.setenv("AIRFLOW_CONN_CLICKS_HUB", json.dumps({"conn_type": "generic", "password": conn}))
+        folder = _operator_registry(
+            tmp_path, monkeypatch, eventhubs_conn_id="clicks_hub", alerts=_alerts(max_lag_seconds=1)
+        )
+        JobStatus(folder, "clicks").update(state=JobState.RUNNING, pid=os.getpid())  # alive, nothing read
+        EmulatedHub("clicks", conn, 2).send_numbered(0, 3)
+        time.sleep(1.5)
+        _supervise()
+        _supervise()
+        assert [m["subject"] for m in smtp.inbox.mails] == ["[hubflow] ALERT clicks: backlog over the limit"]
+        body = smtp.inbox.mails[0]["body"]
+        lag = re.search(r"Lag: 3 events, (\d+) s \(limit 1 s\)", body)
+        assert lag is not None and int(lag.group(1)) >= 1, body
+
+        _operator_registry(
+            tmp_path, monkeypatch, eventhubs_conn_id="clicks_hub", alerts=_alerts(max_lag_seconds=3600)
+        )
+        _supervise()
+        assert [m["subject"] for m in smtp.inbox.mails][1:] == [
+            "[hubflow] RESOLVED clicks: backlog over the limit"
+        ]
+        assert len(webhook.posts) == 2
+
+
+def _alerts(**limits: Any) -> dict[str, Any]:
+    return {"notifiers": NOTIFIERS, "status_page_url": "https://airflow.example.com/hubflow/", **limits}
