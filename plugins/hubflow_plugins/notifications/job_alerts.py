@@ -22,16 +22,15 @@ def run_alert_cycle(
     log: Callable[..., None],
     warn: Callable[..., None],
     *,
-    health: Any = None,
     restart_refusal: str | None = None,
     run_failure: str | None = None,
 ) -> list[Any]:
     """Judge, decide and notify for ``job``; return the messages sent.
 
-    ``health``: the checkpoint's judgment (``core.health.HealthResult``), None when not judged.
-    ``run_failure``: why a scheduled run failed for good (its last try): the checkpoint slot then
-    says ``failed-batch`` with that reason, whatever the checkpoint shows (a run can fail before
-    its first batch).
+    The checkpoint is judged as the job's ``check_health`` does (:func:`judge_job`), unless
+    ``run_failure`` says why a scheduled run failed for good (its last try): the checkpoint slot
+    then says ``failed-batch`` with that reason, whatever the checkpoint shows (a run can fail
+    before its first batch).
     """
     if job.alerts is None or not job.alerts.enabled:
         return []
@@ -40,6 +39,7 @@ def run_alert_cycle(
     from hubflow_plugins.notifications.alert_notifiers import send_alerts
 
     try:
+        health = judge_job(job) if run_failure is None else None
         folder = StatusFolder(job.paths.status_dir)
         findings = read_findings(job.name, folder, health=health, restart_refusal=restart_refusal)
         measurable = health is not None and job.eventhubs_conn_id and findings.held_seconds is None
@@ -69,6 +69,26 @@ def run_alert_cycle(
     for message in sent:
         log("alert %s %s: %s", message.status, message.kind, message.subject)
     return sent
+
+
+def judge_job(job: RegisteredJob) -> Any:
+    """The checkpoint's judgment as the job's ``check_health`` makes it: a streaming job's batch in
+    flight is fine and a held job is not judged; idle is not stalled (``core.health.judge``)."""
+    from hubflow_plugins.core.health import HEALTHY, HEALTHY_STREAMING, HealthCheck, judge
+
+    streaming = job.mode == "streaming"
+    return judge(
+        HealthCheck(
+            checkpoint=job.paths.checkpoint_location,
+            stalled_after_seconds=job.stalled_after_delta.total_seconds(),
+            accept=tuple(str(v) for v in (HEALTHY_STREAMING if streaming else HEALTHY)),
+            status_dir=job.paths.status_dir,
+            heartbeat_timeout_seconds=job.heartbeat_timeout.total_seconds(),
+            streaming=streaming,
+            allow_idle=True,
+            skip_when_held=streaming,
+        )
+    )
 
 
 def measure_backlog(job: RegisteredJob, health: Any) -> tuple[int, float]:

@@ -78,8 +78,8 @@ class SparkJobOperator(BaseOperator):
             if window is None and _last_try(exc, ti):  # on-call hears of a scheduled run that failed for good
                 run_alert_cycle(job, context, self.log.info, self.log.warning, run_failure=str(exc))
             raise
-        if window is None:
-            self._alert_after_run(job, context)
+        if window is None:  # judged as check_health does: resolves an earlier failure, or alerts
+            run_alert_cycle(job, context, self.log.info, self.log.warning)
         run = "backfill" if window is not None else "scheduled"
         changes = versions_tagged(tables, before, tag)
         started = getattr(context.get("dag_run"), "start_date", None)
@@ -90,29 +90,6 @@ class SparkJobOperator(BaseOperator):
             changes = merge_versions(earlier, changes)
         self._announce(context, job, changes, run)
         return result
-
-    def _alert_after_run(self, job: RegisteredJob, context: Any) -> None:
-        """A scheduled run that succeeded: judge the checkpoint as its ``check_health`` does and run
-        the alert cycle (a failure alerted before is resolved; a stalled or corrupt checkpoint alerts)."""
-        if job.alerts is None or not job.alerts.enabled:
-            return
-        from hubflow_plugins.core.health import HEALTHY, HealthCheck, judge
-
-        try:
-            health = judge(
-                HealthCheck(
-                    checkpoint=job.paths.checkpoint_location,
-                    stalled_after_seconds=job.stalled_after_delta.total_seconds(),
-                    accept=tuple(str(v) for v in HEALTHY),
-                    status_dir=job.paths.status_dir,
-                    heartbeat_timeout_seconds=job.heartbeat_timeout.total_seconds(),
-                    allow_idle=True,
-                )
-            )
-        except Exception as exc:  # alerting must not fail a run that succeeded
-            self.log.warning("alerts of job %s not evaluated: %s", job.name, type(exc).__name__)
-            return
-        run_alert_cycle(job, context, self.log.info, self.log.warning, health=health)
 
     def _announce(self, context: Any, job: RegisteredJob, changes: list, run: str) -> None:
         """One asset event per table the run committed to."""

@@ -209,32 +209,9 @@ class StreamingJobOperator(BaseOperator):
         the checkpoint of a job the supervisor just found dead is what on-call must hear about).
         Never fails the supervisor: an alerting problem is logged and the job is still supervised.
         """
-        if job.alerts is None or not job.alerts.enabled:
-            return
-        from hubflow_plugins.core.health import HEALTHY_STREAMING, HealthCheck, judge
         from hubflow_plugins.notifications.job_alerts import run_alert_cycle
 
-        try:
-            health = judge(
-                HealthCheck(
-                    checkpoint=job.paths.checkpoint_location,
-                    stalled_after_seconds=job.stalled_after_delta.total_seconds(),
-                    accept=tuple(str(v) for v in HEALTHY_STREAMING),
-                    status_dir=job.paths.status_dir,
-                    heartbeat_timeout_seconds=job.heartbeat_timeout.total_seconds(),
-                    streaming=True,
-                    allow_idle=True,
-                    skip_when_held=True,
-                )
-            )
-        except Exception as exc:  # alerting must not stop supervision
-            from hubflow_jobs.redaction import redact
-
-            self.log.warning(
-                "alerts of job %s not evaluated: %s", job.name, redact(f"{type(exc).__name__}: {exc}")
-            )
-            return
-        run_alert_cycle(job, context, self.log.info, self.log.warning, health=health, restart_refusal=refusal)
+        run_alert_cycle(job, context, self.log.info, self.log.warning, restart_refusal=refusal)
 
     def _carry_out(
         self,

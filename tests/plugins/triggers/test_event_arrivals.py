@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,9 +102,7 @@ def test_new_events_are_announced_once_and_what_the_job_committed_never(
 
     async def after_commit() -> dict:
         agen = restarted.run()
-        pending = asyncio.ensure_future(agen.__anext__())
-        await asyncio.sleep(5 * POLL)
-        assert not pending.done(), "everything on the hub is committed: nothing to announce"
+        pending = await _silent(agen, 5 * POLL, "everything on the hub is committed: nothing to announce")
         await asyncio.to_thread(hub.send_numbered, 6, 1)
         event = await asyncio.wait_for(pending, 60)
         await agen.aclose()
@@ -111,6 +110,14 @@ def test_new_events_are_announced_once_and_what_the_job_committed_never(
 
     payload = asyncio.run(after_commit())
     assert payload["new_events"] == 1 and payload["partitions"] == {"0": [3, 4]}
+
+
+async def _silent(agen: Any, seconds: float, why: str) -> asyncio.Future:
+    """The trigger's next event, pending: asserted not to have come within ``seconds``."""
+    pending = asyncio.ensure_future(agen.__anext__())
+    await asyncio.sleep(seconds)
+    assert not pending.done(), why
+    return pending
 
 
 async def _announcements(events: asyncio.Queue, count: int) -> list[dict]:
@@ -145,10 +152,9 @@ def test_a_connection_it_cannot_use_is_named_in_the_log_and_the_watcher_keeps_as
     trigger = EventHubsArrivalTrigger("arrivals", "hub_missing", POLL)
 
     async def scenario() -> None:
-        agen = trigger.run()
-        pending = asyncio.ensure_future(agen.__anext__())
-        await asyncio.sleep(10 * POLL)
-        assert not pending.done(), "a bad connection ends nothing: the watcher asks again"
+        pending = await _silent(
+            trigger.run(), 10 * POLL, "a bad connection ends nothing: the watcher asks again"
+        )
         pending.cancel()
         await asyncio.gather(pending, return_exceptions=True)
 
