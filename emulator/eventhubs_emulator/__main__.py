@@ -16,6 +16,7 @@ import threading
 from .admin import TOKEN_ENV, token_problem
 from .config import ConfigError, load_config
 from .server import Emulator, PortInUseError
+from .tls import TlsSetupError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra port for AMQP over WebSockets (0 = free port; overrides EmulatorExtras.WebSocketPort). "
         "The AMQP port serves WebSockets as well",
     )
+    parser.add_argument(
+        "--tls-port",
+        type=int,
+        default=None,
+        help="extra port for AMQPS and WSS (0 = free port; overrides EmulatorExtras.TlsPort); "
+        "needs --tls-dir",
+    )
+    parser.add_argument(
+        "--tls-dir",
+        default=None,
+        help="folder of the TLS port's CA (ca.pem, which clients trust) and certificate, made there on "
+        "first use (overrides EmulatorExtras.TlsDir)",
+    )
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
     return parser
 
@@ -70,6 +84,22 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         config.websocket_port = args.websocket_port
+    if args.tls_port is not None:
+        if not 0 <= args.tls_port <= 65535:
+            print(
+                f"eventhubs-emulator: --tls-port must be a port number 0-65535 (got {args.tls_port})",
+                file=sys.stderr,
+            )
+            return 2
+        config.tls_port = args.tls_port
+    if args.tls_dir is not None:
+        config.tls_dir = args.tls_dir
+    if config.tls_port is not None and not config.tls_dir:
+        print(
+            "eventhubs-emulator: --tls-port needs --tls-dir (where its CA and certificate are kept)",
+            file=sys.stderr,
+        )
+        return 2
     admin_token = args.admin_token or os.environ.get(TOKEN_ENV) or None
     problem = token_problem(args.admin_host, admin_token) if args.admin_port is not None else None
     if problem:
@@ -89,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     except PortInUseError as exc:
         print(f"eventhubs-emulator: cannot start: {exc.strerror}", file=sys.stderr)
         return 1
+    except TlsSetupError as exc:
+        print(f"eventhubs-emulator: cannot start the TLS port: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(
             f"eventhubs-emulator: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
@@ -104,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         f"custom_endpoint_address={emulator.websocket_endpoint()!r})",
         flush=True,
     )
+    if emulator.tls_port is not None:
+        print(
+            f"AMQPS and WSS: {args.host}:{emulator.tls_port}, trusting {emulator.ca_certificate} (SDK: "
+            f"custom_endpoint_address='sb://localhost:{emulator.tls_port}', "
+            f"connection_verify={str(emulator.ca_certificate)!r}; no UseDevelopmentEmulator)",
+            flush=True,
+        )
     if emulator.admin_url:
         print(f"Admin API: {emulator.admin_url} (GET /health)", flush=True)
     for hub in config.hubs:

@@ -12,7 +12,8 @@ Extras this emulator understands (the official one ignores unknown fields):
   ``RetentionMinutes``, ``RetentionEventCount`` (namespace-wide defaults), ``MaxReceiversPerPartition``
   (receivers without owner level per partition and consumer group; default 5 like the service, 0 = no
   limit), ``WebSocketPort`` (an extra port for AMQP over WebSockets; 0 = a free port; the AMQP port
-  serves WebSockets too);
+  serves WebSockets too), ``TlsPort`` (an extra port for AMQPS and WSS; 0 = a free port) and
+  ``TlsDir`` (its CA and certificate, made there on first use; ``eventhubs_emulator.tls``);
 - per entity: ``RetentionMinutes``, ``RetentionEventCount``, ``MaxEventSizeBytes``.
 """
 
@@ -65,6 +66,8 @@ class EmulatorConfig:
     retention_event_count: int | None = None
     max_receivers_per_partition: int = DEFAULT_MAX_RECEIVERS
     websocket_port: int | None = None  # extra listener for AMQP over WebSockets (None = only the AMQP port)
+    tls_port: int | None = None  # extra listener for AMQPS and WSS (None = no TLS)
+    tls_dir: str | None = None  # where the TLS port's CA and certificate are (made on first use)
 
     @classmethod
     def single_hub(
@@ -136,6 +139,8 @@ class EmulatorConfig:
                 ("RetentionEventCount", self.retention_event_count, None),
                 ("MaxReceiversPerPartition", self.max_receivers_per_partition, DEFAULT_MAX_RECEIVERS),
                 ("WebSocketPort", self.websocket_port, None),
+                ("TlsPort", self.tls_port, None),
+                ("TlsDir", self.tls_dir, None),
             )
             if value != default
         }
@@ -202,11 +207,16 @@ class EmulatorConfig:
             raise ConfigError(
                 "UserConfig.EmulatorExtras.MaxReceiversPerPartition: must be a whole number >= 0"
             )
-        port = self.websocket_port
-        bad_type = isinstance(port, bool) or not isinstance(port, int)
-        if port is not None and (bad_type or not 0 <= port <= 65535):
+        for key, port in (("WebSocketPort", self.websocket_port), ("TlsPort", self.tls_port)):
+            bad_type = isinstance(port, bool) or not isinstance(port, int)
+            if port is not None and (bad_type or not 0 <= port <= 65535):
+                raise ConfigError(
+                    f"UserConfig.EmulatorExtras.{key}: must be a port number 0-65535 (got {port!r})"
+                )
+        if self.tls_port is not None and not self.tls_dir:
             raise ConfigError(
-                f"UserConfig.EmulatorExtras.WebSocketPort: must be a port number 0-65535 (got {port!r})"
+                "UserConfig.EmulatorExtras.TlsPort needs TlsDir: the folder of its CA and certificate "
+                "(made there on first use; clients trust <TlsDir>/ca.pem)"
             )
 
 
@@ -291,6 +301,8 @@ def parse_config(data: Any) -> EmulatorConfig:
     if receivers is not None:
         cfg.max_receivers_per_partition = receivers
     cfg.websocket_port = _get(extras, "WebSocketPort", where_x, int, required=False)
+    cfg.tls_port = _get(extras, "TlsPort", where_x, int, required=False)
+    cfg.tls_dir = _get(extras, "TlsDir", where_x, str, required=False)
     cfg.validate()
     return cfg
 

@@ -176,6 +176,8 @@ class Emulator:
         self.port = 0
         self.admin_port: int | None = None
         self.websocket_port: int | None = None
+        self.tls_port: int | None = None
+        self.ca_certificate: Path | None = None  # what TLS clients trust, once the TLS port listens
         self.faults = Faults(self)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -219,11 +221,12 @@ class Emulator:
             raise failure[0]
         return self
 
-    async def _listen(self, port: int, in_use: str) -> asyncio.base_events.Server:
-        """Listen for clients on ``port``; a taken port raises :class:`PortInUseError` saying ``in_use``."""
+    async def _listen(self, port: int, in_use: str, tls: Any = None) -> asyncio.base_events.Server:
+        """Listen for clients on ``port`` (through TLS with the ``tls`` context); a taken port raises
+        :class:`PortInUseError` saying ``in_use``."""
         try:
             return await asyncio.start_server(
-                self._server.handle_client, self.host, port, limit=4 * 1024 * 1024
+                self._server.handle_client, self.host, port, limit=4 * 1024 * 1024, ssl=tls
             )
         except OSError as exc:
             if exc.errno in (98, 48, 10048):
@@ -258,6 +261,14 @@ class Emulator:
                 raise
             self._listeners.append(ws_listener)
             self.websocket_port = ws_listener.sockets[0].getsockname()[1]
+        if self.config.tls_port is not None:
+            try:
+                await self._listen_tls()
+            except BaseException:
+                for opened in self._listeners:
+                    opened.close()
+                self._broker.close()
+                raise
         if self.requested_admin_port is not None:
             from .admin import start_admin
 
@@ -265,6 +276,21 @@ class Emulator:
             self._listeners.append(admin)
             self.admin_port = admin.sockets[0].getsockname()[1]
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+
+    async def _listen_tls(self) -> None:
+        """The AMQPS and WSS port (one listener: the handler tells AMQP from a WebSocket upgrade)."""
+        from .tls import ensure_certificates
+
+        files = ensure_certificates(self.config.tls_dir or "", self.host)
+        listener = await self._listen(
+            self.config.tls_port or 0,
+            f"TLS port {self.config.tls_port} on {self.host} is already in use "
+            f"(UserConfig.EmulatorExtras.TlsPort / --tls-port); pass another port, or 0 to pick a free one",
+            tls=files.server_context(),
+        )
+        self._listeners.append(listener)
+        self.tls_port = listener.sockets[0].getsockname()[1]
+        self.ca_certificate = files.ca_cert
 
     async def _housekeeping(self) -> None:
         last_retention = 0.0
@@ -345,6 +371,19 @@ class Emulator:
     def connection_string(self, hub: str) -> str:
         """The connection string an SDK client uses for ``hub`` (emulator mode, plain AMQP)."""
         return self.config.connection_string(self._client_host(), self.port, hub)
+
+    def tls_connection_string(self, hub: str) -> str:
+        """The connection string for ``hub`` as for the service (no ``UseDevelopmentEmulator``: TLS).
+        The SDK then goes to port 5671 of the endpoint unless ``custom_endpoint_address`` names the
+        TLS port (:meth:`tls_endpoint`); it trusts :attr:`ca_certificate` (``connection_verify``)."""
+        if self.tls_port is None:
+            raise RuntimeError("the emulator has no TLS port: set EmulatorExtras.TlsPort and TlsDir")
+        plain = self.config.connection_string("localhost", self.tls_port, hub)
+        return plain.replace(";UseDevelopmentEmulator=true", "")
+
+    def tls_endpoint(self) -> str:
+        """The SDK's ``custom_endpoint_address`` for the TLS port (AMQPS, and WSS with WebSockets)."""
+        return f"sb://localhost:{self.tls_port}"
 
     def add_partitions(self, hub: str, new_count: int) -> list[str]:
         """Grow ``hub`` to ``new_count`` partitions; return the partition ids."""

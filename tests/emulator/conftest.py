@@ -21,9 +21,9 @@ def emulator() -> Iterator[Emulator]:
         yield emu
 
 
-def send(conn_str: str, bodies: list[str], **batch_kwargs: Any) -> None:
-    """Send ``bodies`` as one batch with the real sync producer."""
-    with EventHubProducerClient.from_connection_string(conn_str) as producer:
+def send(conn_str: str, bodies: list[str], client: dict[str, Any] | None = None, **batch_kwargs: Any) -> None:
+    """Send ``bodies`` as one batch with the real sync producer (``client``: its keyword arguments)."""
+    with EventHubProducerClient.from_connection_string(conn_str, **(client or {})) as producer:
         batch = producer.create_batch(**batch_kwargs)
         for body in bodies:
             batch.add(EventData(body))
@@ -66,15 +66,19 @@ def receive(
     consumer_group: str = "$Default",
     timeout: float = 20.0,
     settle: float = 0.0,
+    client: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> list[EventData]:
-    """Receive from one partition with the real sync consumer until ``expected`` events arrived.
+    """Receive from one partition with the real sync consumer until ``expected`` events arrived
+    (``client``: the consumer client's keyword arguments).
 
     ``settle`` keeps receiving that many seconds longer, to catch duplicates or extra events.
     """
     events: list[EventData] = []
     done = threading.Event()
-    consumer = EventHubConsumerClient.from_connection_string(conn_str, consumer_group=consumer_group)
+    consumer = EventHubConsumerClient.from_connection_string(
+        conn_str, consumer_group=consumer_group, **(client or {})
+    )
 
     def on_batch(_ctx: Any, batch: list[EventData]) -> None:
         events.extend(batch)

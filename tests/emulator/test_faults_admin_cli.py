@@ -282,6 +282,33 @@ def test_cli_serves_prints_connection_strings_and_stops_cleanly(tmp_path):
     assert (tmp_path / "d" / "eh1" / "1.log").stat().st_size > 0
 
 
+def test_cli_tls_port_prints_what_a_client_passes_and_serves_amqps(tmp_path):
+    """``--tls-port 0 --tls-dir DIR`` as docs/emulator.md shows it: the printed line names the
+    endpoint and the CA, and a producer given exactly those sends over TLS."""
+    config = _config_file(tmp_path, [{"Name": "eh1", "PartitionCount": 1}])
+    tls_dir = tmp_path / "eh-tls"
+    proc = _cli("--config", str(config), "--port", "0", "--tls-port", "0", "--tls-dir", str(tls_dir))
+    try:
+        lines = [proc.stdout.readline() for _ in range(4)]
+        (line,) = [line for line in lines if line.startswith("AMQPS and WSS: ")]
+        endpoint = re.search(r"custom_endpoint_address='([^']+)'", line).group(1)
+        ca = re.search(r"connection_verify='([^']+)'", line).group(1)
+        assert ca == str(tls_dir / "ca.pem") and (tls_dir / "ca.pem").exists()
+        conn = lines[-1].split(": ", 1)[1].strip().replace(";UseDevelopmentEmulator=true", "")
+        with EventHubProducerClient.from_connection_string(
+            conn, custom_endpoint_address=endpoint, connection_verify=ca
+        ) as producer:
+            producer.send_batch([EventData("via-tls")], partition_id="0")
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert (
+        "--tls-port needs --tls-dir"
+        in _cli("--config", str(config), "--tls-port", "0").communicate(timeout=30)[1]
+    )
+
+
 def test_cli_invalid_config_names_the_field_and_exits_2(tmp_path):
     config = _config_file(tmp_path, [{"Name": "eh1", "PartitionCount": 0}])
     proc = _cli("--config", str(config), "--port", "0")
