@@ -192,11 +192,12 @@ class _BatchSender:
 
     def _log_retry(self, state: Any) -> None:
         exc = state.outcome.exception() if state.outcome else None
+        first_line = next((line for line in str(exc).splitlines() if line.strip()), "") if exc else ""
         log.warning(
             "Event hub %s: send attempt %d failed (%s); retrying",
             self.options.description,
             state.attempt_number,
-            type(exc).__name__,
+            redact(f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__, self.options),
         )
 
     def flush(self) -> None:

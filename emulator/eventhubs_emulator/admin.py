@@ -7,6 +7,7 @@ Endpoints (JSON in, JSON out):
 - ``POST /faults/drop-connections`` → ``{"dropped": n}``
 - ``POST /faults/refuse-connections`` ``{"seconds": 5}``
 - ``POST /faults/delay-deliveries`` ``{"seconds": 2}`` (0 turns the delay off)
+- ``POST /faults/throttle`` ``{"seconds": 10}`` (sends rejected with ``com.microsoft:server-busy``; 0 stops)
 - ``POST /faults/clock`` ``{"offset_seconds": -7200}`` (stamp new events two hours back; 0 undoes it)
 - ``POST /faults/clear``
 - ``POST /hubs/<hub>/partitions`` ``{"count": 8}`` (grow the hub)
@@ -187,6 +188,9 @@ def route(emulator: EmulatorRole, method: str, path: str, payload: dict) -> Any:
         return faults.status()
     if segments == ["faults", "delay-deliveries"]:
         faults.delay_deliveries(_number(payload, "seconds"))
+        return faults.status()
+    if segments == ["faults", "throttle"]:
+        faults.throttle(_number(payload, "seconds"))
         return faults.status()
     if segments == ["faults", "clock"]:
         faults.shift_clock(_number(payload, "offset_seconds"))

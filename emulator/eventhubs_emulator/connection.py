@@ -704,6 +704,8 @@ class Connection:
             return _rejected("amqp:decode-error", f"malformed event message: {exc}")
         if not events:
             return _accepted()
+        if self.server.faults.throttling():
+            return _rejected(SERVER_BUSY, SERVER_BUSY_DESCRIPTION)
         limit = self.broker.max_event_size(hub)
         for event in events:
             if len(event) > limit:
@@ -732,6 +734,14 @@ def consumer_group_not_found(broker: Broker, hub: str, group: str) -> str:
         f"https://aka.ms/sbResourceMgrExceptions. (Emulator: consumer group '{group}' is not configured "
         f"for event hub '{hub}'; add it to the hub's ConsumerGroups in Config.json.)"
     )
+
+
+#: What the service answers a send past the namespace's ingress quota (throttled).
+SERVER_BUSY = "com.microsoft:server-busy"
+SERVER_BUSY_DESCRIPTION = (
+    "The request was terminated because the entity is being throttled. Error code : 50002. "
+    "Sub error : 102. Please wait 4 seconds and try again."
+)
 
 
 def _accepted() -> Described:

@@ -35,11 +35,12 @@ class PortInUseError(OSError):
 
 class Faults:
     """Fault injection for reliability tests: drop connections, refuse them, delay deliveries, shift
-    the clock that stamps enqueued times."""
+    the clock that stamps enqueued times, throttle sends."""
 
     def __init__(self, emulator: Emulator) -> None:
         self._emulator = emulator
         self._refuse_until = 0.0
+        self._throttle_until = 0.0
         self._delay = 0.0
         self._clock_offset = 0.0
 
@@ -55,6 +56,15 @@ class Faults:
         """Hold every delivery to consumers for ``seconds`` before sending it (0 turns the delay off)."""
         self._delay = max(0.0, float(seconds))
 
+    def throttle(self, seconds: float) -> None:
+        """Reject every sent event for the next ``seconds`` as the service does past its ingress quota:
+        the delivery is rejected with ``com.microsoft:server-busy`` and stores nothing (0 stops)."""
+        self._throttle_until = time.monotonic() + max(0.0, float(seconds))
+
+    def throttling(self) -> bool:
+        """Whether sends are being throttled now."""
+        return time.monotonic() < self._throttle_until
+
     def shift_clock(self, offset_seconds: float) -> None:
         """Stamp events enqueued from now on with the wall time plus ``offset_seconds`` (negative: in
         the past; 0: the wall time again). A partition's enqueued times never go backwards."""
@@ -65,6 +75,7 @@ class Faults:
     def clear(self) -> None:
         """Turn off every fault."""
         self._refuse_until = 0.0
+        self._throttle_until = 0.0
         self._delay = 0.0
         if self._clock_offset:
             self.shift_clock(0)
@@ -81,6 +92,7 @@ class Faults:
         """Active faults, for the admin API."""
         return {
             "refusing_for_seconds": round(max(0.0, self._refuse_until - time.monotonic()), 3),
+            "throttling_for_seconds": round(max(0.0, self._throttle_until - time.monotonic()), 3),
             "delivery_delay_seconds": self._delay,
             "clock_offset_seconds": self._clock_offset,
         }

@@ -48,6 +48,20 @@ def test_sends_are_retried_while_the_broker_refuses_connections(
     assert set(bodies) == {f"k{i}".encode() for i in range(60)}  # at-least-once: none missing
 
 
+def test_sends_throttled_by_the_service_are_retried_and_each_event_is_stored_once(
+    hub: Hub, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The service's answer past its ingress quota (``com.microsoft:server-busy``, issue #28 item 1):
+    a rejected send stores nothing, so the sink's retry after the throttle stores each row once."""
+    columns = SinkColumns(body="body", partition_key=None, partition_id="pid", properties=None)
+    hub.emulator.faults.throttle(6)  # longer than the SDK's own retries
+    rows = [{"body": f"t{i}", "pid": str(i % 4)} for i in range(200)]
+    message = _write_rows(parse_options(hub.options()), columns, iter(rows))
+    assert message.events == 200
+    assert "throttled" in caplog.text, "the retry names the fault"
+    assert sorted(_bodies(hub)) == sorted(f"t{i}".encode() for i in range(200)), "each once"
+
+
 def test_arrow_batches_are_sent_like_rows(hub: Hub) -> None:
     """What Spark hands the sink (Arrow record batches, a map column as key/value pairs) is routed
     and sent as the same rows would be: integer partition ids, properties, empty maps."""

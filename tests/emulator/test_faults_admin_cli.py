@@ -96,6 +96,19 @@ def test_refuse_connections_then_recover(emulator):
         assert producer.get_partition_ids() == ["0", "1"]
 
 
+def test_a_throttled_send_is_refused_as_the_service_does_and_stores_nothing(emulator):
+    """``throttle``: a send is rejected with ``com.microsoft:server-busy`` (the SDK's error names
+    the throttling), nothing of it is stored, and sends succeed again when it ends."""
+    conn = emulator.connection_string("hub1")
+    emulator.faults.throttle(30)
+    with pytest.raises(EventHubError, match="throttled"):
+        with EventHubProducerClient.from_connection_string(conn, retry_total=0) as producer:
+            producer.send_batch([EventData("refused")], partition_id="0")
+    emulator.faults.throttle(0)
+    send(conn, ["after"], partition_id="0")
+    assert [e.body_as_str() for e in receive(conn, "0", expected=1, settle=0.5)] == ["after"]
+
+
 def test_delay_deliveries_holds_events_back(emulator):
     conn = emulator.connection_string("hub1")
     receiver = Receiver(conn, starting_position="@latest")
@@ -129,8 +142,10 @@ def test_admin_http_health_faults_partitions_truncate():
         assert _http(f"{base}/faults/delay-deliveries", {"seconds": 0.5})[1]["delivery_delay_seconds"] == 0.5
         assert _http(f"{base}/faults/refuse-connections", {"seconds": 1})[1]["refusing_for_seconds"] > 0
         assert _http(f"{base}/faults/clock", {"offset_seconds": -60})[1]["clock_offset_seconds"] == -60
+        assert _http(f"{base}/faults/throttle", {"seconds": 1})[1]["throttling_for_seconds"] > 0
         assert _http(f"{base}/faults/clear", {})[1] == {
             "refusing_for_seconds": 0.0,
+            "throttling_for_seconds": 0.0,
             "delivery_delay_seconds": 0.0,
             "clock_offset_seconds": 0.0,
         }
