@@ -8,6 +8,7 @@ Endpoints (JSON in, JSON out):
 - ``POST /faults/refuse-connections`` ``{"seconds": 5}``
 - ``POST /faults/delay-deliveries`` ``{"seconds": 2}`` (0 turns the delay off)
 - ``POST /faults/throttle`` ``{"seconds": 10}`` (sends rejected with ``com.microsoft:server-busy``; 0 stops)
+- ``POST /faults/slow-responses`` ``{"milliseconds": 200}`` (every client frame handled that late; 0 off)
 - ``POST /faults/clock`` ``{"offset_seconds": -7200}`` (stamp new events two hours back; 0 undoes it)
 - ``POST /faults/clear``
 - ``POST /hubs/<hub>/partitions`` ``{"count": 8}`` (grow the hub)
@@ -188,6 +189,9 @@ def route(emulator: EmulatorRole, method: str, path: str, payload: dict) -> Any:
         return faults.status()
     if segments == ["faults", "delay-deliveries"]:
         faults.delay_deliveries(_number(payload, "seconds"))
+        return faults.status()
+    if segments == ["faults", "slow-responses"]:
+        faults.slow_responses(_number(payload, "milliseconds"))
         return faults.status()
     if segments == ["faults", "throttle"]:
         faults.throttle(_number(payload, "seconds"))

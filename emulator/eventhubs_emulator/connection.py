@@ -147,6 +147,8 @@ class Connection:
                     continue  # empty frame = heartbeat
                 if frame_type != F.FRAME_AMQP:
                     raise ProtocolError("amqp:connection:framing-error", "unexpected SASL frame after SASL")
+                if delay := self.server.faults.response_delay():  # the slow-responses fault
+                    await asyncio.sleep(delay)
                 self._handle_frame(channel, body)
                 if self.is_congested():
                     await self.writer.drain()

@@ -35,12 +35,13 @@ class PortInUseError(OSError):
 
 class Faults:
     """Fault injection for reliability tests: drop connections, refuse them, delay deliveries, shift
-    the clock that stamps enqueued times, throttle sends."""
+    the clock that stamps enqueued times, throttle sends, slow every response."""
 
     def __init__(self, emulator: Emulator) -> None:
         self._emulator = emulator
         self._refuse_until = 0.0
         self._throttle_until = 0.0
+        self._response_delay = 0.0
         self._delay = 0.0
         self._clock_offset = 0.0
 
@@ -61,6 +62,15 @@ class Faults:
         the delivery is rejected with ``com.microsoft:server-busy`` and stores nothing (0 stops)."""
         self._throttle_until = time.monotonic() + max(0.0, float(seconds))
 
+    def slow_responses(self, milliseconds: float) -> None:
+        """Handle every frame a client sends ``milliseconds`` late, so every answer (attach, token,
+        management, flow: the deliveries it asks for) comes that much later (0 turns it off)."""
+        self._response_delay = max(0.0, float(milliseconds)) / 1000
+
+    def response_delay(self) -> float:
+        """The current delay before each client frame is handled, in seconds."""
+        return self._response_delay
+
     def throttling(self) -> bool:
         """Whether sends are being throttled now."""
         return time.monotonic() < self._throttle_until
@@ -76,6 +86,7 @@ class Faults:
         """Turn off every fault."""
         self._refuse_until = 0.0
         self._throttle_until = 0.0
+        self._response_delay = 0.0
         self._delay = 0.0
         if self._clock_offset:
             self.shift_clock(0)
@@ -93,6 +104,7 @@ class Faults:
         return {
             "refusing_for_seconds": round(max(0.0, self._refuse_until - time.monotonic()), 3),
             "throttling_for_seconds": round(max(0.0, self._throttle_until - time.monotonic()), 3),
+            "response_delay_ms": round(self._response_delay * 1000, 3),
             "delivery_delay_seconds": self._delay,
             "clock_offset_seconds": self._clock_offset,
         }

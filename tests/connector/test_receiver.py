@@ -81,6 +81,18 @@ def test_consecutive_ranges_reuse_one_receiver_and_keep_its_prefetch(
     assert _cached(options, "1") is not receiver
 
 
+def test_a_broker_that_answers_slowly_delays_the_read_and_loses_nothing(hub: Hub) -> None:
+    """Every answer 200 ms late (``slow_responses``, issue #28 item 1): the range still reads each
+    event once, in order."""
+    hub.send([f"slow-{i}" for i in range(20)], partition="2")
+    hub.emulator.faults.slow_responses(200)
+    try:
+        rows = _read(parse_options(hub.options()), "2", 0, 20)
+    finally:
+        hub.emulator.faults.clear()
+    assert rows == [(i, f"slow-{i}".encode()) for i in range(20)]
+
+
 def test_a_receiver_a_little_behind_drops_events_forward_instead_of_reconnecting(
     filled: tuple[Hub, EventHubsOptions],
 ) -> None:

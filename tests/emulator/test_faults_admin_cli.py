@@ -109,6 +109,23 @@ def test_a_throttled_send_is_refused_as_the_service_does_and_stores_nothing(emul
     assert [e.body_as_str() for e in receive(conn, "0", expected=1, settle=0.5)] == ["after"]
 
 
+def test_slow_responses_delay_every_answer_and_lose_nothing(emulator):
+    """``slow_responses``: every frame a client sends is handled that much later (an attach, a
+    management request, the flow that asks for deliveries), and events still arrive once."""
+    conn = emulator.connection_string("hub1")
+    send(conn, [f"s{i}" for i in range(5)], partition_id="1")
+    emulator.faults.slow_responses(250)
+    try:
+        with EventHubProducerClient.from_connection_string(conn) as producer:
+            started = time.monotonic()
+            assert producer.get_partition_ids() == ["0", "1"]
+            assert time.monotonic() - started >= 0.25
+        got = receive(conn, "1", expected=5, settle=0.5)
+    finally:
+        emulator.faults.clear()
+    assert [e.body_as_str() for e in got] == [f"s{i}" for i in range(5)]
+
+
 def test_delay_deliveries_holds_events_back(emulator):
     conn = emulator.connection_string("hub1")
     receiver = Receiver(conn, starting_position="@latest")
@@ -143,9 +160,11 @@ def test_admin_http_health_faults_partitions_truncate():
         assert _http(f"{base}/faults/refuse-connections", {"seconds": 1})[1]["refusing_for_seconds"] > 0
         assert _http(f"{base}/faults/clock", {"offset_seconds": -60})[1]["clock_offset_seconds"] == -60
         assert _http(f"{base}/faults/throttle", {"seconds": 1})[1]["throttling_for_seconds"] > 0
+        assert _http(f"{base}/faults/slow-responses", {"milliseconds": 50})[1]["response_delay_ms"] == 50
         assert _http(f"{base}/faults/clear", {})[1] == {
             "refusing_for_seconds": 0.0,
             "throttling_for_seconds": 0.0,
+            "response_delay_ms": 0.0,
             "delivery_delay_seconds": 0.0,
             "clock_offset_seconds": 0.0,
         }
