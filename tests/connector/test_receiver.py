@@ -93,6 +93,29 @@ def test_a_broker_that_answers_slowly_delays_the_read_and_loses_nothing(hub: Hub
     assert rows == [(i, f"slow-{i}".encode()) for i in range(20)]
 
 
+def test_a_receiver_stolen_by_a_higher_owner_level_stops_the_read_naming_the_thief(hub: Hub) -> None:
+    """An exclusive reader (owner level 0) whose partition another client takes with a higher owner
+    level (issue #28 item 1): the read stops, nothing returned short, with the service's reason."""
+    from azure.eventhub import EventHubConsumerClient
+
+    hub.send([f"own-{i}" for i in range(10)], partition="0")
+    options = parse_options(
+        hub.options(**{"eventhubs.useExclusiveReceiver": "true", "eventhubs.receiverTimeout": "PT30S"})
+    )
+    thief = EventHubConsumerClient.from_connection_string(hub.connection_string, consumer_group="$Default")
+
+    def steal() -> None:
+        _wait_until(lambda: _open_receivers(hub, "0") == 1)  # the read is waiting for event 10
+        thief.receive(lambda *_: None, partition_id="0", owner_level=5, starting_position="@latest")
+
+    threading.Thread(target=steal, daemon=True).start()
+    try:
+        with pytest.raises(EventHubsReadError, match=r"amqp:link:stolen[\s\S]*higher owner level '5'"):
+            _read(options, "0", 0, 20)  # 10 events exist: the read waits for the rest
+    finally:
+        thief.close()
+
+
 def test_a_receiver_a_little_behind_drops_events_forward_instead_of_reconnecting(
     filled: tuple[Hub, EventHubsOptions],
 ) -> None:
