@@ -58,6 +58,9 @@ IDLE_SECONDS = 30.0
 FAST_FORWARD_SECONDS = 1.0
 # How often the timer looks at idle receivers (idle timeout, slots wanted by other processes).
 REAP_SECONDS = 0.25
+# AMQP conditions with which the service asks the client to come back (a partition being moved, a
+# forced close, a busy broker): a read reconnects for up to eventhubs.receiverTimeout.
+RETRY_CONDITIONS = ("amqp:link:detach-forced", "amqp:connection:forced", "com.microsoft:server-busy")
 # A task whose link stays quiet this long asks the broker whether its events expired meanwhile.
 PROBE_SECONDS = 2.0
 # Events skipped because they expired (failOnDataLoss=false), per worker process, for tests/logs.
@@ -416,15 +419,27 @@ class ReadRetries:
         options, partition_id = self.options, self.partition_id
         text = redact(f"{type(exc).__name__}: {exc}", options)
         refused = "resource-limit-exceeded" in text
-        self.refused_since = (self.refused_since or time.monotonic()) if refused else None
+        # The service asks for a retry (a partition being moved, a busy broker): keep reconnecting
+        # for up to eventhubs.receiverTimeout, then give up naming its reason.
+        asked_to_retry = any(condition in text for condition in RETRY_CONDITIONS)
+        waiting = refused or asked_to_retry
+        self.refused_since = (self.refused_since or time.monotonic()) if waiting else None
         if (
             self.refused_since is not None
             and time.monotonic() - self.refused_since < options.receiver_timeout
         ):
+            if asked_to_retry:
+                log.warning(
+                    "Event hub %s partition %s: %s; reconnecting at %d",
+                    options.description,
+                    partition_id,
+                    text.splitlines()[0],
+                    expected,
+                )
             time.sleep(1.0)
         elif refused:
             raise EventHubsReadError(no_slot_message(options, partition_id, None)) from None
-        elif self.failures:
+        elif self.failures or asked_to_retry:
             raise EventHubsReadError(
                 f"Event hub {options.description} partition {partition_id}: receiving "
                 f"from sequence number {expected} failed: {text}"

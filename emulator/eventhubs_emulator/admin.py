@@ -9,6 +9,8 @@ Endpoints (JSON in, JSON out):
 - ``POST /faults/delay-deliveries`` ``{"seconds": 2}`` (0 turns the delay off)
 - ``POST /faults/throttle`` ``{"seconds": 10}`` (sends rejected with ``com.microsoft:server-busy``; 0 stops)
 - ``POST /faults/slow-responses`` ``{"milliseconds": 200}`` (every client frame handled that late; 0 off)
+- ``POST /hubs/<hub>/partitions/<id>/offline`` ``{"seconds": 10}`` → ``{"detached": n}`` (links to it
+  force-detached, new ones refused, until it is back)
 - ``POST /faults/clock`` ``{"offset_seconds": -7200}`` (stamp new events two hours back; 0 undoes it)
 - ``POST /faults/clear``
 - ``POST /hubs/<hub>/partitions`` ``{"count": 8}`` (grow the hub)
@@ -215,4 +217,12 @@ def route(emulator: EmulatorRole, method: str, path: str, payload: dict) -> Any:
     ):
         before = _number(payload, "before_sequence_number")
         return {"dropped": emulator._truncate(segments[1], segments[3], int(before))}
+    if (
+        len(segments) == 5
+        and segments[0] == "hubs"
+        and segments[2] == "partitions"
+        and segments[4] == "offline"
+    ):
+        seconds = _number(payload, "seconds")
+        return {"detached": emulator.faults.take_partition_offline_now(segments[1], segments[3], seconds)}
     raise HttpError(404, f"no POST endpoint {path}")

@@ -470,6 +470,10 @@ class Connection:
             f"Unauthorized access to '{entity_path}': put a valid token on $cbs for this entity first.",
         )
 
+    def _refuse_if_offline(self, hub: str, partition: str) -> None:
+        if self.server.faults.partition_offline(hub, partition):
+            raise LinkRefused(DETACH_FORCED, partition_offline_description(hub, partition))
+
     def _setup_producer(self, link: Link, address: str) -> None:
         parts = [p for p in address.split("/") if p]
         hub = self.broker.hub(parts[0]) if parts else None
@@ -484,6 +488,7 @@ class Connection:
                     "amqp:not-found", f"Partition '{parts[2]}' does not exist in event hub '{hub.name}'."
                 )
             link.partition_id = parts[2]
+            self._refuse_if_offline(hub.name, parts[2])
         elif len(parts) != 1:
             raise LinkRefused("amqp:not-found", f"'{address}' is not an event hub or partition address.")
         self._require_grant(self._entity_path(hub.name))
@@ -515,6 +520,7 @@ class Connection:
                 "amqp:not-found", f"Partition '{parts[4]}' does not exist in event hub '{hub.name}'."
             )
         link.partition_id = parts[4]
+        self._refuse_if_offline(hub.name, parts[4])
         self._require_grant(self._entity_path(hub.name, "consumergroups", group, "partitions", parts[4]))
         log_ = hub.partitions[parts[4]]
         link.log = log_
@@ -744,6 +750,18 @@ SERVER_BUSY_DESCRIPTION = (
     "The request was terminated because the entity is being throttled. Error code : 50002. "
     "Sub error : 102. Please wait 4 seconds and try again."
 )
+
+
+#: What the service detaches links with when it moves a partition (clients retry it).
+DETACH_FORCED = "amqp:link:detach-forced"
+
+
+def partition_offline_description(hub: str, partition: str) -> str:
+    """The detach's description while a partition is offline (the emulator's fault)."""
+    return (
+        f"The link to partition '{partition}' of event hub '{hub}' is force detached by the broker: the "
+        "partition is being moved (emulator fault: partition offline). Retry the operation."
+    )
 
 
 def _accepted() -> Described:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from . import websocket
 from .config import EmulatorConfig
-from .connection import Connection, Link
+from .connection import DETACH_FORCED, Connection, Link, partition_offline_description
 from .store import Broker, Hub
 
 log = logging.getLogger("eventhubs_emulator")
@@ -35,13 +35,15 @@ class PortInUseError(OSError):
 
 class Faults:
     """Fault injection for reliability tests: drop connections, refuse them, delay deliveries, shift
-    the clock that stamps enqueued times, throttle sends, slow every response."""
+    the clock that stamps enqueued times, throttle sends, slow every response, take a partition
+    offline for a while."""
 
     def __init__(self, emulator: Emulator) -> None:
         self._emulator = emulator
         self._refuse_until = 0.0
         self._throttle_until = 0.0
         self._response_delay = 0.0
+        self._offline: dict[tuple[str, str], float] = {}  # (hub, partition) -> until (monotonic)
         self._delay = 0.0
         self._clock_offset = 0.0
 
@@ -61,6 +63,23 @@ class Faults:
         """Reject every sent event for the next ``seconds`` as the service does past its ingress quota:
         the delivery is rejected with ``com.microsoft:server-busy`` and stores nothing (0 stops)."""
         self._throttle_until = time.monotonic() + max(0.0, float(seconds))
+
+    def take_partition_offline(self, hub: str, partition: str, seconds: float) -> int:
+        """Take one partition away for ``seconds``, as the service does while it moves a partition:
+        the links reading or sending to it are force-detached (``amqp:link:detach-forced``, which
+        clients retry) and new ones are refused the same way until it is back. Returns how many
+        links were detached."""
+        return self._emulator._call(self.take_partition_offline_now, hub, partition, seconds)
+
+    def take_partition_offline_now(self, hub: str, partition: str, seconds: float) -> int:
+        """:meth:`take_partition_offline` on the emulator's loop (the admin API runs there)."""
+        self._emulator._partition_log(hub, partition)  # KeyError naming an unknown hub or partition
+        self._offline[(hub.lower(), partition)] = time.monotonic() + max(0.0, float(seconds))
+        return self._emulator._server.detach_partition_links(hub, partition)
+
+    def partition_offline(self, hub: str, partition: str) -> bool:
+        """Whether the partition is offline now."""
+        return time.monotonic() < self._offline.get((hub.lower(), partition), 0.0)
 
     def slow_responses(self, milliseconds: float) -> None:
         """Handle every frame a client sends ``milliseconds`` late, so every answer (attach, token,
@@ -87,6 +106,7 @@ class Faults:
         self._refuse_until = 0.0
         self._throttle_until = 0.0
         self._response_delay = 0.0
+        self._offline.clear()
         self._delay = 0.0
         if self._clock_offset:
             self.shift_clock(0)
@@ -105,6 +125,9 @@ class Faults:
             "refusing_for_seconds": round(max(0.0, self._refuse_until - time.monotonic()), 3),
             "throttling_for_seconds": round(max(0.0, self._throttle_until - time.monotonic()), 3),
             "response_delay_ms": round(self._response_delay * 1000, 3),
+            "offline_partitions": sorted(
+                f"{h}/{p}" for (h, p) in self._offline if self.partition_offline(h, p)
+            ),
             "delivery_delay_seconds": self._delay,
             "clock_offset_seconds": self._clock_offset,
         }
@@ -162,6 +185,18 @@ class EmulatorServer:
             await conn.run()
         finally:
             pump.cancel()
+
+    def detach_partition_links(self, hub: str, partition: str) -> int:
+        """Force-detach every link reading or sending to one partition (the partition-offline fault)."""
+        detached = 0
+        for conn in list(self.connections):
+            for session in list(conn.sessions.values()):
+                for link in list(session.links.values()):
+                    on_it = link.hub is not None and link.hub.name.lower() == hub.lower()
+                    if on_it and link.partition_id == partition and not link.closed:
+                        link.detach(DETACH_FORCED, partition_offline_description(hub, partition))
+                        detached += 1
+        return detached
 
     def drop_connections(self) -> int:
         """Abort every connection."""
@@ -440,11 +475,13 @@ class Emulator:
         return h.partition_ids()
 
     def _truncate(self, hub: str, partition: str, before_sequence_number: int) -> int:
-        h = self._hub(hub)
-        log_ = h.partitions.get(str(partition))
+        return self._partition_log(hub, partition).truncate_before(int(before_sequence_number))
+
+    def _partition_log(self, hub: str, partition: str) -> Any:
+        log_ = self._hub(hub).partitions.get(str(partition))
         if log_ is None:
             raise KeyError(f"event hub {hub!r} has no partition {partition!r}")
-        return log_.truncate_before(int(before_sequence_number))
+        return log_
 
     def _hubs_info(self, only: str | None = None) -> list[dict[str, Any]]:
         assert self._broker is not None

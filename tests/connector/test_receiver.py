@@ -116,6 +116,25 @@ def test_a_receiver_stolen_by_a_higher_owner_level_stops_the_read_naming_the_thi
         thief.close()
 
 
+def test_a_read_across_a_partition_taken_offline_and_back_gets_every_event_once(hub: Hub) -> None:
+    """The partition moves while a range is being read (its link force-detached, new ones refused
+    for 2 s, issue #28 item 1): the read reconnects where it was and returns each event once."""
+    hub.send([f"mv-{i}" for i in range(10)], partition="3")
+    options = parse_options(hub.options(**{"eventhubs.receiverTimeout": "PT60S"}))
+
+    def move_then_send() -> None:
+        _wait_until(lambda: _open_receivers(hub, "3") == 1)  # the read is waiting for event 10
+        hub.emulator.faults.take_partition_offline("hub1", "3", 2)
+        time.sleep(2.5)
+        hub.send([f"mv-{i}" for i in range(10, 20)], partition="3")
+
+    mover = threading.Thread(target=move_then_send, daemon=True)
+    mover.start()
+    rows = _read(options, "3", 0, 20)
+    mover.join(30)
+    assert rows == [(i, f"mv-{i}".encode()) for i in range(20)]
+
+
 def test_a_receiver_a_little_behind_drops_events_forward_instead_of_reconnecting(
     filled: tuple[Hub, EventHubsOptions],
 ) -> None:

@@ -126,6 +126,23 @@ def test_slow_responses_delay_every_answer_and_lose_nothing(emulator):
     assert [e.body_as_str() for e in got] == [f"s{i}" for i in range(5)]
 
 
+def test_a_partition_taken_offline_refuses_links_then_serves_again(emulator):
+    """``take_partition_offline``: while a partition moves, links to it are detached with
+    ``amqp:link:detach-forced`` (the SDK retries it) and nothing sent is lost."""
+    conn = emulator.connection_string("hub1")
+    send(conn, ["a0", "a1"], partition_id="1")
+    emulator.faults.take_partition_offline("hub1", "1", 2)
+    with pytest.raises(EventHubError):  # refused at attach: nothing of it is stored (below)
+        with EventHubProducerClient.from_connection_string(conn, retry_total=0) as producer:
+            producer.send_batch([EventData("refused")], partition_id="1")
+    send(conn, ["elsewhere"], partition_id="0")  # the other partitions serve meanwhile
+    time.sleep(2.2)
+    send(conn, ["a2"], partition_id="1")
+    assert [e.body_as_str() for e in receive(conn, "1", expected=3, settle=0.5)] == ["a0", "a1", "a2"]
+    with pytest.raises(KeyError, match="no partition '7'"):
+        emulator.faults.take_partition_offline("hub1", "7", 1)
+
+
 def test_delay_deliveries_holds_events_back(emulator):
     conn = emulator.connection_string("hub1")
     receiver = Receiver(conn, starting_position="@latest")
@@ -161,10 +178,15 @@ def test_admin_http_health_faults_partitions_truncate():
         assert _http(f"{base}/faults/clock", {"offset_seconds": -60})[1]["clock_offset_seconds"] == -60
         assert _http(f"{base}/faults/throttle", {"seconds": 1})[1]["throttling_for_seconds"] > 0
         assert _http(f"{base}/faults/slow-responses", {"milliseconds": 50})[1]["response_delay_ms"] == 50
+        offline = _http(f"{base}/hubs/hub1/partitions/0/offline", {"seconds": 5})
+        assert offline == (200, {"detached": 0})
+        assert _http(f"{base}/hubs")[1]["faults"]["offline_partitions"] == ["hub1/0"]
+        assert _http(f"{base}/hubs/hub1/partitions/9/offline", {"seconds": 5})[0] == 404
         assert _http(f"{base}/faults/clear", {})[1] == {
             "refusing_for_seconds": 0.0,
             "throttling_for_seconds": 0.0,
             "response_delay_ms": 0.0,
+            "offline_partitions": [],
             "delivery_delay_seconds": 0.0,
             "clock_offset_seconds": 0.0,
         }
