@@ -102,16 +102,15 @@ def retry_args(job: RegisteredJob) -> dict[str, Any]:
 
 def _job_dag(
     job: RegisteredJob,
-    suffix: str,
     description: str,
     schedule: Any,
     kind: str,
     task_args: dict[str, Any] | None = None,
 ) -> DAG:
-    """A job's own DAG ``<name>__<suffix>``: one run at a time, no catch-up, tagged with its kind;
+    """A job's own DAG (``job.dag_id``): one run at a time, no catch-up, tagged with its kind;
     ``task_args`` change the default task arguments."""
     return DAG(
-        dag_id=f"{job.name}__{suffix}",
+        dag_id=job.dag_id,
         description=description,
         schedule=schedule,
         start_date=START_DATE,
@@ -126,7 +125,6 @@ def supervisor_dag(job: RegisteredJob) -> DAG:
     """Keep a long-running job alive and fail loudly when it is not healthy."""
     with _job_dag(
         job,
-        "supervisor",
         f"Supervise the streaming job {job.name}: ensure it runs, check its checkpoint",
         schedule=parse_duration(job.supervise_every),
         kind="streaming",
@@ -157,7 +155,6 @@ def available_now_dag(job: RegisteredJob) -> DAG:
     """Run a scheduled job over what has arrived, check it, archive what it processed."""
     with _job_dag(
         job,
-        "available_now",
         f"Run the job {job.name} with the availableNow trigger, then check and archive",
         schedule=job_schedule(job),
         kind="scheduled",

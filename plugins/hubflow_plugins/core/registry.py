@@ -354,6 +354,11 @@ class RegisteredJob(_Strict):
         return max(MIN_HEARTBEAT_TIMEOUT, parse_duration(self.supervise_every) / 2)
 
     @property
+    def dag_id(self) -> str:
+        """The id of the job's own DAG: ``<name>__supervisor`` (streaming) or ``<name>__available_now``."""
+        return f"{self.name}__{'supervisor' if self.mode == 'streaming' else 'available_now'}"
+
+    @property
     def is_pipeline(self) -> bool:
         """Whether the job runs a pipeline function (``application: module:function``)."""
         from hubflow_jobs.applications import is_pipeline

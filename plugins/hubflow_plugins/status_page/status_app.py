@@ -13,7 +13,8 @@ Mounted by the Airflow plugin (``plugins/hubflow_status_plugin.py``) under ``/hu
 
 Airflow does not protect plugin apps by itself; with ``require_login=True`` (what the plugin uses)
 every route asks for the Airflow login, read from the ``Authorization: Bearer`` header or the UI's
-session cookie, through Airflow's own ``get_user`` dependency.
+session cookie, through Airflow's own ``get_user`` dependency, and shows a job only to a user who may
+read its DAG, its driver log only to one who may read that DAG's task logs (``job_access``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
+from hubflow_plugins.status_page.job_access import AirflowDagAccess, EveryoneSeesAll, JobAccess
 from hubflow_plugins.status_page.progress_history import OffsetsCache, ProgressSamples
 
 HERE = Path(__file__).resolve().parent
@@ -36,14 +38,20 @@ DRIVER_LOG_TAIL_BYTES = 512 * 1024
 
 
 async def _airflow_user(request: Request) -> None:
-    """Refuse the request unless it carries a valid Airflow login (header token or UI cookie)."""
+    """Refuse the request unless it carries a valid Airflow login (header token or UI cookie);
+    keep what the user may see in ``request.state.job_access``."""
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.security import HTTPAuthorizationCredentials
 
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     credentials = HTTPAuthorizationCredentials(scheme=scheme, credentials=token) if token else None
-    await get_user(request, None, credentials)
+    request.state.job_access = AirflowDagAccess(await get_user(request, None, credentials))
+
+
+def _access(request: Request) -> JobAccess:
+    """What this request's user may see (everything when the app asks no login)."""
+    return getattr(request.state, "job_access", None) or EveryoneSeesAll()
 
 
 def create_app(registry_path: Path | None = None, *, require_login: bool = False) -> FastAPI:
@@ -67,7 +75,7 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
     app.state.offsets_cache = offsets_cache
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
-    def jobs() -> list[Any]:
+    def registered_jobs() -> list[Any]:
         from hubflow_plugins.core.registry import RegistryError
         from hubflow_plugins.status_page.job_snapshots import load_jobs, redact
 
@@ -76,33 +84,41 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
         except RegistryError as exc:
             raise HTTPException(status_code=500, detail=redact(str(exc))) from None
 
+    def jobs(request: Request) -> list[Any]:
+        """The registered jobs this request's user may read, in registry order."""
+        return _access(request).readable(registered_jobs())
+
     @app.get("/api/jobs")
-    def list_jobs() -> JSONResponse:
-        """Every registered job's snapshot, in registry order."""
+    def list_jobs(request: Request) -> JSONResponse:
+        """The snapshot of every job the user may read, in registry order."""
         from hubflow_plugins.status_page.job_snapshots import job_snapshot
 
-        return JSONResponse({"jobs": [job_snapshot(job, samples) for job in jobs()]})
+        return JSONResponse({"jobs": [job_snapshot(job, samples) for job in jobs(request)]})
 
-    def registered(name: str) -> Any:
-        for job in jobs():
-            if job.name == name:
-                return job
-        raise HTTPException(status_code=404, detail=f"no registered job named {name!r}")
+    def registered(request: Request, name: str, *, logs: bool = False) -> Any:
+        """The job ``name``, when registered (else 404) and the user may read it (else 403)."""
+        job = next((job for job in registered_jobs() if job.name == name), None)
+        if job is None:
+            raise HTTPException(status_code=404, detail=f"no registered job named {name!r}")
+        refusal = _access(request).refusal(job, logs=logs)
+        if refusal is not None:
+            raise HTTPException(status_code=403, detail=refusal)
+        return job
 
     @app.get("/api/jobs/{name}")
-    def get_job(name: str) -> JSONResponse:
+    def get_job(request: Request, name: str) -> JSONResponse:
         """One job's snapshot with its chart points (``history``)."""
         from hubflow_plugins.status_page.job_snapshots import job_snapshot
 
-        job = registered(name)
+        job = registered(request, name)
         return JSONResponse(job_snapshot(job, samples, with_history=True, offsets_cache=offsets_cache))
 
     @app.get("/api/jobs/{name}/driver-log")
-    def get_driver_log(name: str) -> PlainTextResponse:
+    def get_driver_log(request: Request, name: str) -> PlainTextResponse:
         """The end of the job's driver log, read from its status folder (local or remote)."""
         from hubflow_plugins.status_page.job_snapshots import driver_log_tail, redact
 
-        job = registered(name)
+        job = registered(request, name, logs=True)
         try:
             text = driver_log_tail(job, DRIVER_LOG_TAIL_BYTES)
         except Exception as exc:
@@ -119,7 +135,8 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
         from hubflow_plugins.status_page.job_snapshots import job_snapshot
 
         snapshots = [
-            job_snapshot(job, samples, with_history=True, offsets_cache=offsets_cache) for job in jobs()
+            job_snapshot(job, samples, with_history=True, offsets_cache=offsets_cache)
+            for job in jobs(request)
         ]
         base = request.scope.get("root_path", "").rstrip("/")
         html = _render(

@@ -72,3 +72,79 @@ def test_api_server_serves_the_page_to_logged_in_users_only(
     assert checks["cookie_page"] == {"status": 200, "has_charts": True}
     views = [v for p in checks["plugins"]["plugins"] for v in p["external_views"]]
     assert {"name": "Streaming status", "href": "/hubflow/"}.items() <= views[0].items()
+
+
+def test_a_user_sees_only_the_jobs_of_dags_they_may_read_and_their_logs_only_with_log_access(
+    airflow_home: Any, tmp_path: Path
+) -> None:
+    """The page asks Airflow's auth manager: a job's row and snapshot follow read access to its DAG,
+    its driver log follows read access to that DAG's task logs; an admin sees everything."""
+    from tests.plugins.status_page.streams import job_config, write_registry
+
+    entries = []
+    for name, mode in (("clicks", "streaming"), ("orders", "scheduled"), ("payroll", "streaming")):
+        entry = {
+            "name": name,
+            "application": "files_to_lake",
+            "config": str(job_config(tmp_path, name, {"path": str(tmp_path / "landing" / name)})),
+            "mode": mode,
+        }
+        if mode == "scheduled":
+            entry["schedule"] = "@hourly"
+        entries.append(entry)
+        log = tmp_path / "status" / name / "driver.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"the driver of {name}\n")
+    env = plugin_env(airflow_home, write_registry(tmp_path, entries))
+    env.update(
+        {
+            "AIRFLOW__CORE__AUTH_MANAGER": "tests.plugins.status_page.dag_scoped_auth.DagScopedAuthManager",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,scoped:viewer",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "passwords.json"),
+            "HUBFLOW_TEST_DAG_GRANTS": json.dumps(
+                {
+                    "scoped": {
+                        "read": ["clicks__supervisor", "orders__available_now"],
+                        "logs": ["clicks__supervisor"],
+                    }
+                }
+            ),
+        }
+    )
+    paths = [
+        "/hubflow/api/jobs",
+        "/hubflow/",
+        *(f"/hubflow/api/jobs/{name}" for name in ("clicks", "orders", "payroll")),
+        *(f"/hubflow/api/jobs/{name}/driver-log" for name in ("clicks", "orders", "payroll")),
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.plugins.status_page.airflow_access_check", json.dumps(paths)],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    scoped, admin = seen["scoped"], seen["admin"]
+
+    listed = [job["name"] for job in json.loads(scoped["/hubflow/api/jobs"][1])["jobs"]]
+    assert listed == ["clicks", "orders"]
+    page = scoped["/hubflow/"][1]
+    assert scoped["/hubflow/"][0] == 200 and 'id="job-clicks"' in page and "payroll" not in page
+    assert scoped["/hubflow/api/jobs/clicks"][0] == 200
+    assert scoped["/hubflow/api/jobs/payroll"][0] == 403
+    assert "may not read DAG 'payroll__supervisor' (job payroll)" in scoped["/hubflow/api/jobs/payroll"][1]
+    assert scoped["/hubflow/api/jobs/clicks/driver-log"] == [200, "the driver of clicks\n"]
+    status, text = scoped["/hubflow/api/jobs/orders/driver-log"]
+    assert status == 403 and "may not read the task logs of DAG 'orders__available_now'" in text
+    assert scoped["/hubflow/api/jobs/payroll/driver-log"][0] == 403
+
+    assert [job["name"] for job in json.loads(admin["/hubflow/api/jobs"][1])["jobs"]] == [
+        "clicks",
+        "orders",
+        "payroll",
+    ]
+    assert admin["/hubflow/api/jobs/payroll/driver-log"] == [200, "the driver of payroll\n"]
