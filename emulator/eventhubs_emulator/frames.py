@@ -69,6 +69,141 @@ class Error:
         return Described(ERROR, [Symbol(condition), description, info])
 
 
+# The types of the fields a peer sends us (AMQP 1.0 part 2.7 and 5.3), by name; "!" marks the ones
+# we need and refuse when absent. Kinds: uint/ushort/ubyte/ulong (an integer in range), bool,
+# string, symbol, binary, symbols (one symbol or an array), map, described (a source, target,
+# error or delivery state), any. Checked before a handler reads a field (``check_fields``).
+FIELDS: dict[int, tuple[tuple[str, str], ...]] = {
+    SASL_INIT: (("mechanism!", "symbol"), ("initial-response", "binary"), ("hostname", "string")),
+    OPEN: (
+        ("container-id", "string"),
+        ("hostname", "string"),
+        ("max-frame-size", "uint"),
+        ("channel-max", "ushort"),
+        ("idle-time-out", "uint"),
+        ("outgoing-locales", "symbols"),
+        ("incoming-locales", "symbols"),
+        ("offered-capabilities", "symbols"),
+        ("desired-capabilities", "symbols"),
+        ("properties", "map"),
+    ),
+    BEGIN: (
+        ("remote-channel", "ushort"),
+        ("next-outgoing-id", "uint"),
+        ("incoming-window", "uint"),
+        ("outgoing-window", "uint"),
+        ("handle-max", "uint"),
+        ("offered-capabilities", "symbols"),
+        ("desired-capabilities", "symbols"),
+        ("properties", "map"),
+    ),
+    ATTACH: (
+        ("name!", "string"),
+        ("handle!", "uint"),
+        ("role!", "bool"),
+        ("snd-settle-mode", "ubyte"),
+        ("rcv-settle-mode", "ubyte"),
+        ("source", "described"),
+        ("target", "described"),
+        ("unsettled", "map"),
+        ("incomplete-unsettled", "bool"),
+        ("initial-delivery-count", "uint"),
+        ("max-message-size", "ulong"),
+        ("offered-capabilities", "symbols"),
+        ("desired-capabilities", "symbols"),
+        ("properties", "map"),
+    ),
+    FLOW: (
+        ("next-incoming-id", "uint"),
+        ("incoming-window", "uint"),
+        ("next-outgoing-id", "uint"),
+        ("outgoing-window", "uint"),
+        ("handle", "uint"),
+        ("delivery-count", "uint"),
+        ("link-credit", "uint"),
+        ("available", "uint"),
+        ("drain", "bool"),
+        ("echo", "bool"),
+        ("properties", "map"),
+    ),
+    TRANSFER: (
+        ("handle!", "uint"),
+        ("delivery-id", "uint"),
+        ("delivery-tag", "binary"),
+        ("message-format", "uint"),
+        ("settled", "bool"),
+        ("more", "bool"),
+        ("rcv-settle-mode", "ubyte"),
+        ("state", "described"),
+        ("resume", "bool"),
+        ("aborted", "bool"),
+        ("batchable", "bool"),
+    ),
+    DISPOSITION: (
+        ("role", "bool"),
+        ("first", "uint"),
+        ("last", "uint"),
+        ("settled", "bool"),
+        ("state", "described"),
+        ("batchable", "bool"),
+    ),
+    DETACH: (("handle!", "uint"), ("closed", "bool"), ("error", "described")),
+    END: (("error", "described"),),
+    CLOSE: (("error", "described"),),
+}
+_NAMES = {
+    SASL_INIT: "sasl-init",
+    OPEN: "open",
+    BEGIN: "begin",
+    ATTACH: "attach",
+    FLOW: "flow",
+    TRANSFER: "transfer",
+    DISPOSITION: "disposition",
+    DETACH: "detach",
+    END: "end",
+    CLOSE: "close",
+}
+_RANGES = {"ubyte": 2**8, "ushort": 2**16, "uint": 2**32, "ulong": 2**64}
+
+
+def _fits(value: Any, kind: str) -> bool:
+    if kind in _RANGES:
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _RANGES[kind]
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind in ("string", "symbol"):
+        return isinstance(value, str)
+    if kind == "binary":
+        return isinstance(value, bytes)
+    if kind == "symbols":
+        return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+    if kind == "map":
+        return isinstance(value, dict)
+    if kind == "described":
+        return isinstance(value, Described)
+    return True
+
+
+def check_fields(code: int, fields: list) -> str | None:
+    """Why a received performative's ``fields`` break its type (AMQP 1.0), or None when they fit.
+
+    Only the fields the spec defines are checked (extra trailing ones are ignored, as AMQP allows
+    for newer versions); a null fits any field that is not marked as needed.
+    """
+    for (name, kind), value in zip(FIELDS.get(code, ()), fields, strict=False):
+        needed = name.endswith("!")
+        if value is None:
+            if needed:
+                return f"{_NAMES[code]} field {name[:-1]!r} is mandatory"
+            continue
+        if not _fits(value, kind):
+            shown = repr(value)
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            field = name.rstrip("!")
+            return f"{_NAMES[code]} field {field!r} must be {kind}, got {type(value).__name__} {shown}"
+    return None
+
+
 def pad(fields: list, code: int) -> list:
     """Pad a received performative's field list with nulls up to its full length."""
     need = FIELD_COUNT.get(code, 0)
