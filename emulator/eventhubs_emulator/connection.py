@@ -43,6 +43,9 @@ SESSION_WINDOW = 0x7FFFFFFF
 EPOCH = Symbol("com.microsoft:epoch")
 RUNTIME_METRIC = "com.microsoft:enable-receiver-runtime-metric"
 _HEADER = struct.Struct(">IBBH")
+# What a client may still send on a session after ending it (closing frames, nothing that waits for
+# an answer): dropped there, where anything else on a channel without a session is a framing error.
+_SESSION_FRAMES = frozenset({F.DETACH, F.FLOW, F.DISPOSITION, F.END})
 
 
 class ProtocolError(Exception):
@@ -80,6 +83,9 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self.sessions: dict[int, Session] = {}
+        # Channels whose session the client ended: the SDK may still send a detach there after its
+        # end (it does when a partition is taken offline); such late frames are dropped.
+        self._ended_channels: set[int] = set()
         self.remote_max_frame_size = 512
         self.grants: list[Grant] = []
         self.closed = False
@@ -280,6 +286,9 @@ class Connection:
     # ------------------------------------------------------------------------------------ dispatch
     def _handle_frame(self, channel: int, body: bytes) -> None:
         code, fields, payload = self._performative(body)
+        if code in _SESSION_FRAMES and channel not in self.sessions and channel in self._ended_channels:
+            log.debug("dropped a %s on channel %d, whose session the client ended", F.NAMES[code], channel)
+            return
         if code == F.TRANSFER:
             self._on_transfer(channel, fields, payload)
         elif code == F.FLOW:
@@ -345,6 +354,7 @@ class Connection:
             )
         session = Session(self, channel, int(fields[1] or 0))
         self.sessions[channel] = session
+        self._ended_channels.discard(channel)
         self.write(
             F.frame(
                 channel,
@@ -364,6 +374,7 @@ class Connection:
 
     def _on_end(self, channel: int) -> None:
         session = self.sessions.pop(channel, None)
+        self._ended_channels.add(channel)
         if session is not None:
             for link in session.links.values():
                 link.close_local()

@@ -151,7 +151,8 @@ FIELDS: dict[int, tuple[tuple[str, str], ...]] = {
     END: (("error", "described"),),
     CLOSE: (("error", "described"),),
 }
-_NAMES = {
+#: Performative names as the spec writes them (for messages).
+NAMES = {
     SASL_INIT: "sasl-init",
     OPEN: "open",
     BEGIN: "begin",
@@ -194,13 +195,13 @@ def check_fields(code: int, fields: list) -> str | None:
         needed = name.endswith("!")
         if value is None:
             if needed:
-                return f"{_NAMES[code]} field {name[:-1]!r} is mandatory"
+                return f"{NAMES[code]} field {name[:-1]!r} is mandatory"
             continue
         if not _fits(value, kind):
             shown = repr(value)
             shown = shown if len(shown) <= 40 else shown[:37] + "..."
             field = name.rstrip("!")
-            return f"{_NAMES[code]} field {field!r} must be {kind}, got {type(value).__name__} {shown}"
+            return f"{NAMES[code]} field {field!r} must be {kind}, got {type(value).__name__} {shown}"
     return None
 
 

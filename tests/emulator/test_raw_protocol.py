@@ -141,3 +141,23 @@ def test_a_begin_on_a_channel_in_use_ends_the_connection(emulator):
         assert _closed_with(client) == "amqp:connection:framing-error"
     finally:
         client.close()
+
+
+def test_a_late_detach_on_a_session_the_client_ended_is_dropped_not_a_framing_error(emulator):
+    """azure-eventhub's producer sends its link's detach after its session's end when a partition
+    is taken offline; the connection (shared with its other links) must live on."""
+    client = RawClient(emulator.port)
+    try:
+        client.send(frames.END, [None])
+        assert client.read_frame()[0] == frames.END
+        client.send(frames.DETACH, [UInt(0), True, None])  # late: the session is gone
+        client.send(frames.BEGIN, [None, UInt(0), UInt(100), UInt(100), UInt(10), None, None, None])
+        code, fields = client.read_frame()
+        assert code == frames.BEGIN and fields[0] == 0  # the connection lives on, channel 0 again
+        body = encode(Described(frames.FLOW, [None, UInt(1), UInt(0), UInt(1)]))
+        client.sock.sendall(struct.pack(">IBBH", 8 + len(body), 2, 0, 5) + body)  # never begun
+        code, fields = client.read_frame()
+        assert code == frames.CLOSE and fields[0].value[0] == "amqp:connection:framing-error"
+        assert "no session on channel 5" in fields[0].value[1]
+    finally:
+        client.close()
