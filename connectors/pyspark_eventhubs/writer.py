@@ -119,7 +119,14 @@ def _is_transient(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     throttled = any(w in text for w in ("server-busy", "serverbusy", "throttl", "timeout"))
-    return isinstance(exc, (EventDataSendError, EventHubError)) and throttled
+    return isinstance(exc, (EventDataSendError, EventHubError)) and (throttled or _not_delivered(exc))
+
+
+def _not_delivered(exc: BaseException) -> bool:
+    """A send the SDK saw settle without an outcome: its link was detached under it (the service
+    moving the partition detaches with ``amqp:link:detach-forced``), which the SDK reports only as
+    ``ErrorCondition.UnknownError``. Nothing was stored, so the sink sends again."""
+    return "errorcondition.unknownerror" in str(exc).lower()
 
 
 class _BatchSender:
@@ -193,6 +200,10 @@ class _BatchSender:
     def _log_retry(self, state: Any) -> None:
         exc = state.outcome.exception() if state.outcome else None
         first_line = next((line for line in str(exc).splitlines() if line.strip()), "") if exc else ""
+        if exc is not None and _not_delivered(exc):
+            first_line = (
+                "not delivered: the service detached the link under the send, as when a partition moves"
+            )
         log.warning(
             "Event hub %s: send attempt %d failed (%s); retrying",
             self.options.description,

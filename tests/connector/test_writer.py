@@ -91,3 +91,20 @@ def test_arrow_batches_are_sent_like_rows(hub: Hub) -> None:
             for row in batch.to_pylist():
                 sent[row["body"]] = (pid, dict(row["properties"] or {}))
     assert sent == {b"a": ("0", {"k": "v"}), b"b": ("1", {}), b"c": ("0", {}), b"d": ("1", {})}
+
+
+def test_sends_to_a_partition_taken_offline_are_retried_until_it_is_back(
+    hub: Hub, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A partition moving (the emulator's offline fault, issue #28 item 1): its sender link is
+    detached under a send, which the SDK reports as not delivered; the sink retries and every row
+    arrives (at-least-once)."""
+    columns = SinkColumns(body="body", partition_key=None, partition_id="pid", properties=None)
+    _write_rows(parse_options(hub.options()), columns, iter([{"body": "warm", "pid": "1"}]))
+    hub.emulator.faults.take_partition_offline("hub1", "1", 3)
+    rows = [{"body": f"o{i}", "pid": str(i % 4)} for i in range(80)]
+    message = _write_rows(parse_options(hub.options()), columns, iter(rows))
+    assert message.events == 80
+    assert "not delivered: the service detached the link" in caplog.text, "the retry says why"
+    bodies = set(_bodies(hub))
+    assert {f"o{i}".encode() for i in range(80)} <= bodies
