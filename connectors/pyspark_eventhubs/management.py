@@ -13,9 +13,10 @@ pieces are not public API, which is why the package pins ``azure-eventhub`` to 5
 
 Failures (a dropped connection, a lost link, a timeout) close the session; the next round opens
 a new one (tenacity retries a round up to 3 times with backoff, not on authentication errors or
-an unknown hub). The service allows 50 runtime-information requests per second per namespace
-(:data:`REQUESTS_PER_SECOND`); every request takes a token from a bucket shared by the
-sessions of this process for that namespace, so a fast trigger waits instead of being throttled.
+an unknown hub). Runtime-information requests are paced at ``eventhubs.managementRequestsPerSecond``
+(default 50) per namespace: every request takes a token from a bucket shared by the sessions of
+this process for that namespace and rate, so a fast trigger waits instead of being throttled, and a
+hub with many partitions (a round is one request per partition) can be given a faster pace.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from .redaction import redact
 
 log = logging.getLogger(__name__)
 
-#: Event Hubs' quota of runtime-information (management READ) requests per second and namespace.
-REQUESTS_PER_SECOND = 50
 # Attempts of one planning round; the first failure usually means a connection the broker dropped.
 ROUND_ATTEMPTS = 3
 
@@ -64,14 +63,14 @@ class RequestRateLimiter:
             waited += pause
 
 
-_LIMITERS: dict[str, RequestRateLimiter] = {}
+_LIMITERS: dict[tuple[str, int], RequestRateLimiter] = {}
 _LIMITERS_LOCK = threading.Lock()
 
 
-def rate_limiter(namespace: str) -> RequestRateLimiter:
-    """The bucket of this process for one namespace (the quota is per namespace)."""
+def rate_limiter(namespace: str, rate: int) -> RequestRateLimiter:
+    """The bucket of this process for one namespace at ``rate`` requests per second."""
     with _LIMITERS_LOCK:
-        return _LIMITERS.setdefault(namespace, RequestRateLimiter(REQUESTS_PER_SECOND))
+        return _LIMITERS.setdefault((namespace, rate), RequestRateLimiter(rate))
 
 
 class _Retryable(EventHubsClientError):
@@ -219,7 +218,7 @@ class ManagementSession:
     def _exchange(self, include_hub: bool, ids: list[str], deadline: float) -> dict[str, Any]:
         """Send every request, then pump the connection until all are answered."""
         transport = self._client._amqp_transport
-        limiter = rate_limiter(self.options.namespace)
+        limiter = rate_limiter(self.options.namespace, self.options.management_requests_per_second)
         answers: dict[str, Any] = {}
         token = transport.get_updated_token(self._auth)
         requests: list[tuple[str, dict[str, Any], str]] = []

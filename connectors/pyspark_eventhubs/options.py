@@ -45,6 +45,9 @@ KNOWN_OPTIONS: dict[str, str] = {
     "eventhubs.receiverTimeout": "ISO-8601 duration a task waits for events, default PT60S",
     "eventhubs.operationTimeout": "ISO-8601 duration for management calls, default PT300S",
     "eventhubs.prefetchCount": "receiver prefetch (link credit), 1..4000, default 500",
+    "eventhubs.managementRequestsPerSecond": (
+        "runtime-information requests per second and namespace, 1..10000, default 50"
+    ),
     "eventhubs.useExclusiveReceiver": "epoch (exclusive) receivers, default false",
     "eventhubs.minEventsPerTask": "small ranges share tasks of about this many events (0: off), default 2000",
     "eventhubs.useFastReceiver": "bulk reads straight into Arrow (false: the SDK receive loop), default true",
@@ -95,6 +98,9 @@ DEFAULT_EVENTS_PER_TRIGGER_PER_PARTITION = 1000
 DEFAULT_MAX_RATE_PER_PARTITION = 1000
 # Events a Spark task should read before another task is worth its cost (see offsets.pack_ranges).
 DEFAULT_MIN_EVENTS_PER_TASK = 2000
+# Runtime-information (management READ) requests per second and namespace: one per partition in
+# each planning round, so a 1,024-partition hub plans in about 20 s at the default.
+DEFAULT_MANAGEMENT_REQUESTS_PER_SECOND = 50
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,7 @@ class EventHubsOptions:
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
     min_events_per_task: int = DEFAULT_MIN_EVENTS_PER_TASK
+    management_requests_per_second: int = DEFAULT_MANAGEMENT_REQUESTS_PER_SECOND
     use_aad_auth: bool = False
     tenant_id: str | None = None
     client_id: str | None = None
@@ -361,6 +368,10 @@ def parse_options(raw: Mapping[str, str]) -> EventHubsOptions:
         fail_on_data_loss=_bool(options, "failondataloss", True),
         min_partitions=_positive_int(options, "minpartitions"),
         min_events_per_task=_min_events_per_task(options),
+        management_requests_per_second=_positive_int(
+            options, "eventhubs.managementrequestspersecond", 1, 10_000
+        )
+        or DEFAULT_MANAGEMENT_REQUESTS_PER_SECOND,
         use_aad_auth=use_aad,
         tenant_id=options.get("eventhubs.tenantid"),
         client_id=options.get("eventhubs.clientid"),

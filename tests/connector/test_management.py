@@ -103,3 +103,30 @@ def test_the_request_rate_stays_within_the_service_quota() -> None:
     for _ in range(100):  # a burst of 50, then 50 per second
         limiter.acquire()
     assert time.monotonic() - started >= 0.95
+
+
+def test_the_request_pace_is_the_option_and_each_pace_has_its_own_bucket(hub: Hub) -> None:
+    """``eventhubs.managementRequestsPerSecond``: a round of one request per partition draws from the
+    bucket of the namespace at that pace (a many-partition hub can plan faster than the default)."""
+    from pyspark_eventhubs.management import rate_limiter
+    from pyspark_eventhubs.options import EventHubsOptionError
+
+    options = parse_options(hub.options(**{"eventhubs.managementRequestsPerSecond": "777"}))
+    assert options.management_requests_per_second == 777
+    assert parse_options(hub.options()).management_requests_per_second == 50
+    drawn: list[int] = []
+    for rate in (777, 50):  # count the tokens each bucket gives out
+        bucket = rate_limiter(options.namespace, rate)
+        bucket.acquire = lambda take=bucket.acquire, rate=rate: (drawn.append(rate), take())[1]
+    metadata = HubMetadata(options)
+    try:
+        assert set(metadata.bounds()) == {"0", "1", "2", "3"}
+    finally:
+        metadata.close()
+        for rate in (777, 50):
+            del rate_limiter(options.namespace, rate).acquire
+    assert drawn and set(drawn) == {777}  # every request of the rounds, none from the default's bucket
+    assert drawn.count(777) >= 4  # one per partition at least
+    for bad in ("0", "10001", "fast"):
+        with pytest.raises(EventHubsOptionError, match=r"eventhubs\.managementRequestsPerSecond"):
+            parse_options(hub.options(**{"eventhubs.managementRequestsPerSecond": bad}))
