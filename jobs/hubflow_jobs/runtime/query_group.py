@@ -36,9 +36,26 @@ def stop_after_batch(query: Any, timeout_seconds: float, poll_seconds: float = 0
 
 
 def last_batch_id(query: Any) -> int:
-    """The id of the last batch the query reported progress for, -1 before the first."""
-    progress = query.lastProgress
-    return -1 if not progress else int(progress["batchId"])
+    """The id of the last batch the query ran, -1 before the first (or when its progress list
+    holds only idle triggers).
+
+    Spark also lists triggers that found no data in its progress: no batch ran, their ``batchId``
+    is the next batch's, and listeners get ``onQueryIdle`` for them, not a progress event. Counting
+    one as a batch made the runner wait out its whole delivery timeout for a progress event that
+    never comes (a restarted stream with nothing new, stopped), and a graceful stop wait out its
+    timeout for a batch that had already finished. A batch that ran reports ``addBatch``.
+    """
+    last = query.lastProgress
+    if not last:
+        return -1
+    for progress in [last] if _ran(last) else reversed(query.recentProgress or []):
+        if _ran(progress):
+            return int(progress["batchId"])
+    return -1
+
+
+def _ran(progress: Any) -> bool:
+    return "addBatch" in (progress["durationMs"] or {})
 
 
 def helper_session(spark: Any) -> Any:
