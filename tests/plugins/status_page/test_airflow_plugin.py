@@ -34,6 +34,21 @@ def plugin_env(airflow_home: Any, registry: Path) -> dict[str, str]:
     return env
 
 
+def run_check(module: str, env: dict[str, str], *args: str) -> Any:
+    """Run ``tests.plugins.status_page.<module>`` in a child with ``env``; its last line as JSON."""
+    result = subprocess.run(
+        [sys.executable, "-m", f"tests.plugins.status_page.{module}", *args],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def test_airflow_plugins_command_lists_the_status_page(airflow_home: Any, status_world: StatusWorld) -> None:
     result = subprocess.run(
         [AIRFLOW, "plugins", "-o", "json"],
@@ -54,17 +69,7 @@ def test_airflow_plugins_command_lists_the_status_page(airflow_home: Any, status
 def test_api_server_serves_the_page_to_logged_in_users_only(
     airflow_home: Any, status_world: StatusWorld
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.plugins.status_page.airflow_app_check"],
-        env=plugin_env(airflow_home, status_world.registry),
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    checks = json.loads(result.stdout.strip().splitlines()[-1])
+    checks = run_check("airflow_app_check", plugin_env(airflow_home, status_world.registry))
     assert checks["anonymous"] == 401
     assert checks["bearer"]["status"] == 200
     jobs = {job["name"]: job for job in checks["bearer"]["body"]["jobs"]}
@@ -117,17 +122,7 @@ def test_a_user_sees_only_the_jobs_of_dags_they_may_read_and_their_logs_only_wit
         *(f"/hubflow/api/jobs/{name}" for name in ("clicks", "orders", "payroll")),
         *(f"/hubflow/api/jobs/{name}/driver-log" for name in ("clicks", "orders", "payroll")),
     ]
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.plugins.status_page.airflow_access_check", json.dumps(paths)],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    seen = run_check("airflow_access_check", env, json.dumps(paths))
     scoped, admin = seen["scoped"], seen["admin"]
 
     listed = [job["name"] for job in json.loads(scoped["/hubflow/api/jobs"][1])["jobs"]]
