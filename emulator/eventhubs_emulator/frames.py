@@ -7,6 +7,7 @@ all of its fields (explicit nulls). Performatives we receive are padded to their
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from .codec import Described, Symbol, UByte, UInt, encode_into
@@ -164,25 +165,38 @@ NAMES = {
     END: "end",
     CLOSE: "close",
 }
-_RANGES = {"ubyte": 2**8, "ushort": 2**16, "uint": 2**32, "ulong": 2**64}
 
 
-def _fits(value: Any, kind: str) -> bool:
-    if kind in _RANGES:
-        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _RANGES[kind]
-    if kind == "bool":
-        return isinstance(value, bool)
-    if kind in ("string", "symbol"):
-        return isinstance(value, str)
-    if kind == "binary":
-        return isinstance(value, bytes)
-    if kind == "symbols":
-        return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
-    if kind == "map":
-        return isinstance(value, dict)
-    if kind == "described":
-        return isinstance(value, Described)
-    return True
+def _integer_below(limit: int) -> Callable[[Any], bool]:
+    def fits(value: Any) -> bool:
+        return isinstance(value, int) and value is not True and value is not False and 0 <= value < limit
+
+    return fits
+
+
+def _symbols(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+# What each kind accepts (integers by range, not by their AMQP width: a uint sent as a ulong fits).
+_KINDS: dict[str, Callable[[Any], bool]] = {
+    "ubyte": _integer_below(2**8),
+    "ushort": _integer_below(2**16),
+    "uint": _integer_below(2**32),
+    "ulong": _integer_below(2**64),
+    "bool": lambda value: isinstance(value, bool),
+    "string": lambda value: isinstance(value, str),
+    "symbol": lambda value: isinstance(value, str),
+    "binary": lambda value: isinstance(value, bytes),
+    "symbols": _symbols,
+    "map": lambda value: isinstance(value, dict),
+    "described": lambda value: isinstance(value, Described),
+}
+# FIELDS compiled once: per performative, (field name, kind, its check, whether it is needed).
+_CHECKS: dict[int, tuple[tuple[str, str, Callable[[Any], bool], bool], ...]] = {
+    code: tuple((name.rstrip("!"), kind, _KINDS[kind], name.endswith("!")) for name, kind in fields)
+    for code, fields in FIELDS.items()
+}
 
 
 def check_fields(code: int, fields: list) -> str | None:
@@ -191,17 +205,14 @@ def check_fields(code: int, fields: list) -> str | None:
     Only the fields the spec defines are checked (extra trailing ones are ignored, as AMQP allows
     for newer versions); a null fits any field that is not marked as needed.
     """
-    for (name, kind), value in zip(FIELDS.get(code, ()), fields, strict=False):
-        needed = name.endswith("!")
+    for (name, kind, fits, needed), value in zip(_CHECKS.get(code, ()), fields, strict=False):
         if value is None:
             if needed:
-                return f"{NAMES[code]} field {name[:-1]!r} is mandatory"
-            continue
-        if not _fits(value, kind):
+                return f"{NAMES[code]} field {name!r} is mandatory"
+        elif not fits(value):
             shown = repr(value)
             shown = shown if len(shown) <= 40 else shown[:37] + "..."
-            field = name.rstrip("!")
-            return f"{NAMES[code]} field {field!r} must be {kind}, got {type(value).__name__} {shown}"
+            return f"{NAMES[code]} field {name!r} must be {kind}, got {type(value).__name__} {shown}"
     return None
 
 
