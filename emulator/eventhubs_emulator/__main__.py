@@ -14,7 +14,7 @@ import sys
 import threading
 
 from .admin import TOKEN_ENV, token_problem
-from .config import ConfigError, load_config
+from .config import DEFAULT_KEY, ConfigError, load_config
 from .server import Emulator, PortInUseError
 from .tls import TlsSetupError
 
@@ -146,8 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     if emulator.admin_url:
         print(f"Admin API: {emulator.admin_url} (GET /health)", flush=True)
+    host = emulator.client_host()
     for hub in config.hubs:
-        print(f"{hub.name}: {emulator.connection_string(hub.name)}", flush=True)
+        print(f"{hub.name}: {config.printable_connection_string(host, emulator.port, hub.name)}", flush=True)
+    if config.key != DEFAULT_KEY:
+        print(f"(SharedAccessKey: the one in {args.config}, not printed)", flush=True)
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

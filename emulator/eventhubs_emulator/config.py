@@ -108,6 +108,17 @@ class EmulatorConfig:
             f"SharedAccessKey={self.key};EntityPath={hub};UseDevelopmentEmulator=true"
         )
 
+    def printable_connection_string(self, host: str, port: int, hub: str) -> str:
+        """:meth:`connection_string` as the CLI prints it: the key shown only when it is the
+        emulator's published development key (:data:`DEFAULT_KEY`); a key of your own is masked
+        (``SharedAccessKey=***``), as a secret."""
+        text = self.connection_string(host, port, hub)
+        return (
+            text
+            if self.key == DEFAULT_KEY
+            else text.replace(f"SharedAccessKey={self.key};", "SharedAccessKey=***;")
+        )
+
     def to_document(self) -> dict[str, Any]:
         """This config as a Config.json document (the inverse of :func:`parse_config`).
 

@@ -14,6 +14,7 @@ and written with :meth:`EmulatorConfig.write`; nothing here spells Config.json b
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -21,6 +22,9 @@ from pathlib import Path
 
 from .config import EmulatorConfig
 from .server import Emulator
+
+# The host and port of a hub's line the CLI prints ("hub1: Endpoint=sb://127.0.0.1:5672;...").
+_ENDPOINT = re.compile(r"Endpoint=sb://([^:;/]+):(\d+)")
 
 
 def start_emulator(
@@ -83,8 +87,10 @@ def start_emulator_process(config: EmulatorConfig, workdir: Path, *, port: int =
     names = [hub.name for hub in config.hubs]
     for line in proc.stdout:
         for name in names:
-            if line.startswith(f"{name}: "):
-                started.connection_strings[name] = line.split(": ", 1)[1].strip()
+            endpoint = _ENDPOINT.search(line) if line.startswith(f"{name}: ") else None
+            if endpoint is not None:  # built here: the CLI prints a key of your own masked
+                host, port = endpoint.group(1), int(endpoint.group(2))
+                started.connection_strings[name] = config.connection_string(host, port, name)
         if len(started.connection_strings) == len(names):
             return started
     started.stop()

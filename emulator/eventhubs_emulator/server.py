@@ -422,14 +422,15 @@ class Emulator:
         client, 443 in the async one) unless a custom endpoint names it. Both the AMQP port (the
         default here) and the WebSocket port, when configured, serve WebSockets.
         """
-        return f"sb://{self._client_host()}:{port if port is not None else self.port}"
+        return f"sb://{self.client_host()}:{port if port is not None else self.port}"
 
-    def _client_host(self) -> str:
+    def client_host(self) -> str:
+        """The address clients use: the bound one, or loopback when it binds every address."""
         return self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
 
     def connection_string(self, hub: str) -> str:
         """The connection string an SDK client uses for ``hub`` (emulator mode, plain AMQP)."""
-        return self.config.connection_string(self._client_host(), self.port, hub)
+        return self.config.connection_string(self.client_host(), self.port, hub)
 
     def tls_connection_string(self, hub: str) -> str:
         """The connection string for ``hub`` as for the service (no ``UseDevelopmentEmulator``: TLS).

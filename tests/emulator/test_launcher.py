@@ -48,3 +48,34 @@ def test_emulator_process_serves_every_hub_and_stops(tmp_path):
             assert [e.body_as_str() for _, e in receive_all(conn, expected=1)] == [f"to {hub}"]
 
     assert emulator.process.returncode == 0
+
+
+def test_a_key_of_your_own_is_not_printed_and_the_launcher_still_connects(tmp_path):
+    """The CLI prints the emulator's published development key, never a configured one (it is a
+    secret then); the launcher builds working connection strings from the config it wrote."""
+    import subprocess
+    import sys
+
+    config = EmulatorConfig.many_hubs({"src": 1}, key="my-own-Key-0123456789=")
+    with start_emulator_process(config, tmp_path) as emulator:
+        conn = emulator.connection_strings["src"]
+        assert "SharedAccessKey=my-own-Key-0123456789=;" in conn
+        with EventHubProducerClient.from_connection_string(conn) as producer:
+            producer.send_batch([EventData("with my key")])
+        assert [e.body_as_str() for _, e in receive_all(conn, expected=1)] == ["with my key"]
+    (tmp_path / "printed").mkdir()
+    path = config.write(tmp_path / "printed" / "Config.json")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eventhubs_emulator", "--config", str(path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = [proc.stdout.readline() for _ in range(4)]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    printed = "".join(lines)
+    assert "src: Endpoint=sb://127.0.0.1:" in printed and "SharedAccessKey=***;" in printed
+    assert "my-own-Key" not in printed
+    assert f"(SharedAccessKey: the one in {path}, not printed)" in printed
