@@ -12,8 +12,8 @@
 #                                                                     (make stack-down [VOLUMES=1])
 #   scripts/stack.sh images             Docker ready and every image made, nothing started
 #   scripts/stack.sh check              exit 0 when Docker can run here, else print why and exit 1
-#   scripts/stack.sh secrets            the stack's JWT secret and Fernet key generated when missing
-#                                       (.hubflow/stack/secrets.env, mode 600) and checked; every
+#   scripts/stack.sh secrets            the stack's secrets (JWT, Fernet, database, Spark RPC) generated
+#                                       when missing (.hubflow/stack/secrets.env, mode 600) and checked; every
 #                                       command that runs docker-compose does this first
 #
 # Docker: when no daemon answers, as root with apt it installs Debian's docker.io (and debootstrap)
@@ -23,8 +23,9 @@
 # $HUBFLOW_POSTGRES_IMAGE / $HUBFLOW_REDIS_IMAGE (default postgres:16, redis:7), or, when the
 # default cannot be pulled, images built here from Debian's packages (hubflow-postgres:15-bookworm,
 # hubflow-redis:7.0-bookworm); the project image hubflow:local is built from ./Dockerfile with the
-# host's CA bundle (.build/) and the wheels uv's cache already holds (served on 127.0.0.1 during the
-# build). Everything this script records lives in .hubflow/stack/.
+# host's CA bundle (.build/) and the locks' files as the index serves them, hash-checked and kept in
+# .hubflow/stack/wheelhouse by scripts/wheelhouse.py (served on 127.0.0.1 during the build). Everything
+# this script records lives in .hubflow/stack/.
 #
 # Environment: COMPOSE_PROJECT_NAME (default hubflow), COMPOSE_FILE (default docker-compose.yml;
 # e.g. docker-compose.yml:tests/deploy/stack/compose.override.yml), HUBFLOW_POSTGRES_IMAGE,
@@ -296,9 +297,9 @@ build_project_image() {
   local args=(--network host -t "$HUBFLOW_IMAGE")
   local server_pid="" python
   if python="$(wheelhouse_python)"; then
-    "$python" "$root/scripts/wheelhouse.py" --lock "$root/requirements.lock" --out "$state/wheelhouse" \
-      2>>"$state/build.log" || true
-    if ls "$state/wheelhouse"/*.whl >/dev/null 2>&1; then
+    "$python" "$root/scripts/wheelhouse.py" --lock "$root/requirements.lock" \
+      --lock "$root/requirements-uv.lock" --out "$state/wheelhouse" 2>>"$state/build.log" || true
+    if [ -n "$(ls -A "$state/wheelhouse" 2>/dev/null)" ]; then
       local port=$wheelhouse_port
       (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && port=$((port + RANDOM % 1000 + 1))
       "$python" -m http.server --bind 127.0.0.1 --directory "$state/wheelhouse" "$port" \
@@ -361,39 +362,65 @@ make_images() {
 # --- compose ------------------------------------------------------------------------------------
 
 # The stack's secrets: Airflow's JWT secret (signs the API's tokens) and Fernet key (encrypts
-# connections and variables in the metadata DB). docker-compose.yml has no default for either. Values
-# set in the environment win; otherwise they are generated once into $state/secrets.env (mode 600,
-# under .hubflow/, which git ignores) and read from there on every later call, so the containers of
-# one stack always share them. Keep that file as long as the stack's volumes. The secrets reach
-# docker-compose through its environment, never its command line. Known published values are refused.
+# connections and variables in the metadata DB), the metadata database's password, and Spark's RPC
+# secret (spark.authenticate: only the stack's drivers, master and workers can join its cluster).
+# docker-compose.yml has no default for any of them. Values set in the environment win; otherwise
+# each is generated once into $state/secrets.env (mode 600, under .hubflow/, which git ignores) and
+# read from there on every later call, so the containers of one stack always share them; one missing
+# from an older file is added to it. Keep that file as long as the stack's volumes (the database's
+# password is set when its volume is first made). The secrets reach docker-compose through its
+# environment, never its command line. Known published values are refused.
+SECRET_NAMES=(HUBFLOW_JWT_SECRET HUBFLOW_FERNET_KEY HUBFLOW_POSTGRES_PASSWORD HUBFLOW_SPARK_AUTH_SECRET)
+
+new_secret() {
+  case "$1" in
+    HUBFLOW_FERNET_KEY) python3 -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())' ;;
+    *) python3 -c 'import secrets; print(secrets.token_urlsafe(48))' ;; # URL-safe: the DB URL holds it
+  esac
+}
+
 load_secrets() {
-  local file="$state/secrets.env"
-  if [ ! -s "$file" ]; then
-    mkdir -p "$state"
+  local file="$state/secrets.env" name missing=()
+  mkdir -p "$state"
+  for name in "${SECRET_NAMES[@]}"; do
+    grep -q "^$name=" "$file" 2>/dev/null || missing+=("$name")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
     (
       umask 077
-      partial="$(mktemp "$file.XXXXXX")"
-      python3 -c 'import base64, os, secrets
-print("HUBFLOW_JWT_SECRET=" + secrets.token_urlsafe(48))
-print("HUBFLOW_FERNET_KEY=" + base64.urlsafe_b64encode(os.urandom(32)).decode())' >"$partial"
-      mv -n "$partial" "$file" # a concurrent first call's file wins; both then read the same one
-      rm -f "$partial"
-    )
-    say "generated the stack's JWT secret and Fernet key into $file (keep it with the stack's volumes)"
+      flock 9 # concurrent first calls: the second finds what the first wrote
+      added=()
+      for name in "${missing[@]}"; do
+        grep -q "^$name=" "$file" 2>/dev/null && continue
+        echo "$name=$(new_secret "$name")" >>"$file"
+        added+=("$name")
+      done
+      [ "${#added[@]}" -eq 0 ] || say "generated ${added[*]} into $file (keep it with the stack's volumes)"
+    ) 9>"$state/secrets.lock"
   fi
-  if [ -z "${HUBFLOW_JWT_SECRET:-}" ]; then
-    HUBFLOW_JWT_SECRET="$(sed -n 's/^HUBFLOW_JWT_SECRET=//p' "$file")"
-  fi
-  if [ -z "${HUBFLOW_FERNET_KEY:-}" ]; then
-    HUBFLOW_FERNET_KEY="$(sed -n 's/^HUBFLOW_FERNET_KEY=//p' "$file")"
-  fi
-  export HUBFLOW_JWT_SECRET HUBFLOW_FERNET_KEY
+  for name in "${SECRET_NAMES[@]}"; do
+    if [ -z "${!name:-}" ]; then
+      printf -v "$name" '%s' "$(sed -n "s/^$name=//p" "$file")"
+    fi
+    export "${name?}"
+  done
   case "$HUBFLOW_JWT_SECRET" in
     "" | hubflow-local-only-jwt-secret-change-me | change-me | secret)
       die "HUBFLOW_JWT_SECRET is empty or a published value: unset it (stack.sh generates one into $file) or set a long random one" ;;
   esac
-  [ "${#HUBFLOW_JWT_SECRET}" -ge 32 ] ||
-    die "HUBFLOW_JWT_SECRET is ${#HUBFLOW_JWT_SECRET} characters long; use at least 32 random ones (or unset it: stack.sh generates one into $file)"
+  local value
+  for name in HUBFLOW_JWT_SECRET HUBFLOW_SPARK_AUTH_SECRET; do
+    value="${!name}"
+    [ "${#value}" -ge 32 ] ||
+      die "$name is ${#value} characters long; use at least 32 random ones (or unset it: stack.sh generates one into $file)"
+  done
+  case "$HUBFLOW_POSTGRES_PASSWORD" in
+    "" | airflow | postgres | password)
+      die "HUBFLOW_POSTGRES_PASSWORD is empty or a published value: unset it (stack.sh generates one into $file) or set a random one" ;;
+  esac
+  python3 -c 'import os, re, sys
+sys.exit(not re.fullmatch(r"[A-Za-z0-9._~-]+", os.environ["HUBFLOW_POSTGRES_PASSWORD"]))' ||
+    die "HUBFLOW_POSTGRES_PASSWORD may hold only letters, digits and . _ ~ - (it goes into the database URL): unset it (stack.sh generates one into $file) or choose another"
   python3 -c 'import base64, os, sys
 sys.exit(len(base64.urlsafe_b64decode(os.environ["HUBFLOW_FERNET_KEY"].encode())) != 32)' 2>/dev/null ||
     die "HUBFLOW_FERNET_KEY is not a Fernet key (32 bytes, URL-safe base64): unset it (stack.sh generates one into $file) or set one"

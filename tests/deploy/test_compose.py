@@ -48,12 +48,19 @@ SPARK_SERVICES = {"spark-master", "spark-worker-1", "spark-worker-2"}
 MICROSOFT_SERVICES = {"azurite", "eventhubs-microsoft", "eventhubs-microsoft-ready"}
 #: Services that run the project image built from ./Dockerfile.
 HUBFLOW_IMAGE_SERVICES = AIRFLOW_SERVICES | SPARK_SERVICES | {"eventhubs", "eventhubs-microsoft-ready"}
-#: The stack's two secrets, which docker-compose.yml has no default for and scripts/stack.sh
+#: The stack's secrets, which docker-compose.yml has no default for and scripts/stack.sh
 #: generates; nothing else: the default stack needs no .env (see deploy/env.example).
-SECRETS = ("HUBFLOW_JWT_SECRET", "HUBFLOW_FERNET_KEY")
+SECRETS = (
+    "HUBFLOW_JWT_SECRET",
+    "HUBFLOW_FERNET_KEY",
+    "HUBFLOW_POSTGRES_PASSWORD",
+    "HUBFLOW_SPARK_AUTH_SECRET",
+)
 USER_ENV: dict[str, str] = {
     "HUBFLOW_JWT_SECRET": "test-only-" + "j" * 40,
     "HUBFLOW_FERNET_KEY": base64.urlsafe_b64encode(b"k" * 32).decode(),
+    "HUBFLOW_POSTGRES_PASSWORD": "test-only-database-password",
+    "HUBFLOW_SPARK_AUTH_SECRET": "test-only-" + "s" * 40,
 }
 
 
@@ -141,6 +148,8 @@ def test_stack_sh_generates_private_secrets_once_and_never_prints_them(tmp_path:
     values = dict(line.split("=", 1) for line in file.read_text().splitlines())
     assert set(values) == set(SECRETS)
     assert len(values["HUBFLOW_JWT_SECRET"]) >= 32
+    assert len(values["HUBFLOW_SPARK_AUTH_SECRET"]) >= 32
+    assert len(set(values.values())) == len(SECRETS), "each secret its own value"
     assert len(base64.urlsafe_b64decode(values["HUBFLOW_FERNET_KEY"])) == 32
     second = _secrets(script)
     assert second.returncode == 0, second.stderr
@@ -148,6 +157,21 @@ def test_stack_sh_generates_private_secrets_once_and_never_prints_them(tmp_path:
     for result in (first, second):
         for value in values.values():
             assert value not in result.stdout + result.stderr
+
+
+def test_stack_sh_adds_the_secrets_an_older_stacks_file_lacks_and_keeps_the_others(tmp_path: Path) -> None:
+    script = _stack_script(tmp_path)
+    file = tmp_path / ".hubflow" / "stack" / "secrets.env"
+    file.parent.mkdir(parents=True)
+    older = {name: USER_ENV[name] for name in ("HUBFLOW_JWT_SECRET", "HUBFLOW_FERNET_KEY")}
+    file.write_text("".join(f"{name}={value}\n" for name, value in older.items()))
+    file.chmod(0o600)
+    result = _secrets(script)
+    assert result.returncode == 0, result.stderr
+    values = dict(line.split("=", 1) for line in file.read_text().splitlines())
+    assert set(values) == set(SECRETS)
+    assert {name: values[name] for name in older} == older, "the stack's existing secrets are kept"
+    assert "HUBFLOW_POSTGRES_PASSWORD HUBFLOW_SPARK_AUTH_SECRET" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -160,6 +184,13 @@ def test_stack_sh_generates_private_secrets_once_and_never_prints_them(tmp_path:
         ),
         ("HUBFLOW_JWT_SECRET", "short", "HUBFLOW_JWT_SECRET is 5 characters long; use at least 32"),
         ("HUBFLOW_FERNET_KEY", "not-a-key", "HUBFLOW_FERNET_KEY is not a Fernet key"),
+        (
+            "HUBFLOW_SPARK_AUTH_SECRET",
+            "tiny",
+            "HUBFLOW_SPARK_AUTH_SECRET is 4 characters long; use at least 32",
+        ),
+        ("HUBFLOW_POSTGRES_PASSWORD", "airflow", "HUBFLOW_POSTGRES_PASSWORD is empty or a published value"),
+        ("HUBFLOW_POSTGRES_PASSWORD", "p@ss/word#1", "HUBFLOW_POSTGRES_PASSWORD may hold only letters"),
     ],
 )
 def test_stack_sh_refuses_published_short_or_malformed_secrets(
@@ -407,6 +438,25 @@ def test_spark_master_and_workers_run_from_the_same_image(services: dict[str, di
     assert defaults["spark.master"] == "spark://spark-master:7077"
     # A default cap for applications that set none; registered jobs set their own (cores_max).
     assert "spark.deploy.defaultCores" in master["environment"]["SPARK_MASTER_OPTS"]
+
+
+def test_spark_rpc_authentication_is_on_and_only_spark_and_driver_hosts_hold_its_secret(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    assert _spark_defaults()["spark.authenticate"] == "true"
+    secret = USER_ENV["HUBFLOW_SPARK_AUTH_SECRET"]
+    holders = {name for name, service in services.items() if secret in json.dumps(service)}
+    assert holders == SPARK_SERVICES | CELERY_WORKERS, "the Spark secret reaches only Spark and driver hosts"
+    for name in holders:
+        assert services[name]["environment"]["_SPARK_AUTH_SECRET"] == secret, name
+    # Airflow reaches its database with the generated password, never a published one.
+    password = USER_ENV["HUBFLOW_POSTGRES_PASSWORD"]
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] == password
+    for name in AIRFLOW_SERVICES:
+        environment = services[name]["environment"]
+        assert f"airflow:{password}@postgres/airflow" in environment["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+        assert f"airflow:{password}@postgres/airflow" in environment["AIRFLOW__CELERY__RESULT_BACKEND"]
+    assert "airflow:airflow@" not in COMPOSE_FILE.read_text()
 
 
 def test_every_celery_worker_can_host_drivers(services: dict[str, dict[str, Any]]) -> None:

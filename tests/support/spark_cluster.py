@@ -60,11 +60,24 @@ class StandaloneCluster:
             stop_process(proc)
 
 
-def start_cluster(work_dir: Path, worker_cores: int = 1, worker_memory: str = "1g") -> StandaloneCluster:
-    """Start a master and one worker bound to 127.0.0.1 and wait until the worker is registered."""
+def start_cluster(
+    work_dir: Path, worker_cores: int = 1, worker_memory: str = "1g", auth_secret: str | None = None
+) -> StandaloneCluster:
+    """Start a master and one worker bound to 127.0.0.1 and wait until the worker is registered.
+
+    With ``auth_secret`` both run with ``spark.authenticate`` and that secret in Spark's variable
+    ``_SPARK_AUTH_SECRET``, as the compose stack's do: only drivers that hold it can register.
+    """
     work_dir.mkdir(parents=True, exist_ok=True)
     spark_class = os.path.join(spark_home(), "bin", "spark-class")
-    env = spark_env({"SPARK_LOG_DIR": str(work_dir), "SPARK_WORKER_DIR": str(work_dir / "worker")})
+    extra = {"SPARK_LOG_DIR": str(work_dir), "SPARK_WORKER_DIR": str(work_dir / "worker")}
+    if auth_secret is not None:
+        extra |= {
+            "_SPARK_AUTH_SECRET": auth_secret,
+            "SPARK_MASTER_OPTS": "-Dspark.authenticate=true",
+            "SPARK_WORKER_OPTS": "-Dspark.authenticate=true",
+        }
+    env = spark_env(extra)
     port, ui_port, worker_ui = free_port(), free_port(), free_port()
     master = start_background(
         [

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any
 
 from hubflow_jobs.config import JobConfig
-from hubflow_jobs.runtime.executors import wait_for_executors
+from hubflow_jobs.runtime.executors import NoExecutorsError, wait_for_executors
 
 #: Delta Lake's SQL extension and catalog. Its jars are not fetched at run time: scripts/bootstrap.sh
 #: (and the image build) install the locked ones (jvm-deps.lock) into pyspark's own jars folder.
@@ -26,6 +28,61 @@ DEFAULT_CONF = {
 }
 
 
+#: Spark's own variable for its RPC secret (``spark.authenticate``): its daemons and executors read it
+#: from their environment; a driver on a standalone cluster needs it in its SparkConf instead.
+SPARK_AUTH_SECRET_ENV = "_SPARK_AUTH_SECRET"
+SPARK_AUTH_SECRET_CONF = "spark.authenticate.secret"
+
+
+def auth_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The driver's ``spark.authenticate.secret`` from :data:`SPARK_AUTH_SECRET_ENV`, when set.
+
+    Spark requires the secret in the driver's conf on a standalone master and reads only its
+    executors' and daemons' from the environment; putting it on the spark-submit command line
+    instead would show it in ``ps``. Spark's UI and logs redact it (``spark.redaction.regex``).
+    """
+    secret = environ.get(SPARK_AUTH_SECRET_ENV)
+    return {SPARK_AUTH_SECRET_CONF: secret} if secret else {}
+
+
+class DriverRefusedError(NoExecutorsError):
+    """The cluster's master did not accept the driver, so the application has no executor."""
+
+
+def refused_message(job: str, conf: Mapping[str, str], error: str) -> str | None:
+    """What to check when the session of ``job`` could not start on a standalone master, or None
+    when ``error`` (the first line of Spark's exception) is not such a refusal.
+
+    Spark itself only says "Cannot call methods on a stopped SparkContext" after a minute of
+    retries: the master's RPC authentication refused the driver's secret (logged as a
+    ``SaslException`` among the driver's lines), or the master did not answer at all.
+    """
+    master = conf.get("spark.master", "")
+    if not master.startswith("spark://"):
+        return None
+    authenticate = conf.get("spark.authenticate", "false").lower() == "true"
+    if "secret key must be specified" in error:
+        return (
+            f"job {job} cannot start on {master}: spark.authenticate is on and the driver has no "
+            f"secret. Set {SPARK_AUTH_SECRET_ENV} in the driver's environment to the cluster's "
+            "secret (the compose stack's is HUBFLOW_SPARK_AUTH_SECRET in .hubflow/stack/secrets.env)"
+        )
+    if "stopped SparkContext" not in error:
+        return None
+    secret = (
+        f"the cluster refused the driver's secret: {SPARK_AUTH_SECRET_ENV} must hold the secret the "
+        "master and workers were started with, or"
+        if authenticate
+        else "the cluster requires spark.authenticate (set it to true and give the driver the "
+        f"cluster's secret in {SPARK_AUTH_SECRET_ENV}), or"
+    )
+    return (
+        f"job {job}'s driver was not accepted by the Spark master {master} (Spark gave up "
+        f"registering the application: all masters unresponsive). Either {secret} the master is not "
+        "running or not reachable from this host (see its web UI and log)"
+    )
+
+
 def build_session(config: JobConfig) -> Any:
     """Return the SparkSession for ``config``: app name = job name, conf = defaults, then the job's
     :meth:`~hubflow_jobs.config.JobConfig.extra_spark_conf`, then ``spark_conf``.
@@ -37,12 +94,30 @@ def build_session(config: JobConfig) -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(config.name)
-    for key, value in {**DEFAULT_CONF, **config.extra_spark_conf(), **config.spark_conf}.items():
+    conf = {**DEFAULT_CONF, **auth_conf(), **config.extra_spark_conf(), **config.spark_conf}
+    for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:
+        message = refused_message(config.name, _effective_conf(conf), str(exc))
+        if message is None:
+            raise
+        raise DriverRefusedError(message) from exc
     try:
         wait_for_executors(spark, config.name, config.runtime.seconds("executor_wait"))
     except BaseException:
         spark.stop()  # give the cluster its slot back at once
         raise
     return spark
+
+
+def _effective_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` over what spark-submit gave the JVM (``spark.master`` among it), read after a failed
+    start; just ``conf`` when no JVM came up."""
+    from pyspark import SparkConf
+    from pyspark.context import SparkContext
+
+    if SparkContext._jvm is None:
+        return dict(conf)
+    return {**dict(SparkConf().getAll()), **conf}

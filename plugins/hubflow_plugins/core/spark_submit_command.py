@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from hubflow_jobs.runtime.session import SPARK_AUTH_SECRET_ENV
+
 #: Variables a driver keeps from its parent by exact name: the system's and the interpreter's.
 INHERITED_NAMES = frozenset(
     {
@@ -59,6 +61,8 @@ INHERITED_NAMES = frozenset(
         "http_proxy",
         "https_proxy",
         "no_proxy",
+        # Spark's RPC secret on a cluster with spark.authenticate (the compose stack's workers)
+        SPARK_AUTH_SECRET_ENV,
     }
 )
 #: Variables a driver keeps by prefix: locale, Spark, Hadoop, hubflow's own, and Azure's identity

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from hubflow_jobs.runtime.session import SPARK_AUTH_SECRET_ENV
 from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.hooks.spark_submit import EVENTHUBS_CONNECTION_STRING_ENV, build_submit_hook
 
@@ -96,6 +97,7 @@ def test_the_driver_gets_the_jobs_variables_and_none_of_the_workers_airflow_sett
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("TEAM_TELEMETRY_CONNECTION", "Endpoint=sb://team/;SharedAccessKey=named-in-config=")
     monkeypatch.setenv("HUBFLOW_AZURE_STORAGE", '{"account": "lake"}')
+    monkeypatch.setenv(SPARK_AUTH_SECRET_ENV, "spark-rpc-secret-of-the-cluster")
     application = tmp_path / "dump_environment.py"
     application.write_text(DUMP_ENVIRONMENT)
     job = load_registry().job("envcheck")
@@ -119,6 +121,7 @@ def test_the_driver_gets_the_jobs_variables_and_none_of_the_workers_airflow_sett
         assert env[EVENTHUBS_CONNECTION_STRING_ENV] == SECRET, how
         assert env["TEAM_TELEMETRY_CONNECTION"].startswith("Endpoint=sb://team/"), how
         assert env["HUBFLOW_AZURE_STORAGE"] == '{"account": "lake"}', how
+        assert env[SPARK_AUTH_SECRET_ENV] == "spark-rpc-secret-of-the-cluster", how  # for a cluster
         assert env["PATH"] == os.environ["PATH"], how
         assert env["PYSPARK_PYTHON"] == os.environ.get("PYSPARK_PYTHON", sys.executable), how
 
