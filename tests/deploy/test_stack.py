@@ -282,6 +282,9 @@ class DriverSampler:
         self.most = 0
         self.samples = 0
         self.overlaps: list[str] = []
+        #: Command lines of the workers' processes that held one of the stack's secrets.
+        self.exposed: list[str] = []
+        self._secrets = stack_secrets()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -295,6 +298,7 @@ class DriverSampler:
                 continue  # not running
             if f"--pipeline {TELEMETRY_PIPELINE}" in processes:
                 hosts.append(service)
+            self.exposed.extend(f"{service}: {line[:200]}" for line in exposures(processes, self._secrets))
         return hosts
 
     def _run(self) -> None:
@@ -312,6 +316,31 @@ class DriverSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+
+
+def stack_secrets() -> list[str]:
+    """The values scripts/stack.sh generated for the proof (JWT, Fernet, database, Spark RPC)."""
+    lines = (STATE_DIR / "secrets.env").read_text().splitlines()
+    return [line.split("=", 1)[1] for line in lines if "=" in line and line.split("=", 1)[1]]
+
+
+def exposures(processes: str, secrets: list[str]) -> list[str]:
+    """The lines of ``docker top`` output (whole command lines) that hold one of ``secrets``."""
+    return [line for line in processes.splitlines() if any(secret in line for secret in secrets)]
+
+
+def command_line_exposures(stack: ComposeStack) -> list[str]:
+    """Every running container's command lines that hold one of the stack's secrets."""
+    secrets = stack_secrets()
+    found = []
+    for container in stack.containers():
+        name = container["Name"].lstrip("/")
+        try:
+            processes = docker("top", container["Id"], *PS_ARGS)
+        except RuntimeError:
+            continue  # stopped meanwhile
+        found.extend(f"{name}: {line[:200]}" for line in exposures(processes, secrets))
+    return found
 
 
 # --- the proof ------------------------------------------------------------------------------------
@@ -353,8 +382,13 @@ def diagnostics(stack: ComposeStack, api: AirflowApi) -> str:
                 lines.append(
                     f"  {task['task_id']}: {task['state']} try {task['try_number']} on {task.get('hostname')}"
                 )
-                if task["state"] not in ("success", "skipped", None) and task["try_number"]:
-                    log = api.task_log(LANDING_DAG, run["dag_run_id"], task["task_id"], task["try_number"])
+                # Every try's log that did not succeed: an earlier try's failure is what made the
+                # run late (the first try's cause was lost once because only the last was read).
+                last = task["try_number"] or 0
+                tries = range(1, last + (task["state"] not in ("success", "skipped", None)))
+                for try_number in tries:
+                    log = api.task_log(LANDING_DAG, run["dag_run_id"], task["task_id"], try_number)
+                    lines.append(f"  (try {try_number} of {task['task_id']}, end of its log)")
                     lines.append(log[-4000:])
         lines.append("--- spark master (applications: cores)")
         master = httpx.get(f"http://127.0.0.1:{stack.ports['spark']}/json/", timeout=30).json()
@@ -427,6 +461,9 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
             "a scheduled landing_orders run archiving every file",
         )
         timings["landing files archived"] = time.monotonic() - phase
+        # The stream's driver and executor run (Spark RPC authentication on: their secret is the
+        # stack's); no container shows a secret on a command line, the executors' included.
+        assert not command_line_exposures(stack), command_line_exposures(stack)
 
         # 2. Backfill the interval of the two minutes while the stream runs: one run (Airflow's
         # to_date is inclusive: from and to the interval's logical date).
@@ -521,6 +558,7 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
         timings["lake read by verify_data.py"] = time.monotonic() - phase
     assert sampler.samples > 0
     assert sampler.most <= 1, sampler.overlaps
+    assert not sampler.exposed, sampler.exposed
 
     # Every event the proof sent exactly once, by identity: ids 0..total-1 (from the pipeline's
     # ``text``, the body sent) each in one row, and no place in the hub (partition, sequenceNumber)
