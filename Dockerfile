@@ -1,5 +1,5 @@
-# hubflow's image: Debian's Python 3.11 and OpenJDK 17 JRE, the virtualenv of requirements.lock, and
-# this project. One image runs every Airflow service of docker-compose.yml, the Spark standalone
+# hubflow's image: Debian's Python 3.11 and OpenJDK 17 JRE, the virtualenv of requirements.lock (the
+# runtime lock: no test or development tool, no installer), and this project. One image runs every Airflow service of docker-compose.yml, the Spark standalone
 # master and workers, and the Event Hubs emulator, so the Spark driver (spark-submit inside a Celery
 # worker) and the executors have the same Python, packages and jars.
 #
@@ -9,9 +9,9 @@
 #   .build/ca-certificates.crt  a CA bundle to trust while downloading (a TLS-inspecting proxy's);
 #                               scripts/stack.sh copies the host's bundle there. Used by the RUN
 #                               steps only, never installed into the image's trust store.
-#   HUBFLOW_WHEELHOUSE          (build arg) a find-links URL of wheels of the lock; scripts/stack.sh
-#                               serves the ones uv's cache on the host already holds. Only spares
-#                               downloads: requirements.lock decides every version.
+#   HUBFLOW_WHEELHOUSE          (build arg) a find-links URL of the lock's files; scripts/stack.sh
+#                               serves the ones scripts/wheelhouse.py keeps on the host. Only spares
+#                               downloads: the lock decides every version and every file's hash.
 FROM debian:bookworm-slim
 
 ENV DEBIAN_FRONTEND=noninteractive \
@@ -33,22 +33,26 @@ ENV JAVA_HOME=/usr/lib/jvm/hubflow-java \
     VIRTUAL_ENV=/opt/hubflow/venv \
     PATH=/opt/hubflow/venv/bin:$PATH
 
-# The locked virtualenv. `uv pip sync` installs exactly the lock: the Celery provider is in it, and
-# pyspark-client is left out of it on purpose (it would overwrite pyspark's Python files with
-# another version's). Bytecode is compiled here because the services run as a user who cannot write
-# into the virtualenv.
+# The locked virtualenv. uv, hash-checked from requirements-uv.lock, is installed outside it for this
+# step only and deleted in the same step, so no layer keeps it. `uv pip sync --require-hashes`
+# installs exactly the runtime lock and refuses any file whose sha256 the lock does not list: the
+# Celery provider is in it, and pyspark-client is left out of it on purpose (it would overwrite
+# pyspark's Python files with another version's). Bytecode is compiled here because the services run
+# as a user who cannot write into the virtualenv.
 ARG HUBFLOW_WHEELHOUSE=
 COPY .build/ /tmp/hubflow-build/
-COPY requirements.lock /opt/hubflow/requirements.lock
+COPY requirements.lock requirements-uv.lock /opt/hubflow/
 RUN set -eux; \
     if [ -s /tmp/hubflow-build/ca-certificates.crt ]; then \
         export SSL_CERT_FILE=/tmp/hubflow-build/ca-certificates.crt PIP_CERT=/tmp/hubflow-build/ca-certificates.crt; \
     fi; \
     find_links="${HUBFLOW_WHEELHOUSE:+--find-links $HUBFLOW_WHEELHOUSE}"; \
     python3 -m venv "$VIRTUAL_ENV"; \
-    uv_pin="$(grep '^uv==' /opt/hubflow/requirements.lock)"; \
-    pip install --no-cache-dir --disable-pip-version-check $find_links "$uv_pin"; \
-    uv pip sync --no-cache --compile-bytecode $find_links /opt/hubflow/requirements.lock; \
+    pip install --no-cache-dir --disable-pip-version-check --require-hashes --no-deps \
+        --target /tmp/hubflow-uv $find_links -r /opt/hubflow/requirements-uv.lock; \
+    /tmp/hubflow-uv/bin/uv pip sync --no-cache --require-hashes --compile-bytecode $find_links \
+        /opt/hubflow/requirements.lock; \
+    rm -rf /tmp/hubflow-uv /tmp/uv-*.lock; \
     python -c "import airflow, pyspark; print('airflow', airflow.__version__, 'pyspark', pyspark.__version__)"
 
 # The locked JVM jars of the jobs (delta-spark, hadoop-azure; jvm-deps.lock) into the virtualenv's
@@ -66,15 +70,19 @@ RUN set -eux; \
 
 # The project's own packages, not editable and without dependencies (the lock has them all): the
 # Event Hubs data source, the emulator, and the jobs runtime hubflow-jobs, whose job-supervisor
-# contract (hubflow_jobs.status) the plugins import.
+# contract (hubflow_jobs.status) the plugins import. The virtualenv's own pip builds them (its
+# isolated build fetches their build backend, setuptools) and is then uninstalled: nothing at run
+# time installs packages.
 COPY connectors /opt/hubflow/src/connectors
 COPY emulator /opt/hubflow/src/emulator
 COPY jobs /opt/hubflow/src/jobs
 RUN set -eux; \
-    if [ -s /tmp/hubflow-build/ca-certificates.crt ]; then export SSL_CERT_FILE=/tmp/hubflow-build/ca-certificates.crt; fi; \
-    find_links="${HUBFLOW_WHEELHOUSE:+--find-links $HUBFLOW_WHEELHOUSE}"; \
-    uv pip install --no-cache --compile-bytecode --no-deps $find_links \
+    if [ -s /tmp/hubflow-build/ca-certificates.crt ]; then \
+        export SSL_CERT_FILE=/tmp/hubflow-build/ca-certificates.crt PIP_CERT=/tmp/hubflow-build/ca-certificates.crt; \
+    fi; \
+    pip install --no-cache-dir --disable-pip-version-check --no-deps \
         /opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/jobs; \
+    pip uninstall --yes --disable-pip-version-check pip; \
     rm -rf /tmp/hubflow-build
 
 # DAGs, plugins, job entry scripts and configs (spark-submit runs jobs/*.py from $HUBFLOW_JOBS_DIR),

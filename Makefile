@@ -65,10 +65,16 @@ stack-down:
 stack-test: test-tools
 	$(VENV)/bin/pytest tests/deploy/test_stack.py $(PYTEST_ARGS)
 
-# Recompile requirements.lock from requirements.in (needs the package index).
+# Recompile the Python locks, every file's sha256 in them (needs the package index), with the uv of
+# requirements-uv.lock: requirements-uv.lock (uv itself), requirements.lock (the image's runtime,
+# from requirements.in) and requirements-dev.lock (.venv: the runtime lock's versions plus the test
+# and development tools of requirements-dev.in). pyspark-client is left out: it would overwrite
+# pyspark's Python files with another version's.
+LOCK_COMPILE := $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11
 lock: venv
-	$(VENV)/bin/uv pip compile --quiet requirements.in --python-version 3.11 \
-	  --no-emit-package pyspark-client -o requirements.lock
+	$(LOCK_COMPILE) requirements-uv.in -o requirements-uv.lock
+	$(LOCK_COMPILE) requirements.in --no-emit-package pyspark-client -o requirements.lock
+	$(LOCK_COMPILE) requirements-dev.in --no-emit-package pyspark-client -o requirements-dev.lock
 
 # Recompile jvm-deps.lock from jvm-deps.in (needs Maven and Maven Central).
 lock-jvm: venv

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Creates or refreshes the project's virtualenv (.venv at the repository root) from requirements.lock
-# and jvm-deps.lock.
+# Creates or refreshes the project's virtualenv (.venv at the repository root) from
+# requirements-dev.lock (the runtime lock requirements.lock plus the test and development tools) and
+# jvm-deps.lock. Every Python package is hash-checked: uv from requirements-uv.lock with pip
+# --require-hashes, then the lock with uv pip sync --require-hashes.
 #
-# The virtualenv is reused while the lock and the local packages' metadata are unchanged (a stamp
+# The virtualenv is reused while the locks and the local packages' metadata are unchanged (a stamp
 # file records their checksum), so repeated `make test` runs start at once. Java 17+ is checked first
 # because Spark cannot start without it.
 set -euo pipefail
@@ -10,7 +12,6 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
 stamp="$venv/.hubflow-stamp"
-uv_version="0.13.9"
 
 check_java() {
   local java_bin="${JAVA_HOME:+$JAVA_HOME/bin/}java"
@@ -30,7 +31,7 @@ check_java() {
 }
 
 wanted_stamp() {
-  cat "$root/requirements.lock" "$root"/connectors/pyproject.toml "$root"/emulator/pyproject.toml \
+  cat "$root/requirements-uv.lock" "$root/requirements-dev.lock" "$root"/connectors/pyproject.toml "$root"/emulator/pyproject.toml \
     "$root"/jobs/pyproject.toml "$root"/cli/pyproject.toml \
     "$root/scripts/bootstrap.sh" "$root/jvm-deps.lock" "$root/scripts/jvm_deps.py" \
     2>/dev/null | sha256sum | cut -d' ' -f1
@@ -90,7 +91,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(wanted_stamp)" ] && [ -x "$venv/b
   exit 0
 fi
 
-echo "hubflow: preparing $venv from requirements.lock" >&2
+echo "hubflow: preparing $venv from requirements-dev.lock" >&2
 if [ ! -x "$venv/bin/python" ]; then
   python3 -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 11) else 1)' || {
     echo "hubflow: Python 3.11 or newer is required (python3 is $(python3 --version 2>&1))." >&2
@@ -98,15 +99,19 @@ if [ ! -x "$venv/bin/python" ]; then
   }
   python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$uv_version"
-# sync installs exactly the lock: pyspark-client is left out of the lock on purpose, because it
+# uv at the version and with the hashes of requirements-uv.lock (also the installer of the image).
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
+  -r "$root/requirements-uv.lock"
+# sync installs exactly the lock, every file checked against its sha256 (--require-hashes: a line
+# without hashes is refused too): pyspark-client is left out of the lock on purpose, because it
 # writes the same pyspark/ files as pyspark and would leave Python files and jars of two versions.
 # --compile-bytecode: the .pyc files are written once here. Spark starts a new Python process for
 # every streaming Python source (and planner) and waits a fixed 10 s (not configurable) for it to
 # import pyspark and connect back; without bytecode caches (PYTHONDONTWRITEBYTECODE, a read-only
 # or fresh venv) every such start compiles pyspark's sources again, which on a loaded machine
 # alone outlasts that wait ("Python worker failed to connect back").
-"$venv/bin/uv" pip sync --quiet --compile-bytecode --python "$venv/bin/python" "$root/requirements.lock"
+"$venv/bin/uv" pip sync --quiet --require-hashes --compile-bytecode --python "$venv/bin/python" \
+  "$root/requirements-dev.lock"
 # The project's own packages, editable, without touching their locked dependencies. "compat" mode
 # puts the folders on sys.path (a .pth file), so Spark's discovery of pyspark_* modules finds the
 # connector and registers format("eventhubs") by itself, and the Airflow side imports the jobs'

@@ -1,173 +1,191 @@
-"""Collect the wheels of requirements.lock that uv's cache on this machine already holds.
+"""Keep the very files of the hashed locks (wheels, sdists where there is no wheel) in a local folder.
 
-The image build installs the lock with ``uv pip sync --find-links <wheelhouse URL>`` when
-``scripts/stack.sh`` serves such a folder, so the build neither downloads again what ``make venv``
-downloaded nor rebuilds pyspark's wheel from its 450 MB sdist. The wheelhouse only spares
-downloads; the lock decides every version, and a package missing here is fetched from the index as
-on any other machine.
+The image build installs requirements.lock with ``uv pip sync --require-hashes --find-links
+<wheelhouse URL>`` when ``scripts/stack.sh`` serves such a folder, so a rebuild downloads nothing
+it downloaded before. Every file must match one of its pin's ``--hash=sha256:`` values in the lock:
+uv refuses any other. That is why the files are the ones the package index serves, downloaded here
+once and kept (a wheel re-zipped from uv's cache, which keeps wheels unpacked, has other bytes and
+another hash). pyspark publishes only an sdist: its sdist is kept and the build makes the wheel.
 
-uv keeps the wheels it downloaded unpacked (``archive-v0/<id>``, reached through
-``wheels-v*/<index>/<name>/<version>-<tags>`` links) and the wheels it built from sdists as files
-(``sdists-v*/<index>/<name>/<version>/<id>/*.whl``). A built wheel is linked as it is; an unpacked
-one is zipped again exactly as it came (stored, not recompressed: fast), after every file was
-checked against the wheel's own RECORD. A package whose files do not match RECORD is left out.
-This is written here because uv has no command that exports wheels from its cache
-(astral-sh/uv#1681).
+For each pin the best wheel for this machine's tags is chosen (the image is Debian 12's Python 3.11
+on the same architecture as the host), else the sdist. Files already in the folder whose hash
+matches are kept; files no lock names any more are deleted. A pin that cannot be fetched is left
+out: the image build fetches it from the index itself, checked against the same hashes.
 
-    python scripts/wheelhouse.py --lock requirements.lock --out .hubflow/stack/wheelhouse
+    python scripts/wheelhouse.py --lock requirements.lock --lock requirements-uv.lock \\
+        --out .hubflow/stack/wheelhouse
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import csv
 import hashlib
-import io
+import json
 import os
-import shutil
+import re
+import ssl
 import sys
-import zipfile
-from collections.abc import Iterator
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.tags import sys_tags
+from packaging.tags import Tag, sys_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+DEFAULT_INDEX = "https://pypi.org/simple"
+SDIST_SUFFIXES = (".tar.gz", ".zip")
 
-def locked_pins(lock: Path) -> dict[str, str]:
-    """``{canonical name: version}`` of every ``name==version`` line of a pip-compile lock."""
+
+@dataclass(frozen=True)
+class Pin:
+    name: str  # canonical
+    version: str
+    hashes: frozenset[str]  # sha256 hex digests
+
+
+def locked_pins(lock: Path) -> dict[str, Pin]:
+    """``{canonical name: Pin}`` of every ``name==version --hash=sha256:...`` requirement of a lock."""
+    text = lock.read_text(encoding="utf-8").replace("\\\n", " ")
     pins = {}
-    for line in lock.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
-        if "==" in line and not line.startswith("-"):
-            name, version = line.split("==", 1)
-            pins[canonicalize_name(name.split("[", 1)[0])] = version.split(";", 1)[0].strip()
+        if "==" not in line or line.startswith("-"):
+            continue
+        requirement, _, options = line.partition(" ")
+        name, version = requirement.split("==", 1)
+        name = canonicalize_name(name.split("[", 1)[0])
+        hashes = frozenset(re.findall(r"--hash=sha256:([0-9a-f]{64})", options))
+        pins[name] = Pin(name, version.split(";", 1)[0].strip(), hashes)
     return pins
 
 
-def uv_cache_dir() -> Path:
-    """uv's cache folder: ``UV_CACHE_DIR``, else ``$XDG_CACHE_HOME/uv``, else ``~/.cache/uv``."""
-    if os.environ.get("UV_CACHE_DIR"):
-        return Path(os.environ["UV_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "uv"
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
-def candidates(cache: Path, name: str, version: str) -> Iterator[tuple[str, Path]]:
-    """``(wheel file name, path)`` of cached wheels of ``name==version``: files first, then unpacked."""
-    for built in sorted(cache.glob(f"sdists-v*/*/{name}/{version}/*/*.whl")):
-        yield built.name, built
-    for link in sorted(cache.glob(f"wheels-v*/*/{name}/{version}-*")):
-        if link.is_dir() and not link.name.endswith((".http", ".msgpack", ".lock", ".rev")):
-            dist_infos = list(link.resolve().glob("*.dist-info"))
-            if len(dist_infos) == 1:
-                distribution = dist_infos[0].name[: -len(f"-{version}.dist-info")]
-                tags = wheel_tags(dist_infos[0] / "WHEEL")
-                if tags:
-                    yield f"{distribution}-{version}-{tags}.whl", link.resolve()
-
-
-def wheel_tags(wheel_file: Path) -> str | None:
-    """The compressed tag set (``cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64``) of a WHEEL file."""
-    tags = [
-        line.split(":", 1)[1].strip().split("-")
-        for line in wheel_file.read_text(encoding="utf-8").splitlines()
-        if line.startswith("Tag:")
-    ]
-    if not tags or any(len(tag) != 3 for tag in tags):
-        return None
-    parts = [sorted({tag[i] for tag in tags}) for i in range(3)]
-    if len(tags) != len(parts[0]) * len(parts[1]) * len(parts[2]):
-        return None  # not a product of its parts: no single file name says it
-    return "-".join(".".join(part) for part in parts)
-
-
-def _record_hash(data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"sha256={digest}"
-
-
-def zip_unpacked_wheel(folder: Path, target: Path) -> bool:
-    """Zip the unpacked wheel ``folder`` into ``target`` if every file matches its RECORD."""
-    (dist_info,) = folder.glob("*.dist-info")
-    with open(dist_info / "RECORD", newline="", encoding="utf-8") as handle:
-        record = {row[0]: row[1] for row in csv.reader(handle) if row}
-    files = sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink())
-    names = {p.relative_to(folder).as_posix() for p in files}
-    if names != set(record):
-        return False
-    partial = target.with_suffix(".partial")
-    # The .dist-info folder goes last, as the wheel spec recommends.
-    ordered = sorted(files, key=lambda p: (p.is_relative_to(dist_info), p.as_posix()))
-    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED) as wheel:
-        for path in ordered:
-            name = path.relative_to(folder).as_posix()
-            data = path.read_bytes()
-            if record[name] and record[name] != _record_hash(data):
-                wheel.close()
-                partial.unlink()
-                return False
-            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-            info.external_attr = (0o755 if os.access(path, os.X_OK) else 0o644) << 16
-            wheel.writestr(info, data)
-    partial.rename(target)
-    return True
-
-
-def link_or_copy(source: Path, target: Path) -> None:
-    """Hard-link ``source`` to ``target`` (same file system), else copy it."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
-
-
-def build_wheelhouse(lock: Path, out: Path, cache: Path) -> tuple[list[str], list[str]]:
-    """Fill ``out`` with a wheel for every pin found; return (found, missing) package names."""
-    out.mkdir(parents=True, exist_ok=True)
-    supported = set(sys_tags())
-    found, missing = [], []
-    wanted = set()
-    for name, version in sorted(locked_pins(lock).items()):
-        for filename, path in candidates(cache, name, version):
+def choose(files: list[dict], pin: Pin, supported: list[Tag]) -> dict | None:
+    """The file of ``pin`` to keep among an index's ``files`` (PEP 691 entries): the wheel whose tags
+    rank best on this machine, else the sdist; only files whose sha256 the lock lists."""
+    rank = {tag: i for i, tag in enumerate(supported)}
+    best, best_rank, sdist = None, len(rank), None
+    for entry in files:
+        filename = entry.get("filename", "")
+        if entry.get("hashes", {}).get("sha256") not in pin.hashes or entry.get("yanked") is True:
+            continue
+        if filename.endswith(".whl"):
             try:
-                _, _, _, tags = parse_wheel_filename(filename)
+                name, version, _, tags = parse_wheel_filename(filename)
             except ValueError:
                 continue
-            if not tags & supported:
+            if name != pin.name or str(version) != pin.version:
                 continue
-            target = out / filename
-            if not target.exists():
-                if path.is_file():
-                    link_or_copy(path, target)
-                elif not zip_unpacked_wheel(path, target):
-                    continue
-            found.append(name)
-            wanted.add(filename)
-            break
+            score = min((rank[tag] for tag in tags if tag in rank), default=None)
+            if score is not None and score < best_rank:
+                best, best_rank = entry, score
+        elif filename.endswith(SDIST_SUFFIXES):
+            sdist = sdist or entry
+    return best or sdist
+
+
+class Index:
+    """A PEP 691 (JSON) simple index, read with the host's trust store (``SSL_CERT_FILE`` if set)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        cafile = os.environ.get("SSL_CERT_FILE") or os.environ.get("PIP_CERT") or None
+        self.context = ssl.create_default_context(cafile=cafile)
+
+    def files(self, name: str) -> list[dict]:
+        request = urllib.request.Request(
+            f"{self.url}/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+        )
+        with urllib.request.urlopen(request, timeout=60, context=self.context) as response:
+            page = json.load(response)
+        base = response.url
+        for entry in page.get("files", []):
+            entry["url"] = urllib.parse.urljoin(base, entry["url"])
+        return page.get("files", [])
+
+    def download(self, url: str, target: Path) -> None:
+        with urllib.request.urlopen(url, timeout=600, context=self.context) as response:
+            with open(target, "wb") as handle:
+                while block := response.read(1 << 20):
+                    handle.write(block)
+
+
+def fetch(index: Index, pin: Pin, out: Path, supported: list[Tag]) -> str | None:
+    """Download the file of ``pin`` into ``out``, hash-checked; its name, or None with a reason printed."""
+    try:
+        entry = choose(index.files(pin.name), pin, supported)
+        if entry is None:
+            print(f"wheelhouse: no file of {pin.name}=={pin.version} has a hash of the lock", file=sys.stderr)
+            return None
+        target = out / entry["filename"]
+        partial = target.with_name(target.name + ".partial")
+        index.download(entry["url"], partial)
+        if sha256_of(partial) not in pin.hashes:
+            partial.unlink()
+            print(f"wheelhouse: {entry['filename']} has no hash of the lock; left out", file=sys.stderr)
+            return None
+        partial.rename(target)
+        return target.name
+    except OSError as exc:
+        print(f"wheelhouse: cannot fetch {pin.name}=={pin.version}: {exc}", file=sys.stderr)
+        return None
+
+
+def build_wheelhouse(
+    locks: list[Path], out: Path, index: Index, workers: int = 6
+) -> tuple[list[str], list[str], list[str]]:
+    """Make ``out`` hold one hash-checked file per pin of ``locks``; (kept, downloaded, missing) names."""
+    out.mkdir(parents=True, exist_ok=True)
+    pins: dict[str, Pin] = {}
+    for lock in locks:
+        pins.update(locked_pins(lock))
+    wanted_hashes = {digest: pin for pin in pins.values() for digest in pin.hashes}
+    kept: dict[str, str] = {}  # pin name -> file name
+    for path in sorted(out.iterdir()):
+        if not path.is_file():
+            continue
+        pin = wanted_hashes.get(sha256_of(path)) if not path.name.endswith(".partial") else None
+        if pin is None or pin.name in kept:
+            path.unlink()  # stale (no lock names it), a leftover download, or a second file of a pin
         else:
-            missing.append(name)
-    for stale in out.glob("*.whl"):
-        if stale.name not in wanted:
-            stale.unlink()
-    return found, missing
+            kept[pin.name] = path.name
+    supported = list(sys_tags())
+    todo = [pin for name, pin in sorted(pins.items()) if name not in kept and pin.hashes]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda pin: fetch(index, pin, out, supported), todo))
+    downloaded = [pin.name for pin, name in zip(todo, results, strict=True) if name]
+    missing = [pin.name for pin, name in zip(todo, results, strict=True) if not name]
+    missing += [name for name, pin in sorted(pins.items()) if not pin.hashes]
+    return sorted(kept), downloaded, missing
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lock", type=Path, required=True, help="requirements.lock")
+    parser.add_argument("--lock", type=Path, action="append", required=True, help="a hashed lock (repeat it)")
     parser.add_argument("--out", type=Path, required=True, help="the wheelhouse folder")
-    parser.add_argument("--cache", type=Path, default=None, help="uv's cache (default: uv's own rule)")
+    parser.add_argument(
+        "--index-url",
+        default=os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX,
+        help=f"a PEP 691 simple index (default {DEFAULT_INDEX})",
+    )
     args = parser.parse_args(argv)
-    cache = args.cache or uv_cache_dir()
-    found, missing = build_wheelhouse(args.lock, args.out, cache)
-    out = io.StringIO()
-    total = len(found) + len(missing)
-    out.write(f"wheelhouse {args.out}: {len(found)} of {total} locked packages from {cache}")
+    kept, downloaded, missing = build_wheelhouse(args.lock, args.out, Index(args.index_url))
+    total = len(kept) + len(downloaded) + len(missing)
+    message = f"wheelhouse {args.out}: {len(kept) + len(downloaded)} of {total} locked packages"
+    message += f" ({len(downloaded)} downloaded now)"
     if missing:
-        out.write(f"; the image build downloads the others ({', '.join(missing[:8])}")
-        out.write(", ...)" if len(missing) > 8 else ")")
-    print(out.getvalue(), file=sys.stderr)
+        message += f"; the image build downloads the others ({', '.join(missing[:8])}"
+        message += ", ...)" if len(missing) > 8 else ")"
+    print(message, file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,175 @@
+"""The supply chain, checked offline: the Python locks pinned with hashes and installed hash-checked,
+the runtime image without development tools, every image the compose file pulls pinned.
+
+``make audit`` (pip-audit, needs PyPI's JSON API or OSV) and the image itself (tests/deploy/
+test_stack.py builds it) are checked elsewhere; these tests read the files only.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from packaging.utils import canonicalize_name
+
+from tests.deploy.compose_file import REPO_ROOT
+
+RUNTIME_LOCK = REPO_ROOT / "requirements.lock"
+DEV_LOCK = REPO_ROOT / "requirements-dev.lock"
+UV_LOCK = REPO_ROOT / "requirements-uv.lock"
+LOCKS = (RUNTIME_LOCK, DEV_LOCK, UV_LOCK)
+#: Test and development tools: in the development lock, never in the runtime lock or the image.
+DEV_TOOLS = {
+    "pytest",
+    "pytest-timeout",
+    "pytest-xdist",
+    "hypothesis",
+    "ruff",
+    "uv",
+    "aiosmtpd",
+    "selenium",
+    "build",
+    "duckdb",
+    "duckdb-extension-delta",
+}
+#: Their import names.
+DEV_MODULES = {"pytest", "_pytest", "xdist", "pytest_timeout", "hypothesis", "ruff", "uv"}
+DEV_MODULES |= {"aiosmtpd", "selenium", "build", "duckdb"}
+#: What the image copies and runs (Dockerfile: the packages, DAGs, plugins, jobs, pipelines, deploy/).
+IMAGE_CODE = ("dags", "plugins", "jobs", "connectors", "emulator", "pipelines", "deploy")
+_HASH = re.compile(r"^--hash=sha256:[0-9a-f]{64}$")
+_PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9_,.-]+\])?==([A-Za-z0-9.+!_-]+)")
+
+
+def requirements(lock: Path) -> dict[str, tuple[str, frozenset[str]]]:
+    """``{canonical name: (version, sha256 hashes)}``; fails on any requirement that is not one exact
+    ``name==version`` with at least one sha256 hash and nothing else (no URL, path, option, range)."""
+    entries = {}
+    text = lock.read_text(encoding="utf-8").replace("\\\n", " ")
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        requirement, *options = line.split()
+        match = _PIN.fullmatch(requirement)
+        assert match, f"{lock.name}:{number}: {requirement!r} is not pinned to one exact version"
+        assert options, f"{lock.name}:{number}: {requirement} has no hash"
+        bad = [option for option in options if not _HASH.match(option)]
+        assert not bad, f"{lock.name}:{number}: {requirement}: {bad} is not a --hash=sha256:<64 hex digits>"
+        name = canonicalize_name(match.group(1))
+        assert name not in entries, f"{lock.name}: {name} is listed twice"
+        entries[name] = (match.group(3), frozenset(option.split(":", 1)[1] for option in options))
+    return entries
+
+
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda path: path.name)
+def test_every_requirement_of_every_lock_is_pinned_with_hashes(lock: Path) -> None:
+    entries = requirements(lock)
+    assert entries, f"{lock.name} lists nothing"
+    header = lock.read_text(encoding="utf-8").splitlines()[:2]
+    assert "--generate-hashes" in header[1], f"{lock.name} was not compiled with --generate-hashes"
+
+
+def test_the_parser_refuses_unpinned_or_unhashed_lines(tmp_path: Path) -> None:
+    good = "six==1.17.0 \\\n    --hash=sha256:" + "a" * 64 + "\n    # via -r requirements.in\n"
+    assert requirements(_write(tmp_path, good)) == {"six": ("1.17.0", frozenset({"a" * 64}))}
+    for bad in ("six==1.17.0\n", "six>=1.17\n", "six\n", "-e ./connectors\n", "six @ https://x/six.whl\n"):
+        with pytest.raises(AssertionError):
+            requirements(_write(tmp_path, bad))
+    with pytest.raises(AssertionError):
+        requirements(_write(tmp_path, "six==1.17.0 --hash=md5:abc\n"))
+
+
+def _write(folder: Path, text: str) -> Path:
+    path = folder / "requirements.lock"
+    path.write_text(text)
+    return path
+
+
+def test_the_runtime_lock_has_no_test_or_development_tool() -> None:
+    runtime = requirements(RUNTIME_LOCK)
+    assert DEV_TOOLS.isdisjoint(runtime), sorted(DEV_TOOLS & set(runtime))
+    essentials = {"apache-airflow", "pyspark", "delta-spark", "deltalake", "azure-eventhub", "celery"}
+    assert essentials <= set(runtime)
+    assert "pyspark-client" not in runtime  # it would overwrite pyspark's Python files
+
+
+def test_the_dev_lock_is_the_runtime_lock_plus_the_tools_at_the_same_versions_and_hashes() -> None:
+    runtime, dev, uv = requirements(RUNTIME_LOCK), requirements(DEV_LOCK), requirements(UV_LOCK)
+    assert set(runtime) <= set(dev)
+    differing = {name: (runtime[name][0], dev[name][0]) for name in runtime if runtime[name] != dev[name]}
+    assert not differing, f"shared packages differ between the locks (runtime, dev): {differing}"
+    assert DEV_TOOLS <= set(dev)
+    # The installer: one pin, the same in the development lock (bootstrap's uv pip sync keeps it).
+    assert set(uv) == {"uv"} and dev["uv"] == uv["uv"]
+    inputs = (REPO_ROOT / "requirements-dev.in").read_text().splitlines()
+    assert {"-c requirements.lock", "-r requirements.in", "-r requirements-uv.in"} <= set(inputs)
+
+
+def test_make_lock_compiles_the_three_locks_with_hashes_and_one_uv() -> None:
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    recipe = makefile.split("\nlock: venv\n", 1)[1].split("\n\n", 1)[0]
+    compile_command = "$(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11"
+    assert f"LOCK_COMPILE := {compile_command}" in makefile
+    for source, target in (
+        ("requirements-uv.in", "requirements-uv.lock"),
+        ("requirements.in", "requirements.lock"),
+        ("requirements-dev.in", "requirements-dev.lock"),
+    ):
+        assert f"$(LOCK_COMPILE) {source} " in recipe and f"-o {target}" in recipe
+    # The uv that compiles and installs is the one requirements-uv.in pins.
+    pinned = requirements(UV_LOCK)["uv"][0]
+    assert f"uv=={pinned}" in (REPO_ROOT / "requirements-uv.in").read_text().split()
+
+
+def test_bootstrap_installs_the_dev_lock_hash_checked_and_its_stamp_covers_what_it_installs() -> None:
+    script = (REPO_ROOT / "scripts/bootstrap.sh").read_text()
+    stamp = script.split("wanted_stamp() {", 1)[1].split("\n}", 1)[0]
+    for installed in ("requirements-uv.lock", "requirements-dev.lock", "jvm-deps.lock"):
+        assert installed in stamp, f"the virtualenv's stamp does not cover {installed}"
+    assert '--require-hashes --no-deps \\\n  -r "$root/requirements-uv.lock"' in script
+    assert 'pip sync --quiet --require-hashes --compile-bytecode --python "$venv/bin/python" \\\n' in script
+    assert '"$root/requirements-dev.lock"' in script
+    assert 'pip install --quiet --disable-pip-version-check "uv==' not in script  # never unhashed
+
+
+def test_the_image_installs_only_the_runtime_lock_hash_checked_and_keeps_no_installer() -> None:
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    assert "requirements-dev" not in dockerfile
+    ignored = (REPO_ROOT / ".dockerignore").read_text().splitlines()
+    assert {"requirements-dev.in", "requirements-dev.lock"} <= set(ignored)
+    steps = [step.split("\n#", 1)[0] for step in dockerfile.split("\nRUN ")[1:]]  # bodies, no comments
+    (sync,) = [step for step in steps if "uv pip sync" in step]
+    assert "--require-hashes --no-deps \\\n        --target /tmp/hubflow-uv" in sync
+    assert "-r /opt/hubflow/requirements-uv.lock" in sync
+    assert "uv pip sync --no-cache --require-hashes --compile-bytecode" in sync
+    assert "/opt/hubflow/requirements.lock" in sync
+    # uv lives outside the virtualenv and goes in the same step: no layer keeps it.
+    assert "rm -rf /tmp/hubflow-uv" in sync
+    (local,) = [step for step in steps if "/opt/hubflow/src/connectors" in step and "install" in step]
+    assert "pip uninstall --yes --disable-pip-version-check pip" in local
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name.split(".", 1)[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules.add(node.module.split(".", 1)[0])
+    return modules
+
+
+def test_nothing_the_image_runs_imports_a_development_tool() -> None:
+    offenders = []
+    for folder in IMAGE_CODE:
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            if "tests" in path.relative_to(REPO_ROOT).parts:
+                continue
+            found = _imported_modules(path) & DEV_MODULES
+            if found:
+                offenders.append(f"{path.relative_to(REPO_ROOT)}: {sorted(found)}")
+    assert not offenders, "the runtime image has no development tools, yet: " + "; ".join(offenders)
