@@ -20,12 +20,14 @@
 # when missing and starts dockerd with the MTU of the host's default route (1400 on these
 # machines). Images: debian:bookworm-slim is pulled, or made from Debian's packages with
 # debootstrap + `docker import` when no registry answers; PostgreSQL and Redis are
-# $HUBFLOW_POSTGRES_IMAGE / $HUBFLOW_REDIS_IMAGE (default postgres:16, redis:7), or, when the
-# default cannot be pulled, images built here from Debian's packages (hubflow-postgres:15-bookworm,
-# hubflow-redis:7.0-bookworm); the project image hubflow:local is built from ./Dockerfile with the
-# host's CA bundle (.build/) and the locks' files as the index serves them, hash-checked and kept in
-# .hubflow/stack/wheelhouse by scripts/wheelhouse.py (served on 127.0.0.1 during the build). Everything
-# this script records lives in .hubflow/stack/.
+# $HUBFLOW_POSTGRES_IMAGE / $HUBFLOW_REDIS_IMAGE (default postgres:15.19-bookworm,
+# redis:7.0.15-bookworm: full versions, of the major versions Debian 12 ships, the same defaults as
+# docker-compose.yml), or, when the default cannot be pulled, images built here from Debian's
+# packages (hubflow-postgres:15-bookworm, hubflow-redis:7.0-bookworm); the project image
+# hubflow:local is built from ./Dockerfile with the host's CA bundle (.build/) and the locks' files
+# as the index serves them, hash-checked and kept in .hubflow/stack/wheelhouse by
+# scripts/wheelhouse.py (served on 127.0.0.1 during the build). Everything this script records
+# lives in .hubflow/stack/.
 #
 # Environment: COMPOSE_PROJECT_NAME (default hubflow), COMPOSE_FILE (default docker-compose.yml;
 # e.g. docker-compose.yml:tests/deploy/stack/compose.override.yml), HUBFLOW_POSTGRES_IMAGE,
@@ -346,9 +348,9 @@ make_images() {
   make_base_image
   # PostgreSQL and Redis alongside the project image: their downloads overlap its build.
   rm -f "$state"/image-*.env
-  choose_service_image HUBFLOW_POSTGRES_IMAGE postgres:16 hubflow-postgres:15-bookworm deploy/postgres &
+  choose_service_image HUBFLOW_POSTGRES_IMAGE postgres:15.19-bookworm hubflow-postgres:15-bookworm deploy/postgres &
   local postgres=$!
-  choose_service_image HUBFLOW_REDIS_IMAGE redis:7 hubflow-redis:7.0-bookworm deploy/redis &
+  choose_service_image HUBFLOW_REDIS_IMAGE redis:7.0.15-bookworm hubflow-redis:7.0-bookworm deploy/redis &
   local redis=$!
   local status=0
   (build_project_image) || status=$?

@@ -214,7 +214,10 @@ def test_the_expected_services_exist(services: dict[str, dict[str, Any]]) -> Non
 def test_postgres_and_redis_images_are_variables_defaulting_to_the_official_ones(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    assert (services["postgres"]["image"], services["redis"]["image"]) == ("postgres:16", "redis:7")
+    assert (services["postgres"]["image"], services["redis"]["image"]) == (
+        "postgres:15.19-bookworm",
+        "redis:7.0.15-bookworm",
+    )
     local = interpolate(
         load_compose(),
         {
@@ -482,7 +485,7 @@ def test_eventhubs_is_hubflows_emulator_with_a_persistent_volume(services: dict[
 
 def test_microsoft_emulator_uses_azurite_and_asks_for_the_eula(services: dict[str, dict[str, Any]]) -> None:
     emulator = services["eventhubs-microsoft"]
-    assert emulator["image"] == "mcr.microsoft.com/azure-messaging/eventhubs-emulator:latest"
+    assert emulator["image"] == "mcr.microsoft.com/azure-messaging/eventhubs-emulator:2.2.1"
     env = emulator["environment"]
     assert (env["BLOB_SERVER"], env["METADATA_SERVER"], env["ACCEPT_EULA"]) == ("azurite", "azurite", "N")
     accepted = interpolate(load_compose(), {**USER_ENV, "ACCEPT_EULA": "Y"})["services"]

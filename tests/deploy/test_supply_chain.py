@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from tests.deploy.compose_file import REPO_ROOT
+from tests.deploy.compose_file import REPO_ROOT, load_compose
 
 RUNTIME_LOCK = REPO_ROOT / "requirements.lock"
 DEV_LOCK = REPO_ROOT / "requirements-dev.lock"
@@ -173,3 +173,46 @@ def test_nothing_the_image_runs_imports_a_development_tool() -> None:
             if found:
                 offenders.append(f"{path.relative_to(REPO_ROOT)}: {sorted(found)}")
     assert not offenders, "the runtime image has no development tools, yet: " + "; ".join(offenders)
+
+
+_VARIABLE_WITH_DEFAULT = re.compile(r"^\$\{(?P<name>[A-Z0-9_]+):-(?P<default>[^}]+)\}$")
+#: A tag naming one release: at least major.minor, an optional variant (``-bookworm``); or a digest.
+_PINNED_TAG = re.compile(r"^\d+\.\d+(\.\d+)*(-[a-z0-9.]+)?$")
+
+
+def _compose_images() -> dict[str, tuple[str | None, str, bool]]:
+    """``{service: (variable or None, default image, built here)}`` of docker-compose.yml."""
+    images = {}
+    for name, service in load_compose()["services"].items():
+        image = service["image"]
+        match = _VARIABLE_WITH_DEFAULT.match(image)
+        variable, default = (match["name"], match["default"]) if match else (None, image)
+        images[name] = (variable, default, "build" in service)
+    return images
+
+
+def test_every_image_the_compose_file_pulls_is_pinned_to_a_release() -> None:
+    pulled = {name: image for name, (_, image, built) in _compose_images().items() if not built}
+    assert {"postgres", "redis", "azurite", "eventhubs-microsoft"} <= set(pulled)
+    for name, image in pulled.items():
+        repository, _, digest = image.partition("@")
+        if digest:
+            assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), f"{name}: {image}"
+            continue
+        _, _, tag = repository.rpartition(":")
+        assert tag and "/" not in tag, f"{name}: {image} has no tag (it means :latest)"
+        assert _PINNED_TAG.match(tag), f"{name}: {image} is not pinned to one release (a full version)"
+
+
+@pytest.mark.parametrize("tag", ["latest", "16", "7", "16-bookworm", "bookworm", "lts"])
+def test_floating_tags_are_not_taken_for_pinned(tag: str) -> None:
+    assert not _PINNED_TAG.match(tag)
+
+
+def test_stack_sh_and_env_example_default_to_the_compose_files_images() -> None:
+    defaults = {variable: image for variable, image, _ in _compose_images().values() if variable}
+    stack = (REPO_ROOT / "scripts/stack.sh").read_text()
+    env_example = (REPO_ROOT / "deploy/env.example").read_text().splitlines()
+    for variable in ("HUBFLOW_POSTGRES_IMAGE", "HUBFLOW_REDIS_IMAGE"):
+        assert f"choose_service_image {variable} {defaults[variable]} " in stack
+        assert f"{variable}={defaults[variable]}" in env_example
