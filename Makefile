@@ -10,7 +10,8 @@ export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: venv test-tools test test-stress test-all lint demo demo-stop lock lock-jvm bench clean stack-up stack-down stack-test
+.PHONY: venv test-tools test test-stress test-all lint check-locks audit demo demo-stop lock lock-jvm bench clean \
+  stack-up stack-down stack-test
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -24,12 +25,27 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The supply chain's offline checks, run by `make test` (so by CI) before the suite: the jars in the
+# virtualenv's pyspark/jars are exactly jvm-deps.lock's, each with its locked SHA-256 (the Python
+# locks' pins and hashes are checked by tests/deploy/test_supply_chain.py, and every install of them
+# is hash-checked).
+check-locks: venv
+	$(PY) scripts/jvm_deps.py check
+
+# Known vulnerabilities of every locked Python package (requirements-dev.lock holds the runtime lock,
+# the tools and uv), from PyPI's JSON API, or OSV with AUDIT_ARGS="-s osv". Online, so not part of
+# `make test`; --strict fails when a package could not be audited (these machines reach neither
+# service: every package is reported "not found"). The lock is hashed: nothing is installed.
+audit: venv
+	$(VENV)/bin/pip-audit --progress-spinner off --strict --require-hashes --disable-pip \
+	  -r requirements-dev.lock $(AUDIT_ARGS)
+
 # The default run: everything but the slow soaks, the docker-compose stack proof included (skipped
 # with the reason where Docker cannot run). Three pytest-xdist workers on 2 cores, whole files each:
 # one spends the proof's minutes of image building and waiting on it while the other two run the
 # rest (the suite waits on processes far more than it computes: with two workers the cores were
 # 30% idle). The 60 slowest tests are listed at the end, for keeping within the 45-minute target.
-test: test-tools lint
+test: test-tools lint check-locks
 	$(VENV)/bin/pytest -m "not slow" -n 3 --dist loadfile --no-loadscope-reorder --durations=60 $(PYTEST_ARGS)
 
 # The load mode: the Airflow, Delta and stack test files (STRESS_TESTS) on two workers beside two

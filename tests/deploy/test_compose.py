@@ -266,12 +266,13 @@ def test_dockerfile_builds_from_debian_with_java_and_the_locked_project() -> Non
     base_images = [line for line in text.splitlines() if line.startswith("FROM")]
     assert base_images == ["FROM debian:bookworm-slim"]
     assert "python3-venv" in text and "openjdk-17-jre-headless" in text and "JAVA_HOME" in text
-    assert "uv pip sync --no-cache --require-hashes --compile-bytecode $find_links \\\n        /opt/hubflow/requirements.lock" in text
+    sync = "uv pip sync --no-cache --require-hashes --compile-bytecode $find_links \\\n"
+    assert sync + "        /opt/hubflow/requirements.lock" in text
     assert "apache-airflow-providers-celery" not in text  # the lock has it; nothing reinstalls it
     assert "/opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/jobs" in text
     assert "hubflow-jobs.pth" not in text  # jobs/ is installed as the package hubflow-jobs
     lock = (REPO_ROOT / "requirements.lock").read_text().splitlines()
-    pins = dict(line.split(" ", 1)[0].split("==", 1) for line in lock if "==" in line and not line.startswith(" "))
+    pins = dict(line.split()[0].split("==", 1) for line in lock if "==" in line and not line.startswith(" "))
     assert pins["apache-airflow"] == "3.3.2"
     assert "apache-airflow-providers-celery" in pins
     assert "pyspark-client" not in pins  # it would overwrite pyspark's Python files

@@ -216,3 +216,14 @@ def test_stack_sh_and_env_example_default_to_the_compose_files_images() -> None:
     for variable in ("HUBFLOW_POSTGRES_IMAGE", "HUBFLOW_REDIS_IMAGE"):
         assert f"choose_service_image {variable} {defaults[variable]} " in stack
         assert f"{variable}={defaults[variable]}" in env_example
+
+
+def test_make_test_checks_the_jvm_locks_checksums_and_make_audit_audits_the_hashed_lock() -> None:
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    test_prerequisites = re.search(r"^test: (.*)$", makefile, re.M)[1].split()
+    assert "check-locks" in test_prerequisites  # .ci/run runs `make test`
+    assert "\ncheck-locks: venv\n\t$(PY) scripts/jvm_deps.py check\n" in makefile
+    audit = makefile.split("\naudit: venv\n", 1)[1].split("\n\n", 1)[0]
+    for option in ("--strict", "--require-hashes", "--disable-pip", "-r requirements-dev.lock"):
+        assert option in audit
+    assert "pip-audit" in requirements(DEV_LOCK)
