@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,57 @@ def test_make_test_checks_the_jvm_locks_checksums_and_make_audit_audits_the_hash
     for option in ("--strict", "--require-hashes", "--disable-pip", "-r requirements-dev.lock"):
         assert option in audit
     assert "pip-audit" in requirements(DEV_LOCK)
+
+
+def _wheelhouse_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("wheelhouse", REPO_ROOT / "scripts" / "wheelhouse.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_wheelhouse_keeps_only_files_with_a_hash_of_the_lock(tmp_path: Path) -> None:
+    """scripts/wheelhouse.py, against a fake index: the best wheel for this machine, else the sdist,
+    each checked against the lock; stale files and files of other bytes are deleted."""
+    import hashlib
+
+    wheelhouse = _wheelhouse_module()
+    contents = {
+        "six-1.17.0-py2.py3-none-any.whl": b"six wheel",
+        "six-1.17.0.tar.gz": b"six sdist",
+        "pyspark-4.2.0.tar.gz": b"pyspark sdist",
+        "tampered-1.0-py3-none-any.whl": b"other bytes",
+    }
+    digest = {name: hashlib.sha256(data).hexdigest() for name, data in contents.items()}
+    lock = tmp_path / "requirements.lock"
+    lock.write_text(
+        f"six==1.17.0 \\\n    --hash=sha256:{digest['six-1.17.0-py2.py3-none-any.whl']} \\\n"
+        f"    --hash=sha256:{digest['six-1.17.0.tar.gz']}\n    # via -r requirements.in\n"
+        f"pyspark==4.2.0 \\\n    --hash=sha256:{digest['pyspark-4.2.0.tar.gz']}\n"
+        f"tampered==1.0 \\\n    --hash=sha256:{'0' * 64}\n"
+    )
+
+    class FakeIndex:
+        def files(self, name: str) -> list[dict]:
+            return [
+                {"filename": filename, "url": filename, "hashes": {"sha256": digest[filename]}}
+                for filename in contents
+                if filename.startswith(f"{name}-")
+            ]
+
+        def download(self, url: str, target: Path) -> None:
+            target.write_bytes(contents[url])
+
+    out = tmp_path / "wheelhouse"
+    out.mkdir()
+    (out / "stale-0.1-py3-none-any.whl").write_bytes(b"no lock names it")
+    kept, downloaded, missing = wheelhouse.build_wheelhouse([lock], out, FakeIndex())
+    assert (kept, downloaded, missing) == ([], ["pyspark", "six"], ["tampered"])
+    assert sorted(path.name for path in out.iterdir()) == [
+        "pyspark-4.2.0.tar.gz",
+        "six-1.17.0-py2.py3-none-any.whl",
+    ]
+    assert wheelhouse.build_wheelhouse([lock], out, FakeIndex()) == (["pyspark", "six"], [], ["tampered"])
