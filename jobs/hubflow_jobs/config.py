@@ -197,6 +197,11 @@ class JobConfig(StrictModel):
         """
         return [(table, self.checkpoint_location) for table in self.delta_tables()]
 
+    def parquet_outputs(self) -> list[str]:
+        """The parquet tables the job writes through Spark's file sink (each with its
+        ``_spark_metadata`` log), which Airflow announces as assets (none here)."""
+        return []
+
     def file_landing(self) -> tuple[str, str | None] | None:
         """``(path, archive_dir)`` of the folder the job's ``source`` reads, None when it reads none."""
         path = getattr(getattr(self, "source", None), "path", None)

@@ -286,6 +286,16 @@ class PipelineConfig(JobConfig):
             for table in sink.tables()
         ]
 
+    def parquet_outputs(self) -> list[str]:
+        """Every parquet table of the sinks (outputs and quarantines), each written by its sink's
+        query through Spark's file sink."""
+        return [
+            table
+            for sink in self.sinks.values()
+            if isinstance(sink, LakeSink) and sink.kind == "parquet"
+            for table in sink.tables()
+        ]
+
     def file_landing(self) -> tuple[str, str | None] | None:
         """``(path, archive_dir)`` of the pipeline's only files source; None without exactly one."""
         files = [s for s in self.sources.values() if isinstance(s, FilesSource)]

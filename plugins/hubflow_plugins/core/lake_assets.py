@@ -8,6 +8,14 @@ and its URI names its real location: a local path as ``file://`` + the absolute 
 (``abfss://``, ``wasbs://``, ``s3://``...) as written. A job's run does not know its tables when
 the DAG is parsed (only the registry is read then), so its tasks declare one asset alias per job
 (:func:`alias_name`) and add each table's event at run time.
+
+Delta tables and parquet outputs (Spark's file sink) alike are assets. A Delta table's versions
+are its log's versions; a parquet output's "versions" are the batch ids its file sink committed
+(the numeric file names of ``<table>/_spark_metadata/``, :mod:`core.file_sink_log`). A parquet
+output has one writer, the streaming query of its sink (a backfill writes a side table,
+``<output>_backfill``), so the batches a run added are simply those after the run's ``before``:
+no commit tag is needed (and the file sink has no place for one). A failed try's batches are told
+by when their log files were written (:func:`versions_of_earlier_tries`).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -30,6 +39,8 @@ EXTRA_VERSIONS = "versions"
 #: spark-submit sets it to the run's :func:`commit_tag`, so the run can tell its own commits from a
 #: concurrent writer's (the stream, another backfill run).
 COMMIT_TAG_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+#: What a lake table is: a Delta table, or a parquet table written by Spark's file sink.
+TableKind = Literal["delta", "parquet"]
 
 
 class AssetScheduleError(ValueError):
@@ -38,11 +49,13 @@ class AssetScheduleError(ValueError):
 
 @dataclass(frozen=True)
 class TableAsset:
-    """One lake table as an asset: its name, its URI, and the path it is read at."""
+    """One lake table as an asset: its name, its URI, the path it is read at, and its kind (what
+    its versions are: Delta versions, or the file sink's batch ids)."""
 
     name: str
     uri: str
     path: str
+    kind: TableKind = "delta"
 
 
 @dataclass(frozen=True)
@@ -86,8 +99,8 @@ def alias_name(job: str) -> str:
     return f"hubflow.{job}.tables"
 
 
-def table_asset(path: str) -> TableAsset:
-    """The asset of the table at ``path`` (a local path or a URL)."""
+def table_asset(path: str, kind: TableKind = "delta") -> TableAsset:
+    """The asset of the ``kind`` table at ``path`` (a local path or a URL)."""
     parts = urlsplit(path)
     if parts.scheme and parts.scheme != "file" and len(parts.scheme) > 1:  # "C:" is not a scheme
         uri = path.rstrip("/")
@@ -98,20 +111,49 @@ def table_asset(path: str) -> TableAsset:
             raise ValueError(f"table path {path!r} is relative; a lake table's asset needs its absolute path")
         uri = f"file://{local}"
         name = local.name
-    return TableAsset(name=name, uri=uri, path=path)
+    return TableAsset(name=name, uri=uri, path=path, kind=kind)
 
 
-def job_tables(delta_tables: list[str]) -> list[TableAsset]:
-    """The assets of the Delta tables a job writes (``JobPaths.delta_tables``)."""
-    return [table_asset(path) for path in delta_tables]
+def job_tables(delta_tables: list[str], parquet_outputs: Iterable[str] = ()) -> list[TableAsset]:
+    """The assets of the tables a job writes (``JobPaths.delta_tables``, ``JobPaths.parquet_outputs``)."""
+    return [table_asset(path) for path in delta_tables] + [
+        table_asset(path, "parquet") for path in parquet_outputs
+    ]
 
 
 def table_versions(tables: list[TableAsset]) -> dict[str, int | None]:
-    """Each table's current version by path (delta-rs, through :mod:`core.delta_log`); None when
-    there is no table yet."""
+    """Each table's current version by path: a Delta table's (delta-rs, through
+    :mod:`core.delta_log`), a parquet output's last committed batch id (:mod:`core.file_sink_log`);
+    None when there is none yet."""
     from hubflow_plugins.core.delta_log import table_state
+    from hubflow_plugins.core.file_sink_log import last_batch_id
 
-    return {table.path: table_state(table.path, None)[0] for table in tables}
+    return {
+        table.path: last_batch_id(table.path) if table.kind == "parquet" else table_state(table.path, None)[0]
+        for table in tables
+    }
+
+
+def versions_of_run(
+    tables: list[TableAsset], before: dict[str, int | None], tag: str, backfill: bool = False
+) -> list[VersionsAdded]:
+    """What one run wrote to its tables after ``before`` (by path): each Delta table's versions
+    whose commit carries ``tag`` (:func:`versions_tagged`), each parquet output's batches after
+    ``before`` (its only writer is the job's query, so every new batch is the run's). A backfill
+    run writes no parquet output (its rows go to the side table ``<output>_backfill``): a batch
+    committed meanwhile is a scheduled run's, announced by that run."""
+    delta = [table for table in tables if table.kind == "delta"]
+    parquet = [] if backfill else [table for table in tables if table.kind == "parquet"]
+    batches = versions_added(parquet, before, table_versions(parquet))
+    return versions_tagged(delta, before, tag) + _listed(batches)
+
+
+def _listed(changes: list[VersionsAdded]) -> list[VersionsAdded]:
+    """``changes`` with each one's versions listed (a range ``first``..``last`` spelled out)."""
+    return [
+        VersionsAdded(c.table, c.first, c.last, c.versions or tuple(range(c.first, c.last + 1)))
+        for c in changes
+    ]
 
 
 def versions_tagged(tables: list[TableAsset], before: dict[str, int | None], tag: str) -> list[VersionsAdded]:
@@ -132,18 +174,33 @@ def versions_tagged(tables: list[TableAsset], before: dict[str, int | None], tag
 
 
 def versions_of_earlier_tries(
-    tables: list[TableAsset], before: dict[str, int | None], prefix: str, try_number: int, since_ms: int
+    tables: list[TableAsset],
+    before: dict[str, int | None],
+    prefix: str,
+    try_number: int,
+    since_ms: int,
+    backfill: bool = False,
 ) -> list[VersionsAdded]:
     """The versions earlier tries (1 to ``try_number - 1``) of the same task in the same run
     committed (tags ``prefix`` + try), up to ``before`` and back to ``since_ms`` (the run's start):
-    a try that committed and then failed announced nothing, so the try that succeeds does."""
+    a try that committed and then failed announced nothing, so the try that succeeds does. A
+    parquet output's batches up to ``before`` whose log file was written since ``since_ms`` are the
+    earlier tries' (the job's query is its only writer); a backfill run's tries wrote none."""
     from hubflow_plugins.core.delta_log import commits_back_to
+    from hubflow_plugins.core.file_sink_log import batches_between
 
     earlier = {f"{prefix}{n}" for n in range(1, try_number)}
     added = []
     for table in tables:
         newest = before.get(table.path)
         if newest is None or not earlier:
+            continue
+        if table.kind == "parquet":
+            if backfill:
+                continue
+            batches = batches_between(table.path, datetime.fromtimestamp(since_ms / 1000, tz=UTC), newest)
+            if batches:
+                added.append(VersionsAdded(table, batches[0], batches[-1], tuple(batches)))
             continue
         theirs = sorted(
             v for v, metadata in commits_back_to(table.path, newest, since_ms) if metadata in earlier

@@ -76,6 +76,8 @@ class JobPaths(_Strict):
     landing_root: str | None = None
     archive_dir: str | None = None
     delta_sinks: list[DeltaSinkPaths] = Field(default_factory=list)
+    #: The parquet tables the job writes through Spark's file sink (announced as assets).
+    parquet_outputs: list[str] = Field(default_factory=list)
 
     @property
     def delta_tables(self) -> list[str]:
@@ -568,4 +570,5 @@ def read_job_paths(config_path: Path, application: str, expected_name: str | Non
         delta_sinks=[
             DeltaSinkPaths(table=table, checkpoint=writer) for table, writer in config.delta_table_writers()
         ],
+        parquet_outputs=config.parquet_outputs(),
     )

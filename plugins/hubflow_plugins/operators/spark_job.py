@@ -19,7 +19,7 @@ from hubflow_plugins.core.lake_assets import (
     merge_versions,
     table_versions,
     versions_of_earlier_tries,
-    versions_tagged,
+    versions_of_run,
 )
 from hubflow_plugins.core.registry import RegisteredJob, RegistryError, load_registry
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
@@ -39,9 +39,10 @@ class SparkJobOperator(BaseOperator):
 
     Each Delta table the run committed to gets an asset event (the table's asset, through the job's
     asset alias outlet, :mod:`hubflow_plugins.core.lake_assets`) naming the versions it added: its
-    commits carry the task try's tag, so a concurrent writer's versions are not counted. A retry
-    also announces what earlier tries of the same run committed (a try that committed and then
-    failed announced nothing). A run that committed nothing emits none.
+    commits carry the task try's tag, so a concurrent writer's versions are not counted. Each
+    parquet output gets one naming the file sink batches the run committed (its ``_spark_metadata``
+    batch ids). A retry also announces what earlier tries of the same run committed (a try that
+    committed and then failed announced nothing). A run that committed nothing emits none.
 
     Both kinds of run are safe to retry (the DAG factory gives them the registry's ``retries``). A
     failure a retry cannot cure - an invalid config, an on-call hold, a kill request (the job's exit
@@ -65,7 +66,7 @@ class SparkJobOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         job = load_registry().job(self.job_name)
         try:
-            tables = job_tables(job.paths.delta_tables)
+            tables = job_tables(job.paths.delta_tables, job.paths.parquet_outputs)
         except RegistryError:
             tables = []  # the run itself refuses the config, naming the mistake (exit 2)
         before = table_versions(tables)
@@ -81,12 +82,14 @@ class SparkJobOperator(BaseOperator):
         if window is None:  # judged as check_health does: resolves an earlier failure, or alerts
             run_alert_cycle(job, context, self.log.info, self.log.warning)
         run = "backfill" if window is not None else "scheduled"
-        changes = versions_tagged(tables, before, tag)
+        changes = versions_of_run(tables, before, tag, backfill=window is not None)
         started = getattr(context.get("dag_run"), "start_date", None)
         if ti.try_number > 1 and started is not None:
             prefix = commit_tag_prefix(ti.dag_id, ti.run_id, ti.task_id)
             since_ms = int(started.timestamp() * 1000)
-            earlier = versions_of_earlier_tries(tables, before, prefix, ti.try_number, since_ms)
+            earlier = versions_of_earlier_tries(
+                tables, before, prefix, ti.try_number, since_ms, backfill=window is not None
+            )
             changes = merge_versions(earlier, changes)
         self._announce(context, job, changes, run)
         return result

@@ -168,9 +168,10 @@ class StreamingJobOperator(BaseOperator):
         )
 
     def _announce_commits(self, context: Any, job: RegisteredJob) -> None:
-        """The stream's commits as asset events: each Delta table's versions since the last event of
-        the job's asset alias (Airflow's own record, so a version is announced once across runs and
-        restarts; an event counts once this task succeeds). Never fails the supervisor."""
+        """The stream's commits as asset events: each Delta table's versions (a parquet output's file
+        sink batch ids) since the last event of the job's asset alias (Airflow's own record, so a
+        version is announced once across runs and restarts; an event counts once this task
+        succeeds). Never fails the supervisor."""
         from airflow.sdk import Asset, AssetAlias
 
         from hubflow_plugins.core.lake_assets import (
@@ -183,7 +184,7 @@ class StreamingJobOperator(BaseOperator):
 
         alias = AssetAlias(alias_name(job.name))
         try:
-            tables = job_tables(job.paths.delta_tables)
+            tables = job_tables(job.paths.delta_tables, job.paths.parquet_outputs)
             if not tables:
                 return
             earlier = context["inlet_events"][alias].ascending(False).limit(ANNOUNCED_LOOKBACK)

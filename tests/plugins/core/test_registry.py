@@ -154,7 +154,9 @@ def test_delta_sinks_and_their_writers_come_from_the_job_config(tmp_path: Path) 
     parquet = _write(
         tmp_path / "pq.yaml", {"name": "pq", **base, "source": landing, "sink": {**sink, "format": "parquet"}}
     )
-    assert read_job_paths(parquet, "files_to_lake").delta_tables == []
+    parquet_paths = read_job_paths(parquet, "files_to_lake")
+    assert parquet_paths.delta_tables == [] and parquet_paths.parquet_outputs == ["/lake/out", "/lake/bad"]
+    assert paths.parquet_outputs == [], "a Delta job has no parquet output"
 
 
 def _entry(config: Path, **keys: object) -> dict:

@@ -81,6 +81,7 @@ def test_a_pipelines_tables_landing_and_archive_come_from_its_declared_sources_a
         ("/lake/bad", "/c/hot"),
         ("/lake/hot", "/c/hot/sinks/hot"),
     ]
+    assert two.parquet_outputs == ["/p"], "a parquet sink's table is announced as an asset too"
     assert two.archive_dir is None
 
 

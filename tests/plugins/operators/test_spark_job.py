@@ -167,6 +167,43 @@ def test_a_run_that_fails_while_running_is_left_to_airflows_retries(
     assert not isinstance(e.value, AirflowFailException)
 
 
+def test_a_scheduled_run_announces_the_batches_its_parquet_outputs_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """files_to_lake with its parquet output and quarantine (Spark's file sink): a real spark-submit
+    commits batch 0 to each, and the run announces both as assets with that batch id (their
+    ``_spark_metadata`` names); a run that found nothing new announces nothing; a retry announces
+    what its failed try committed."""
+    _local_job(tmp_path, monkeypatch)
+    write_json_landing_file(tmp_path / "orders" / "landing", "a.json", 1, good=3, bad=1)
+
+    run = _scheduled_run("scheduled__1")
+    assert SparkJobOperator(task_id="run_job", job_name="orders").execute(run)["input_rows"] == 4
+    first = {"job": "orders", "from_version": 0, "to_version": 0, "run": "scheduled", "versions": [0]}
+    assert _announced(run, "orders") == {
+        "orders": (f"file://{tmp_path / 'orders' / 'lake' / 'orders'}", first),
+        "quarantine": (f"file://{tmp_path / 'orders' / 'quarantine'}", first),
+    }
+    idle = _scheduled_run("scheduled__2")
+    assert SparkJobOperator(task_id="run_job", job_name="orders").execute(idle)["input_rows"] == 0
+    assert _announced(idle, "orders") == {}
+    # A try that committed batch 1 and then failed (no asset event kept) is announced by the retry
+    # of the same run with its own batch 2: the failed try's batches are those written since the
+    # DAG run started.
+    started = datetime.now(UTC)
+    write_json_landing_file(tmp_path / "orders" / "landing", "b.json", 100, good=2, bad=0)
+    failed_try = _scheduled_run("scheduled__3", try_number=1, started=started)
+    assert SparkJobOperator(task_id="run_job", job_name="orders").execute(failed_try)["input_rows"] == 2
+    write_json_landing_file(tmp_path / "orders" / "landing", "c.json", 200, good=1, bad=1)
+    retry = _scheduled_run("scheduled__3", try_number=2, started=started)
+    assert SparkJobOperator(task_id="run_job", job_name="orders").execute(retry)["input_rows"] == 2
+    both_tries = {"job": "orders", "from_version": 1, "to_version": 2, "run": "scheduled", "versions": [1, 2]}
+    assert _announced(retry, "orders") == {
+        "orders": (f"file://{tmp_path / 'orders' / 'lake' / 'orders'}", both_tries),
+        "quarantine": (f"file://{tmp_path / 'orders' / 'quarantine'}", both_tries),
+    }
+
+
 PIPELINE_MODULE = '''
 from pyspark.sql import functions as F
 

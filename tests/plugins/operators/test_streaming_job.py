@@ -67,6 +67,71 @@ def test_a_live_job_is_left_alone_and_a_dry_run_stop_changes_nothing(registry: P
     assert folder.hold() is None and folder.status()["state"] == "running", "a dry run changes nothing"
 
 
+class _EarlierEvents:
+    """Airflow's record of the events a job's alias announced, as the supervisor reads it back
+    (``inlet_events[alias].ascending(False).limit(n)``): the events the earlier runs added."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def __getitem__(self, alias: Any) -> _EarlierEvents:
+        return self
+
+    def ascending(self, ascending: bool) -> _EarlierEvents:
+        return self
+
+    def limit(self, count: int) -> list[Any]:
+        return list(reversed(self.events))[:count]
+
+    def record(self, outlet_events: Any, job: str) -> dict[str, tuple[int, int]]:
+        """Keep what a run announced (as Airflow does once it succeeds); return name -> (from, to)."""
+        from airflow.sdk import AssetAlias
+
+        from hubflow_plugins.core.lake_assets import alias_name
+
+        added = outlet_events[AssetAlias(alias_name(job))].asset_alias_events
+        for event in added:
+            self.events.append(
+                SimpleNamespace(asset=SimpleNamespace(uri=event.dest_asset_key.uri), extra=event.extra)
+            )
+        return {e.dest_asset_key.name: (e.extra["from_version"], e.extra["to_version"]) for e in added}
+
+
+def _commit_batches(table: Path, *names: str) -> None:
+    """Log files as Spark's file sink writes them in ``table/_spark_metadata`` (only names matter)."""
+    (table / "_spark_metadata").mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (table / "_spark_metadata" / name).write_text("v1\n", encoding="utf-8")
+
+
+def test_the_supervisor_announces_each_parquet_batch_of_the_stream_once(
+    registry: Path, tmp_path: Path
+) -> None:
+    """A live streaming job writing parquet (the registry's ``clicks``: output and quarantine through
+    Spark's file sink): each supervisor run announces the batches committed since the job's last
+    event, which Airflow keeps; a run with no new batch announces nothing."""
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    JobStatus(_folder(tmp_path), "clicks").update(state=JobState.RUNNING, pid=os.getpid())
+    output, quarantine = tmp_path / "clicks" / "lake" / "orders", tmp_path / "clicks" / "quarantine"
+    earlier = _EarlierEvents()
+
+    def supervise() -> dict[str, tuple[int, int]]:
+        context = {**_context(user=None), "inlet_events": earlier, "outlet_events": OutletEventAccessors()}
+        assert _action("ensure_running").execute(context)["done"] == ["already running; nothing to do"]
+        return earlier.record(context["outlet_events"], "clicks")
+
+    assert supervise() == {}, "no batch yet"
+    _commit_batches(output, "0", ".0.crc", "1", "2")
+    _commit_batches(quarantine, "0", "1")
+    assert supervise() == {"orders": (0, 2), "quarantine": (0, 1)}
+    assert earlier.events[0].asset.uri == f"file://{output}"
+    assert supervise() == {}, "announced once"
+    _commit_batches(output, "3", ".4.5c1e.tmp")
+    _commit_batches(quarantine, "2", "3")
+    assert supervise() == {"orders": (3, 3), "quarantine": (2, 3)}
+
+
 def test_rewind_is_for_event_hubs_jobs_only(registry: Path) -> None:
     with pytest.raises(AirflowFailException, match="job clicks has no eventhubs_conn_id: only Event Hubs"):
         _action("rewind", rewind_to_enqueued_time="2026-11-22T10:00:00Z").execute(_context())
