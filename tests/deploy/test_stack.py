@@ -21,7 +21,9 @@ tests/deploy/stack/compose.override.yml). Then, in order:
    sees at most one driver at any moment.
 4. On-call ``stop`` through the API: the job stops and stays stopped across two supervisor runs;
    on-call ``start`` resumes it.
-5. Every event once in the lake, by identity (its id in the pipeline's ``text`` column, its
+5. An injected fault: 10,000 more events, and every client connection of the emulator dropped
+   (its fault API) while the stream holds one; the connector reconnects.
+6. Every event once in the lake, by identity (its id in the pipeline's ``text`` column, its
    partition and sequence number), every landing record once (written or quarantined), archived
    files only of committed batches, both jobs on the status page fetched through the api-server.
 
@@ -548,14 +550,25 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
         )
         timings["on-call start"] = time.monotonic() - phase
 
-        # 5. Every event once: wait until the stream has caught up (no lag), then read the lake.
+        # 5. An injected fault: once the stream has caught up, a third round of events, and every
+        # client connection of the emulator TCP-aborted as soon as the stream holds one (its
+        # receivers connect when it reads the round), as a network failure between the cluster and
+        # Event Hubs would. The connector reconnects and reads on from its checkpoint.
         phase = time.monotonic()
-        total = 2 * EVENTS_PER_ROUND
         wait_for(lambda: caught_up(api), 2 * START_UP, "telemetry_bronze to catch up (lag 0)")
-        timings["caught up"] = time.monotonic() - phase
+        send_events(stack.ports["eventhubs"], 2 * EVENTS_PER_ROUND, EVENTS_PER_ROUND)
+        dropped = wait_for(lambda: drop_connections(stack), START_UP, "a connection of the stream to drop")
+        timings[f"fault: {dropped} connection(s) dropped"] = time.monotonic() - phase
+        # Every event once: wait until the lake holds as many rows as were sent, then check them.
         phase = time.monotonic()
-        report = verify_data(stack)
-        timings["lake read by verify_data.py"] = time.monotonic() - phase
+        total = 3 * EVENTS_PER_ROUND
+        report = wait_for(
+            lambda: (found := verify_data(stack))["telemetry"]["rows"] >= total and found,
+            2 * START_UP,
+            f"the lake to hold {total} events",
+            every=15.0,
+        )
+        timings["caught up after the fault, lake read by verify_data.py"] = time.monotonic() - phase
     assert sampler.samples > 0
     assert sampler.most <= 1, sampler.overlaps
     assert not sampler.exposed, sampler.exposed
@@ -617,6 +630,21 @@ def caught_up(api: AirflowApi) -> bool:
 def _finished(api: AirflowApi, dag_id: str, run_id: str) -> dict[str, Any] | None:
     run = api.run(dag_id, run_id)
     return run if run["state"] in ("success", "failed") else None
+
+
+def drop_connections(stack: ComposeStack) -> int | None:
+    """TCP-abort every client connection of the stack's emulator (its admin API, on loopback inside
+    its container); how many it dropped, None when it had none."""
+    answer = stack.exec(
+        "eventhubs",
+        "curl",
+        "--fail",
+        "--silent",
+        "-X",
+        "POST",
+        "http://127.0.0.1:5380/faults/drop-connections",
+    )
+    return json.loads(answer)["dropped"] or None
 
 
 def verify_data(stack: ComposeStack) -> dict[str, Any]:
