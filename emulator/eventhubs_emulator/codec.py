@@ -251,10 +251,18 @@ _MIN_SIZED_WIDTH: dict[int, int] = {
     0xC0: 2, 0xC1: 2, 0xD0: 8, 0xD1: 8, 0xE0: 2, 0xF0: 8,
 }  # fmt: skip
 
+_LIST_OR_MAP = frozenset((0xC0, 0xC1, 0xD0, 0xD1))
+
 _TYPE_NAMES = {0x40: "null", 0x41: "true", 0x42: "false", 0x43: "uint0", 0x44: "ulong0", 0x45: "list0"}
 
 _UINT0 = UInt(0)
 _ULONG0 = ULong(0)
+# Every value of the one-byte encodings ubyte, smalluint and smallulong, made once (immutable: shared).
+_UBYTES = tuple(UByte(i) for i in range(256))
+_SMALL_UINTS = tuple(UInt(i) for i in range(256))
+_SMALL_ULONGS = tuple(ULong(i) for i in range(256))
+# The values of the constructors 0x40-0x44, which take no bytes after them (immutable: shared).
+_ZERO_WIDTH_VALUES = (None, True, False, _UINT0, _ULONG0)
 
 
 def _signed8(buf: Any, pos: int) -> int:
@@ -277,10 +285,10 @@ _READ_FIXED: dict[int, Any] = {
     0x43: lambda b, p: _UINT0,
     0x44: lambda b, p: _ULONG0,
     0x45: lambda b, p: [],
-    0x50: lambda b, p: UByte(b[p]),
+    0x50: lambda b, p: _UBYTES[b[p]],
     0x51: _signed8,
-    0x52: lambda b, p: UInt(b[p]),
-    0x53: lambda b, p: ULong(b[p]),
+    0x52: lambda b, p: _SMALL_UINTS[b[p]],
+    0x53: lambda b, p: _SMALL_ULONGS[b[p]],
     0x54: _signed8,
     0x55: _signed8,
     0x56: lambda b, p: b[p] != 0,
@@ -371,12 +379,18 @@ class _Reader:
         """Decode the value whose constructor is at ``pos``."""
         if pos >= end:
             raise AmqpDecodeError("truncated AMQP value")
-        code = self.buf[pos]
+        buf = self.buf
+        code = buf[pos]
         if code == 0x00:
             depth = _deeper(depth)
-            descriptor, pos = self.value(pos + 1, end, depth)
+            if pos + 3 <= end and buf[pos + 1] == 0x53:  # the usual descriptor: a smallulong code
+                descriptor, pos = _SMALL_ULONGS[buf[pos + 2]], pos + 3
+            else:
+                descriptor, pos = self.value(pos + 1, end, depth)
             value, pos = self.value(pos, end, depth)
             return Described(descriptor, value), pos
+        if code in _LIST_OR_MAP:
+            return self._list_or_map(code, pos + 1, end, depth)
         return self.after_constructor(code, pos + 1, end, depth)
 
     def after_constructor(self, code: int, pos: int, end: int, depth: int) -> tuple[Any, int]:
@@ -400,7 +414,7 @@ class _Reader:
             if low == 1:
                 return raw.decode("utf-8"), value_end
             return Symbol(raw.decode("ascii")), value_end
-        if code in (0xC0, 0xC1, 0xD0, 0xD1):
+        if code in _LIST_OR_MAP:
             return self._list_or_map(code, pos, end, depth)
         if code in (0xE0, 0xF0):
             value_end, pos = self._size(code, pos, end, "array")
@@ -449,19 +463,38 @@ class _Reader:
 
     def _list_or_map(self, code: int, pos: int, end: int, depth: int) -> tuple[Any, int]:
         what = "map" if code & 0x01 else "list"
-        value_end, pos = self._size(code, pos, end, what)
-        count, pos = self._count(code, pos, value_end, what)
+        buf = self.buf
+        size = buf[pos] if pos < end and not code & 0x10 else 0
+        if 0 < size < end - pos:  # a one-byte size and count, in bounds (else their reads and errors)
+            value_end, count, pos = pos + 1 + size, buf[pos + 1], pos + 2
+        else:
+            value_end, pos = self._size(code, pos, end, what)
+            count, pos = self._count(code, pos, value_end, what)
         if count > value_end - pos:  # every element takes at least its constructor byte
             raise AmqpDecodeError(f"{what} declares {count} elements in {value_end - pos} bytes")
         if what == "map" and count % 2:
             raise AmqpDecodeError(f"map with an odd number of elements ({count})")
         depth = _deeper(depth)
-        items = []
+        items: list = []
+        append = items.append
         value = self.value
         for _ in range(count):
-            item, pos = value(pos, value_end, depth)
-            items.append(item)
-        self._all_used(what, count, pos, value_end)
+            # Most performative fields are nulls, booleans and small integers: read those here (the
+            # same reads and bounds as ``value``) and leave the rest, and any error, to ``value``.
+            code = buf[pos] if pos < value_end else -1
+            if 0x40 <= code <= 0x44:  # null, true, false, uint0, ulong0: no bytes after the constructor
+                append(_ZERO_WIDTH_VALUES[code - 0x40])
+                pos += 1
+                continue
+            width = _FIXED_WIDTH.get(code)
+            if width and pos + 1 + width <= value_end:
+                append(_READ_FIXED[code](buf, pos + 1))
+                pos += 1 + width
+            else:
+                item, pos = value(pos, value_end, depth)
+                append(item)
+        if pos != value_end:
+            self._all_used(what, count, pos, value_end)
         if what == "list":
             return items, pos
         try:

@@ -278,10 +278,9 @@ class Connection:
         code = int(value.descriptor)
         if code not in F.FIELD_COUNT:
             raise ProtocolError("amqp:decode-error", f"unknown performative 0x{code:02x}")
-        fields = F.pad(value.value, code)
-        if (wrong := F.check_fields(code, fields)) is not None:
+        if (wrong := F.check_fields(code, value.value)) is not None:
             raise ProtocolError("amqp:invalid-field", wrong)
-        return code, fields, body[pos:]
+        return code, F.pad(value.value, code), body[pos:]
 
     # ------------------------------------------------------------------------------------ dispatch
     def _handle_frame(self, channel: int, body: bytes) -> None:

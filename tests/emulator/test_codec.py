@@ -117,6 +117,64 @@ def test_padding_fills_missing_trailing_fields():
     assert frames.pad([1, 2], frames.ATTACH) == [1, 2] + [None] * 12
 
 
+# Values for the field checks: ones that fit some kind, and ones at or past a kind's edge.
+FIELD_VALUES = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    2**32,
+    1.5,
+    UByte(3),
+    UShort(70),
+    UInt(0),
+    UInt(2**32 - 1),
+    UInt(2**32),
+    UInt(-1),
+    ULong(2**64 - 1),
+    ULong(2**64),
+    Timestamp(5),
+    Timestamp(-5),
+    "name",
+    Symbol("sym"),
+    b"tag",
+    bytearray(b"tag"),
+    SymbolArray([Symbol("a")]),
+    SymbolArray(),
+    ["a", Symbol("b")],
+    ["a", 1],
+    {},
+    {Symbol("k"): 1},
+    Described(ULong(0x28), [None]),
+    [],
+]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_field_checks_fast_path_answers_as_the_field_by_field_checks(seed):
+    """``check_fields`` takes the common values at once and leaves the rest to the field-by-field
+    checks: the same answer (and words) for random field lists, as received or padded."""
+    rng = random.Random(seed)
+    for code in frames.FIELDS:
+        count = len(frames.FIELDS[code])
+        for _ in range(2000):
+            fields = [rng.choice(FIELD_VALUES) for _ in range(rng.randrange(count + 3))]
+            expected = frames._why(code, frames.pad(fields, code))
+            assert frames.check_fields(code, fields) == expected, fields
+            assert frames.check_fields(code, frames.pad(fields, code)) == expected, fields
+
+
+def test_field_checks_refuse_integers_out_of_range_and_needed_fields_left_out():
+    check = frames.check_fields
+    too_big = "flow field 'next-incoming-id' must be uint, got UInt 4294967296"
+    assert check(frames.FLOW, [UInt(2**32)]) == too_big
+    assert check(frames.FLOW, [True]) == "flow field 'next-incoming-id' must be uint, got bool True"
+    assert check(frames.ATTACH, ["link"]) == "attach field 'handle' is mandatory"
+    assert check(frames.ATTACH, ["link", UInt(0), False]) is None
+    assert check(frames.OPEN, ["c", None, None, None, None, SymbolArray([Symbol("en")])]) is None
+
+
 # ------------------------------------------------------------------------------------ hostile input
 
 
