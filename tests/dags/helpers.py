@@ -136,6 +136,31 @@ def start_airflow_services(
     return list(processes.values()), env
 
 
+def stop_service(processes: list, name: str) -> None:
+    """Stop Airflow's ``name`` service (``scheduler``, ``triggerer``...) among ``processes`` (started
+    by :func:`start_airflow_services`) as a service manager would: SIGTERM, so its job ends."""
+    from tests.support.processes import stop_process
+
+    stop_process(processes[_service_index(processes, name)])
+
+
+def start_service(processes: list, name: str, env: dict[str, str], log_dir: Path) -> Path:
+    """Start Airflow's ``name`` service again in its place in ``processes``; its new log's path
+    (``<name>-<n>.log``)."""
+    from tests.support.processes import start_background
+
+    index = _service_index(processes, name)
+    assert processes[index].poll() is not None, f"airflow {name} is still running"
+    log = log_dir / f"{name}-{len(list(log_dir.glob(f'{name}*.log'))) + 1}.log"
+    processes[index] = start_background([AIRFLOW, name], log, env)
+    return log
+
+
+def _service_index(processes: list, name: str) -> int:
+    (index,) = [i for i, proc in enumerate(processes) if list(proc.args)[1:2] == [name]]
+    return index
+
+
 @dataclass(frozen=True)
 class RunSnapshot:
     """One DAG run and the states of its tasks, as one query saw them together."""

@@ -51,6 +51,8 @@ from tests.dags.helpers import (
     run_airflow,
     run_snapshot,
     start_airflow_services,
+    start_service,
+    stop_service,
     write_registry,
 )
 from tests.jobs.helpers import EmulatedHub, write_json_landing_file
@@ -102,6 +104,8 @@ class Deployment:
     hub: EmulatedHub
     table: Path
     arrivals: EmulatedHub
+    #: The Airflow services' processes (a test may restart one in place).
+    services: list
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +174,7 @@ def deployment(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             EmulatedHub("telemetry", conn, 2),
             table,
             EmulatedHub(ARRIVALS, arrivals_conn, 2),
+            processes,
         )
     finally:
         stop_processes(processes)
@@ -439,14 +444,35 @@ def test_a_job_scheduled_on_events_runs_when_they_arrive_and_lands_each_once(
 ) -> None:
     """``schedule: events(2 seconds)`` (issue #27 item 2): the triggerer's watcher over the job's hub
     announces new events as asset events of ``arrivals__events``; each queues a run of the job, which
-    lands them once. No event is announced twice, and no run starts while nothing arrives."""
+    lands them once. No event is announced twice, a triggerer restart between an announcement and
+    its run included, and no run starts while nothing arrives."""
     base, env = deployment.base, deployment.env
+    uri = f"hubflow-events://{ARRIVALS}/"
     assert run_airflow(env, "dags", "unpause", ARRIVALS_DAG).returncode == 0
     sent = deployment.arrivals.send_numbered(0, 6)
     runs = wait_until(
         lambda: _arrivals_settled(airflow_home, spark, base, sent, 0), 600, "the arrivals' first runs"
     )
+    # A triggerer restart between an announcement and its run. The scheduler is stopped first, so
+    # no run lands the new events meanwhile (the triggerer itself records the asset event): the new
+    # triggerer's watcher finds them uncommitted in the job's checkpoint, and only the announcement
+    # it reads back from Airflow's asset state store keeps it from announcing them again.
+    logs = base / "airflow-logs"
+    stop_service(deployment.services, "scheduler")
+    announced = len(asset_events(airflow_home, uri))
     sent |= deployment.arrivals.send_numbered(6, 4)
+    wait_until(lambda: len(asset_events(airflow_home, uri)) > announced, 300, "the new events' announcement")
+    announced = len(asset_events(airflow_home, uri))
+    stop_service(deployment.services, "triggerer")
+    triggerer_log = start_service(deployment.services, "triggerer", env, logs)
+    wait_until(
+        lambda: "Connection state changed" in triggerer_log.read_text(errors="replace"),
+        300,
+        "the new triggerer's watcher to ask the hub",
+    )
+    time.sleep(3 * ARRIVALS_POLL)
+    assert len(asset_events(airflow_home, uri)) == announced, "the restarted watcher announced them again"
+    start_service(deployment.services, "scheduler", env, logs)
     runs = wait_until(
         lambda: _arrivals_settled(airflow_home, spark, base, sent, len(runs)), 600, "a run for the new events"
     )
@@ -455,7 +481,6 @@ def test_a_job_scheduled_on_events_runs_when_they_arrive_and_lands_each_once(
     # Nothing arrives: after the last run's commit, no announcement and so no run. (A run queued by
     # an announcement made while the last run was reading may still start, and find nothing: it is
     # created within a scheduler loop, before the first look below.)
-    uri = f"hubflow-events://{ARRIVALS}/"
     time.sleep(3 * ARRIVALS_POLL)
     announced_then = [event["extra"] for event in asset_events(airflow_home, uri)]
     runs_then = [run.run_id for run in run_snapshot(airflow_home, ARRIVALS_DAG)]
