@@ -233,12 +233,13 @@ def job_status(base: Path, job: str) -> dict[str, Any]:
         return {}
 
 
-def lake_ids(spark: Any, base: Path, job: str) -> list[int]:
-    """The ids in a Delta :func:`landing_job`'s lake table ([] before its first commit)."""
+def lake_ids(spark: Any, base: Path, job: str, sink_format: str = "delta") -> list[int]:
+    """The ids in a :func:`landing_job`'s lake table, Delta or parquet (Spark's file sink, read
+    through its ``_spark_metadata``: committed batches only); [] before its first commit."""
     from pyspark.errors import AnalysisException
 
     try:
-        frame = spark.read.format("delta").load(str(base / job / "lake" / "orders"))
+        frame = spark.read.format(sink_format).load(str(base / job / "lake" / "orders"))
         return [row.id for row in frame.select("id").collect()]
     except AnalysisException:  # nothing committed yet
         return []

@@ -1,8 +1,8 @@
 """Supervised streaming: the supervisor starts a dead job and leaves a live one alone; on-call stop
 holds it across a supervisor run (which succeeds without starting it); on-call start resumes it, and
 every record lands exactly once. (restart = the same stop and start without the hold.) Each
-supervisor run announces the stream's new commits to its Delta table as Airflow asset events, each
-version once across runs (issue #27)."""
+supervisor run announces the stream's new commits to its table as Airflow asset events, each
+version once across runs (issue #27): a Delta table's versions, a parquet output's file-sink batches."""
 
 from __future__ import annotations
 
@@ -36,7 +36,12 @@ def _announced(airflow_home, table: Path) -> list[tuple[int, int]]:
     return [(extra["from_version"], extra["to_version"]) for extra in extras]
 
 
-def _table_version(table: Path) -> int:
+def _table_version(table: Path, sink_format: str) -> int:
+    """The table's newest version: a Delta commit, or a parquet output's last file-sink batch."""
+    if sink_format == "parquet":
+        from hubflow_plugins.core.file_sink_log import last_batch_id
+
+        return last_batch_id(str(table))
     return max(int(path.stem) for path in (table / "_delta_log").glob("*.json"))
 
 
@@ -49,10 +54,11 @@ def _oncall(env: dict, action: str) -> str:
 
 
 @pytest.mark.timeout(1200)
+@pytest.mark.parametrize("sink_format", ["delta", "parquet"])
 def test_supervisor_starts_oncall_stop_holds_start_resumes_and_every_record_lands_once(
-    airflow_home, spark, tmp_path: Path
+    airflow_home, spark, tmp_path: Path, sink_format: str
 ):
-    job = landing_job(tmp_path, "clicks", streaming=True, sink={"format": "delta"})
+    job = landing_job(tmp_path, "clicks", streaming=True, sink={"format": sink_format})
     registry = write_registry(tmp_path, [job])
     table = tmp_path / "clicks" / "lake" / "orders"
     env = airflow_env(airflow_home, registry)
@@ -65,7 +71,7 @@ def test_supervisor_starts_oncall_stop_holds_start_resumes_and_every_record_land
         assert "started job clicks" in output
         first_pid = job_status(tmp_path, "clicks")["pid"]
         wait_until(
-            lambda: sorted(lake_ids(spark, tmp_path, "clicks")) == sorted(expected),
+            lambda: sorted(lake_ids(spark, tmp_path, "clicks", sink_format)) == sorted(expected),
             120,
             "batch a in the lake",
         )
@@ -100,7 +106,7 @@ def test_supervisor_starts_oncall_stop_holds_start_resumes_and_every_record_land
         announced = _announced(airflow_home, table)
         assert announced and announced[0][0] == 0, announced
         assert all(later[0] == earlier[1] + 1 for earlier, later in pairwise(announced)), announced
-        assert announced[-1][1] == _table_version(table), announced
+        assert announced[-1][1] == _table_version(table, sink_format), announced
 
         # On-call start releases the hold and resumes from the checkpoint: nothing lost or doubled.
         expected |= write_json_landing_file(landing, "c.json", 2000, good=30, bad=0)
@@ -109,12 +115,12 @@ def test_supervisor_starts_oncall_stop_holds_start_resumes_and_every_record_land
         second_pid = job_status(tmp_path, "clicks")["pid"]
         assert second_pid != first_pid and pid_alive(second_pid)
         wait_until(
-            lambda: len(lake_ids(spark, tmp_path, "clicks")) >= len(expected),
+            lambda: len(lake_ids(spark, tmp_path, "clicks", sink_format)) >= len(expected),
             120,
             "batches b and c in the lake",
         )
         time.sleep(2)  # a duplicate would show up in the next micro-batch
-        ids = lake_ids(spark, tmp_path, "clicks")
+        ids = lake_ids(spark, tmp_path, "clicks", sink_format)
         assert sorted(ids) == sorted(expected), "every record exactly once across the stop and start"
         driver_log = (tmp_path / "clicks" / "status" / "clicks" / "driver.log").read_text()
         assert driver_log.count("INFO hubflow_jobs: job clicks starting") == 2, "both starts log there"
