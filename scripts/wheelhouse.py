@@ -62,11 +62,8 @@ def locked_pins(lock: Path) -> dict[str, Pin]:
 
 
 def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def choose(files: list[dict], pin: Pin, supported: list[Tag]) -> dict | None:

@@ -102,6 +102,25 @@ def spark_submit_path() -> str:
     return os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
 
 
+def cluster_submit(master: str, *args: str) -> list[str]:
+    """spark-submit of ``args`` on the loopback standalone cluster ``master``: one core, a small
+    executor, no UI, and the jobs runtime on the executors' Python path."""
+    return [
+        spark_submit_path(),
+        "--master",
+        master,
+        "--total-executor-cores",
+        "1",
+        "--executor-memory",
+        "512m",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        f"spark.executorEnv.PYTHONPATH={JOBS_DIR}",
+        *args,
+    ]
+
+
 def spark_submit(
     config: Path,
     log_path: Path,

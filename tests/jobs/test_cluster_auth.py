@@ -24,10 +24,10 @@ from tests.support.spark_cluster import StandaloneCluster, spark_env, start_clus
 from .helpers import (
     FILES_TO_LAKE,
     JOBS_DIR,
+    cluster_submit,
     landing_config,
     last_log_line,
     read_lake,
-    spark_submit_path,
     write_config,
     write_json_landing_file,
 )
@@ -54,24 +54,9 @@ def _run_job(cluster: StandaloneCluster, tmp_path: Path, secret: str | None) -> 
     env.pop(SPARK_AUTH_SECRET_ENV, None)
     if secret is not None:
         env[SPARK_AUTH_SECRET_ENV] = secret
-    command = [
-        spark_submit_path(),
-        "--master",
-        cluster.master_url,
-        "--total-executor-cores",
-        "1",
-        "--executor-memory",
-        "512m",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.authenticate=true",
-        "--conf",
-        f"spark.executorEnv.PYTHONPATH={JOBS_DIR}",
-        str(FILES_TO_LAKE),
-        "--config",
-        str(config),
-    ]
+    command = cluster_submit(
+        cluster.master_url, "--conf", "spark.authenticate=true", str(FILES_TO_LAKE), "--config", str(config)
+    )
     log = tmp_path / "job.log"
     with open(log, "wb") as out:
         result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=420)

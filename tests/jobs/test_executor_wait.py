@@ -24,9 +24,9 @@ from tests.support.spark_cluster import spark_env
 from .helpers import (
     FILES_TO_LAKE,
     JOBS_DIR,
+    cluster_submit,
     landing_config,
     last_log_line,
-    spark_submit_path,
     write_config,
     write_json_landing_file,
 )
@@ -47,30 +47,13 @@ spark.stop()
 """
 
 
-def _submit(master: str, *args: str) -> list[str]:
-    return [
-        spark_submit_path(),
-        "--master",
-        master,
-        "--total-executor-cores",
-        "1",
-        "--executor-memory",
-        "512m",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        f"spark.executorEnv.PYTHONPATH={JOBS_DIR}",
-        *args,
-    ]
-
-
 def test_a_job_without_free_cores_fails_after_executor_wait(spark_cluster: Any, tmp_path: Path) -> None:
     env = spark_env({"PYTHONPATH": str(JOBS_DIR)})
     holder_script = tmp_path / "core_holder.py"
     holder_script.write_text(CORE_HOLDER, encoding="utf-8")
     holding, release = tmp_path / "holding", tmp_path / "release"
     holder = start_background(
-        _submit(spark_cluster.master_url, str(holder_script), str(holding), str(release)),
+        cluster_submit(spark_cluster.master_url, str(holder_script), str(holding), str(release)),
         tmp_path / "holder.log",
         env,
     )
@@ -84,7 +67,7 @@ def test_a_job_without_free_cores_fails_after_executor_wait(spark_cluster: Any, 
             landing_config(base, runtime={"heartbeat_interval": "1 second", "executor_wait": "10 seconds"}),
         )
         write_json_landing_file(base / "landing", "a.json", 1, good=8, bad=1)
-        job = _submit(spark_cluster.master_url, str(FILES_TO_LAKE), "--config", str(config))
+        job = cluster_submit(spark_cluster.master_url, str(FILES_TO_LAKE), "--config", str(config))
 
         blocked_log = tmp_path / "blocked.log"
         with open(blocked_log, "wb") as out:
