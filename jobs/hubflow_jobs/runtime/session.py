@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from hubflow_jobs.config import JobConfig
 from hubflow_jobs.runtime.executors import NoExecutorsError, wait_for_executors
+from hubflow_jobs.spark_auth import SPARK_AUTH_SECRET_ENV, auth_conf
 
 #: Delta Lake's SQL extension and catalog. Its jars are not fetched at run time: scripts/bootstrap.sh
 #: (and the image build) install the locked ones (jvm-deps.lock) into pyspark's own jars folder.
@@ -26,23 +26,6 @@ DEFAULT_CONF = {
     # millions of files.
     "spark.databricks.delta.snapshotPartitions": "8",
 }
-
-
-#: Spark's own variable for its RPC secret (``spark.authenticate``): its daemons and executors read it
-#: from their environment; a driver on a standalone cluster needs it in its SparkConf instead.
-SPARK_AUTH_SECRET_ENV = "_SPARK_AUTH_SECRET"
-SPARK_AUTH_SECRET_CONF = "spark.authenticate.secret"
-
-
-def auth_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The driver's ``spark.authenticate.secret`` from :data:`SPARK_AUTH_SECRET_ENV`, when set.
-
-    Spark requires the secret in the driver's conf on a standalone master and reads only its
-    executors' and daemons' from the environment; putting it on the spark-submit command line
-    instead would show it in ``ps``. Spark's UI and logs redact it (``spark.redaction.regex``).
-    """
-    secret = environ.get(SPARK_AUTH_SECRET_ENV)
-    return {SPARK_AUTH_SECRET_CONF: secret} if secret else {}
 
 
 class DriverRefusedError(NoExecutorsError):

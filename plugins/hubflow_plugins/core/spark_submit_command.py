@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from hubflow_jobs.runtime.session import SPARK_AUTH_SECRET_ENV
+from hubflow_jobs.spark_auth import SPARK_AUTH_SECRET_ENV
 
 #: Variables a driver keeps from its parent by exact name: the system's and the interpreter's.
 INHERITED_NAMES = frozenset(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from hubflow_jobs.runtime.session import SPARK_AUTH_SECRET_ENV
+from hubflow_jobs.spark_auth import SPARK_AUTH_SECRET_ENV
 from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.hooks.spark_submit import EVENTHUBS_CONNECTION_STRING_ENV, build_submit_hook
 
