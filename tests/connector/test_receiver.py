@@ -222,10 +222,12 @@ def test_worker_caches_never_open_more_receivers_than_the_host_limit(
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     caches = [ReceiverCache() for _ in range(3)]
+    open_after: list[int] = []
     try:
         for i, cache in enumerate(caches):
             monkeypatch.setattr(receiver_cache, "RECEIVERS", cache)
             assert [seq for seq, _ in _read(options, "1", i, i + 2)] == [i, i + 1]
+            open_after.append(_open_receivers(hub, "1"))
         assert caches[2].idle_count() == 1  # the third worker got its receiver
         assert 1 <= sum(cache.idle_count() for cache in caches) <= 2
     finally:
@@ -233,7 +235,12 @@ def test_worker_caches_never_open_more_receivers_than_the_host_limit(
         watcher.join()
         for cache in caches:
             cache.close_all()
-    assert most[0] == 2
+    # Counted between the reads (nothing else opens one then): the first two workers' receivers
+    # were both open, as the limit allows, before the third needed room.
+    assert open_after[:2] == [1, 2], open_after
+    # The sampler saw every moment it could (a 5 ms sampler can miss a short one on a loaded
+    # machine, so it bounds from above only): never more than the limit.
+    assert 1 <= most[0] <= 2, most
 
 
 def test_every_slot_busy_reading_fails_with_an_error_that_says_what_to_do(

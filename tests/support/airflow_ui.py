@@ -40,11 +40,20 @@ class AirflowUI:
     # Plumbing ------------------------------------------------------------------------------------
 
     def _wait(self, condition: Any, what: str) -> Any:
-        from selenium.common.exceptions import TimeoutException
+        """``condition`` polled until it returns something; an element the UI re-rendered between
+        finding and reading it (a toast replaced, a list refreshed) is looked for again at the next
+        poll instead of failing the step."""
+        from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
         from selenium.webdriver.support.ui import WebDriverWait
 
         try:
-            return WebDriverWait(self.driver, STEP_TIMEOUT, poll_frequency=0.25).until(condition)
+            wait = WebDriverWait(
+                self.driver,
+                STEP_TIMEOUT,
+                poll_frequency=0.25,
+                ignored_exceptions=(StaleElementReferenceException,),
+            )
+            return wait.until(condition)
         except TimeoutException:
             raise AssertionError(f"the Airflow UI did not show {what} within {STEP_TIMEOUT:.0f}s") from None
 
