@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export SPARK_LOCAL_IP := 127.0.0.1
 
 .PHONY: venv test-tools test test-stress test-all lint check-locks audit demo demo-stop lock lock-jvm bench clean \
-  stack-up stack-down stack-test
+  stack-up stack-down stack-test migration-env lock-spark35 lock-jvm-spark35
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -57,8 +57,8 @@ test-stress: test-tools lint
 	$(VENV)/bin/pytest -m "not slow" -n 2 --dist loadfile --no-loadscope-reorder --cpu-burn 2 --durations=15 \
 	  $(STRESS_TESTS) $(PYTEST_ARGS)
 
-# Every test, the slow soaks and the stack proof included.
-test-all: test-tools lint
+# Every test, the slow soaks and the stack proof included (and the Spark 3.5 venv of the migration test).
+test-all: test-tools lint migration-env
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 demo: venv
@@ -96,5 +96,17 @@ lock: venv
 lock-jvm: venv
 	$(PY) scripts/jvm_deps.py lock
 
+# The Spark 3.5 virtualenv (.venv-spark35) with Microsoft's Scala Event Hubs connector that
+# tests/migration runs a stream in before continuing it on Spark 4.2 (slow: `make test-all` makes it).
+migration-env:
+	@bash scripts/migration_env.sh
+
+# Recompile its locks: requirements-spark35.lock (pyspark 3.5, hashes) and jvm-deps-spark35.lock
+# (resolved against that venv's pyspark/jars, so Spark 3.5's versions win).
+lock-spark35: venv
+	$(LOCK_COMPILE) requirements-spark35.in -o requirements-spark35.lock
+lock-jvm-spark35: migration-env
+	.venv-spark35/bin/python scripts/jvm_deps.py lock --lock jvm-deps-spark35.lock
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-spark35 .pytest_cache .ruff_cache

@@ -12,6 +12,11 @@ Three commands, stdlib only (it runs before anything else is installed, and in t
              longer names are removed (a manifest records what was installed).
 ``check``    says whether ``pyspark/jars`` holds exactly the locked jars for the installed pyspark.
 
+``--lock FILE`` picks another lock (its input is the same name ending in ``.in``), for another
+virtualenv: ``jvm-deps-spark35.lock`` is the Spark 3.5 venv's (the migration test's Scala Event Hubs
+connector), run with that venv's python so that its ``pyspark/jars`` is the one resolved against and
+installed into.
+
 Why a script of our own: Spark's ``--packages`` (Ivy) resolves at job start, which the project
 forbids (no network when a job runs, no unpinned versions); Maven only resolves at lock time.
 """
@@ -187,8 +192,15 @@ def compile_lock(input_path: Path = LOCK_INPUT, output: Path = LOCK_FILE) -> Loc
             _check_spark_version(path.with_suffix(".pom"), f"{group}:{artifact}:{version}")
             jars.append(LockedJar(group, artifact, version, _sha256(path)))
     jars.sort(key=lambda jar: jar.coordinates)
+    if output == LOCK_FILE:
+        origin = "# Locked JVM dependencies of hubflow's jobs: compiled from jvm-deps.in by `make lock-jvm`;"
+    else:
+        origin = (
+            f"# Locked JVM dependencies: compiled from {input_path.name} by "
+            f"`scripts/jvm_deps.py lock --lock {output.name}`;"
+        )
     header = [
-        "# Locked JVM dependencies of hubflow's jobs: compiled from jvm-deps.in by `make lock-jvm`;",
+        origin,
         "# installed into the virtualenv's pyspark/jars by scripts/jvm_deps.py (checked by SHA-256).",
         f"# pyspark {pyspark_version()}",
     ]
@@ -252,7 +264,8 @@ def install(lock_path: Path = LOCK_FILE, jars_dir: Path | None = None, repo: str
     if lock.pyspark_version != pyspark_version():
         raise JvmDepsError(
             f"{lock_path} was compiled for pyspark {lock.pyspark_version} but pyspark {pyspark_version()} is "
-            "installed; run `make lock-jvm` after changing pyspark in requirements.in"
+            f"installed; recompile {lock_path.name} (`make lock-jvm`, or `make lock-jvm-spark35` for the "
+            "Spark 3.5 venv) after changing pyspark"
         )
     jars_dir = jars_dir or pyspark_jars_dir()
     repo = repo or os.environ.get("HUBFLOW_MAVEN_REPO", DEFAULT_REPO)
@@ -298,16 +311,23 @@ def check(lock_path: Path = LOCK_FILE, jars_dir: Path | None = None) -> list[str
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["lock", "install", "check"])
+    parser.add_argument(
+        "--lock",
+        type=Path,
+        default=LOCK_FILE,
+        help="the lock file (default jvm-deps.lock; its input: the same name, .in)",
+    )
     args = parser.parse_args(argv)
+    lock_path = args.lock.resolve()
     try:
         if args.command == "lock":
-            lock = compile_lock()
-            print(f"hubflow: {LOCK_FILE.name}: {len(lock.jars)} jars for pyspark {lock.pyspark_version}")
+            lock = compile_lock(lock_path.with_suffix(".in"), lock_path)
+            print(f"hubflow: {lock_path.name}: {len(lock.jars)} jars for pyspark {lock.pyspark_version}")
         elif args.command == "install":
-            names = install()
+            names = install(lock_path)
             print(f"hubflow: {len(names)} locked JVM jars in {pyspark_jars_dir()}", file=sys.stderr)
         else:
-            problems = check()
+            problems = check(lock_path)
             for problem in problems:
                 print(f"hubflow: {problem}", file=sys.stderr)
             return 1 if problems else 0
