@@ -10,6 +10,7 @@ This module imports no other connector module but the options, so every one of t
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from .options import EventHubsOptions
@@ -34,7 +35,18 @@ def _credential(options: EventHubsOptions) -> Any:
 
 
 def _common_kwargs(options: EventHubsOptions) -> dict[str, Any]:
-    return {"eventhub_name": options.eventhub_name, "retry_total": 3}
+    kwargs: dict[str, Any] = {"eventhub_name": options.eventhub_name, "retry_total": 3}
+    if options.custom_endpoint_address:
+        kwargs["custom_endpoint_address"] = options.custom_endpoint_address
+    if options.connection_verify:
+        if not os.path.isfile(options.connection_verify):
+            raise EventHubsClientError(
+                f"Option 'eventhubs.connectionVerify' names {options.connection_verify!r}, which is not a "
+                "file here: give the path of a PEM file of CA certificates that exists on the driver and "
+                "on every executor."
+            )
+        kwargs["connection_verify"] = options.connection_verify
+    return kwargs
 
 
 def consumer_client(options: EventHubsOptions) -> Any:

@@ -56,6 +56,10 @@ KNOWN_OPTIONS: dict[str, str] = {
     "eventhubs.tenantId": "AAD service principal: tenant id",
     "eventhubs.clientId": "AAD service principal: client id",
     "eventhubs.clientSecret": "AAD service principal: client secret",
+    "eventhubs.customEndpointAddress": (
+        "sb://host[:port] the client connects to instead of the namespace (SDK custom_endpoint_address)"
+    ),
+    "eventhubs.connectionVerify": "CA bundle (PEM file) trusted for TLS (SDK connection_verify)",
 }
 NON_PREFIXED_OPTIONS: dict[str, str] = {
     "maxEventsPerTrigger": "max events per micro-batch (default 1000 x partitions), split by backlog",
@@ -131,6 +135,8 @@ class EventHubsOptions:
     tenant_id: str | None = None
     client_id: str | None = None
     client_secret: str | None = field(default=None, repr=False)
+    custom_endpoint_address: str | None = None
+    connection_verify: str | None = None
 
     @property
     def description(self) -> str:
@@ -376,4 +382,35 @@ def parse_options(raw: Mapping[str, str]) -> EventHubsOptions:
         tenant_id=options.get("eventhubs.tenantid"),
         client_id=options.get("eventhubs.clientid"),
         client_secret=options.get("eventhubs.clientsecret"),
+        custom_endpoint_address=_endpoint_address(options),
+        connection_verify=_ca_bundle(options),
     )
+
+
+def _endpoint_address(options: Mapping[str, str]) -> str | None:
+    """``eventhubs.customEndpointAddress``: an ``sb://``, ``amqps://`` or ``https://`` host[:port]."""
+    raw = options.get("eventhubs.customendpointaddress")
+    if raw is None:
+        return None
+    value = str(raw).strip()
+    scheme, sep, rest = value.partition("://")
+    host = rest.split("/", 1)[0] if sep else ""
+    if scheme.lower() not in ("sb", "amqps", "https", "wss") or not host:
+        raise EventHubsOptionError(
+            "Option 'eventhubs.customEndpointAddress' must be a URL such as sb://myproxy:5671 "
+            f"(scheme sb, amqps, https or wss, then host[:port]), got {raw!r}."
+        )
+    return value
+
+
+def _ca_bundle(options: Mapping[str, str]) -> str | None:
+    """``eventhubs.connectionVerify``: a PEM file of CA certificates; checked where it is read."""
+    raw = options.get("eventhubs.connectionverify")
+    if raw is None:
+        return None
+    value = str(raw).strip()
+    if not value:
+        raise EventHubsOptionError(
+            "Option 'eventhubs.connectionVerify' must be the path of a PEM file of CA certificates."
+        )
+    return value

@@ -60,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder of the TLS port's CA (ca.pem, which clients trust) and certificate, made there on "
         "first use (overrides EmulatorExtras.TlsDir)",
     )
+    parser.add_argument(
+        "--entra-id-issuer-dir",
+        default=None,
+        help="folder of a local Entra ID token issuer (python -m eventhubs_emulator.token_issuer) whose "
+        "JWTs $cbs accepts, besides SAS tokens; its keys are made there on first use "
+        "(overrides EmulatorExtras.EntraIdIssuerDir)",
+    )
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
     return parser
 
@@ -100,6 +107,20 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.entra_id_issuer_dir is not None:
+        config.entra_id_issuer_dir = args.entra_id_issuer_dir
+    if config.entra_id_issuer_dir:
+        from .management import issuer_trust
+        from .token_issuer import IssuerSetupError
+
+        try:
+            trusted = issuer_trust(config.entra_id_issuer_dir)
+        except IssuerSetupError as exc:
+            print(f"eventhubs-emulator: cannot use the Entra ID issuer: {exc}", file=sys.stderr)
+            return 2
+        print(
+            f"Entra ID: accepting tokens of {trusted.issuer} (from {config.entra_id_issuer_dir})", flush=True
+        )
     admin_token = args.admin_token or os.environ.get(TOKEN_ENV) or None
     problem = token_problem(args.admin_host, admin_token) if args.admin_port is not None else None
     if problem:

@@ -70,3 +70,57 @@ def verify_sas_token(token: str, key_name: str, key: str, now: float | None = No
 def grant_covers(grant_path: str, entity_path: str) -> bool:
     """Whether a token for ``grant_path`` may be used on ``entity_path`` (both lower-case paths)."""
     return grant_path == "" or entity_path == grant_path or entity_path.startswith(grant_path + "/")
+
+
+#: Audiences the service accepts in an Entra ID token for Event Hubs (with and without the slash).
+EVENTHUBS_AUDIENCES = ("https://eventhubs.azure.net/", "https://eventhubs.azure.net")
+#: The token type azure-eventhub puts on $cbs for an Entra ID token.
+JWT_TOKEN_TYPE = "jwt"
+
+
+def verify_jwt(token: str, issuer: str, public_key_pem: str, scope: str, now: float | None = None) -> Grant:
+    """Check an Entra ID access token (RS256) against the trusted issuer; return what it grants.
+
+    As on the service, the signature, ``iss``, ``aud`` (Event Hubs), ``exp`` and ``nbf`` are checked;
+    the descriptions start with the service's error names (``ExpiredToken: The token is expired.``).
+    A JWT authorises by role, not by audience path: the grant covers ``scope``, the entity named by
+    the put-token request (the namespace when empty).
+    """
+    try:
+        import jwt
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise TokenError("the emulator needs PyJWT to check Entra ID tokens") from None
+    if not isinstance(token, str) or token.count(".") != 2:
+        raise TokenError("MalformedToken: the token is not a JSON Web Token")
+    try:
+        claims = jwt.decode(
+            token,
+            public_key_pem,
+            algorithms=["RS256"],
+            options={"verify_aud": False, "verify_iss": False, "verify_exp": False, "verify_nbf": False},
+        )
+    except jwt.InvalidSignatureError:
+        raise TokenError(
+            "InvalidSignature: The token signature is invalid (not signed by the trusted issuer's key)"
+        ) from None
+    except jwt.PyJWTError as exc:
+        raise TokenError(f"MalformedToken: the token cannot be read ({type(exc).__name__})") from None
+    if claims.get("iss") != issuer:
+        raise TokenError(f"InvalidIssuer: Token issuer is invalid; expected '{issuer}'")
+    audience = claims.get("aud")
+    if audience not in EVENTHUBS_AUDIENCES:
+        raise TokenError(
+            f"InvalidAudience: The token audience '{audience}' is not valid; expected "
+            f"'{EVENTHUBS_AUDIENCES[0]}'"
+        )
+    at = time.time() if now is None else now
+    expiry = claims.get("exp")
+    if not isinstance(expiry, (int, float)):
+        raise TokenError("MalformedToken: the token has no 'exp' claim")
+    if expiry <= at:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(expiry))
+        raise TokenError(f"ExpiredToken: The token is expired. Expiration time: '{stamp}'")
+    not_before = claims.get("nbf")
+    if isinstance(not_before, (int, float)) and not_before > at + 300:  # the service allows 5 min skew
+        raise TokenError("InvalidToken: The token is not yet valid ('nbf' is in the future)")
+    return Grant(path=audience_path(scope) if scope else "", expires_at=float(expiry))

@@ -13,7 +13,9 @@ Extras this emulator understands (the official one ignores unknown fields):
   (receivers without owner level per partition and consumer group; default 5 like the service, 0 = no
   limit), ``WebSocketPort`` (an extra port for AMQP over WebSockets; 0 = a free port; the AMQP port
   serves WebSockets too), ``TlsPort`` (an extra port for AMQPS and WSS; 0 = a free port) and
-  ``TlsDir`` (its CA and certificate, made there on first use; ``eventhubs_emulator.tls``);
+  ``TlsDir`` (its CA and certificate, made there on first use; ``eventhubs_emulator.tls``) and
+  ``EntraIdIssuerDir`` (the folder of the local Entra ID token issuer whose JWTs $cbs accepts;
+  ``eventhubs_emulator.token_issuer``);
 - per entity: ``RetentionMinutes``, ``RetentionEventCount``, ``MaxEventSizeBytes``.
 """
 
@@ -68,6 +70,7 @@ class EmulatorConfig:
     websocket_port: int | None = None  # extra listener for AMQP over WebSockets (None = only the AMQP port)
     tls_port: int | None = None  # extra listener for AMQPS and WSS (None = no TLS)
     tls_dir: str | None = None  # where the TLS port's CA and certificate are (made on first use)
+    entra_id_issuer_dir: str | None = None  # the trusted token issuer's folder (None = SAS only)
 
     @classmethod
     def single_hub(
@@ -152,6 +155,7 @@ class EmulatorConfig:
                 ("WebSocketPort", self.websocket_port, None),
                 ("TlsPort", self.tls_port, None),
                 ("TlsDir", self.tls_dir, None),
+                ("EntraIdIssuerDir", self.entra_id_issuer_dir, None),
             )
             if value != default
         }
@@ -314,6 +318,7 @@ def parse_config(data: Any) -> EmulatorConfig:
     cfg.websocket_port = _get(extras, "WebSocketPort", where_x, int, required=False)
     cfg.tls_port = _get(extras, "TlsPort", where_x, int, required=False)
     cfg.tls_dir = _get(extras, "TlsDir", where_x, str, required=False)
+    cfg.entra_id_issuer_dir = _get(extras, "EntraIdIssuerDir", where_x, str, required=False)
     cfg.validate()
     return cfg
 

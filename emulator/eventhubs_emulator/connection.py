@@ -88,6 +88,10 @@ class Connection:
         self._ended_channels: set[int] = set()
         self.remote_max_frame_size = 512
         self.grants: list[Grant] = []
+        # Producer and consumer links by the entity path their token had to cover: when no token of
+        # the connection covers it any more (expired, none put since), the link is detached.
+        self._guarded: dict[Link, str] = {}
+        self._expiry_timer: asyncio.TimerHandle | None = None
         self.closed = False
         self.amqp_started = False  # the AMQP protocol headers are exchanged (SASL, if any, is over)
         self.opened = False  # our open frame is sent
@@ -206,6 +210,9 @@ class Connection:
         self.closed = True
         if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        self._guarded.clear()
         for session in self.sessions.values():
             for link in session.links.values():
                 link.close_local()
@@ -475,13 +482,45 @@ class Connection:
         now = time.time()
         return any(g.expires_at > now and grant_covers(g.path, entity_path) for g in self.grants)
 
-    def _require_grant(self, entity_path: str) -> None:
+    def _require_grant(self, link: Link, entity_path: str) -> None:
         if self._authorized(entity_path):
+            self._guarded[link] = entity_path
+            self._schedule_expiry_check()
             return
         raise LinkRefused(
             "amqp:unauthorized-access",
             f"Unauthorized access to '{entity_path}': put a valid token on $cbs for this entity first.",
         )
+
+    def _schedule_expiry_check(self) -> None:
+        """Run :meth:`_detach_expired` when the first token that now matters expires."""
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+        now = time.time()
+        ends = [g.expires_at for g in self.grants if now < g.expires_at < math.inf]
+        if self._guarded and ends:
+            loop = asyncio.get_running_loop()
+            self._expiry_timer = loop.call_later(min(ends) - now + 0.01, self._detach_expired)
+
+    def _detach_expired(self) -> None:
+        """Detach every link whose entity no unexpired token covers any more, as the service does
+        when a token lapses without a new put-token (the client must refresh before expiry)."""
+        self._expiry_timer = None
+        for link, path in list(self._guarded.items()):
+            if link.closed:
+                del self._guarded[link]
+            elif not self._authorized(path):
+                del self._guarded[link]
+                log.info("detached %s link %r: its token expired", link.kind, link.name)
+                link.detach(
+                    "amqp:unauthorized-access",
+                    f"ExpiredToken: The token is expired and no new token was put on $cbs for '{path}'; "
+                    "the link is closed.",
+                )
+        now = time.time()
+        self.grants = [g for g in self.grants if g.expires_at > now]
+        self._schedule_expiry_check()
 
     def _refuse_if_offline(self, hub: str, partition: str) -> None:
         if self.server.faults.partition_offline(hub, partition):
@@ -504,7 +543,7 @@ class Connection:
             self._refuse_if_offline(hub.name, parts[2])
         elif len(parts) != 1:
             raise LinkRefused("amqp:not-found", f"'{address}' is not an event hub or partition address.")
-        self._require_grant(self._entity_path(hub.name))
+        self._require_grant(link, self._entity_path(hub.name))
 
     def _setup_consumer(self, link: Link, address: str, source: Any, fields: list) -> None:
         parts = [p for p in address.split("/") if p]
@@ -534,7 +573,9 @@ class Connection:
             )
         link.partition_id = parts[4]
         self._refuse_if_offline(hub.name, parts[4])
-        self._require_grant(self._entity_path(hub.name, "consumergroups", group, "partitions", parts[4]))
+        self._require_grant(
+            link, self._entity_path(hub.name, "consumergroups", group, "partitions", parts[4])
+        )
         log_ = hub.partitions[parts[4]]
         link.log = log_
         link.next_seq = start_position(log_, source)
@@ -701,6 +742,7 @@ class Connection:
             if grant is not None:
                 now = time.time()
                 self.grants = [g for g in self.grants if g.expires_at > now] + [grant]
+                self._schedule_expiry_check()
             reply_props = {STATUS_CODE: status, STATUS_DESCRIPTION: description}
             reply = build_message(None, reply_props, message_id)
         else:

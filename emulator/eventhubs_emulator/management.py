@@ -1,4 +1,5 @@
-"""The $cbs and $management nodes: SAS put-token, and READ of event hub and partition properties.
+"""The $cbs and $management nodes: put-token (SAS or Entra ID JWT), and READ of event hub and partition
+properties.
 
 Replies carry exactly the fields and types the SDK parses: ``status-code`` (int),
 ``status-description`` (and ``statusDescription``, which the SDK reads on $management), and for READ an
@@ -7,10 +8,11 @@ amqp-value map (offsets as strings, times as AMQP timestamps).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
-from .auth import Grant, TokenError, audience_path, grant_covers, verify_sas_token
+from .auth import JWT_TOKEN_TYPE, Grant, TokenError, audience_path, grant_covers, verify_jwt, verify_sas_token
 from .codec import Timestamp
 from .messages import (
     HUB_TYPE,
@@ -32,17 +34,49 @@ def put_token(broker: Broker, props: dict, token: Any) -> tuple[int, str, Grant 
     if props.get("operation") != "put-token":
         operation = props.get("operation")
         return 400, f"Unsupported $cbs operation {operation!r}; only put-token is supported.", None
+    name = props.get("name")
+    if props.get("type") == JWT_TOKEN_TYPE:
+        try:
+            grant = verify_token(broker, token, name if isinstance(name, str) else "")
+        except TokenError as exc:
+            return 401, f"{exc}.", None
+        hub_name = grant.path.split("/", 1)[0]
+        if hub_name and broker.hub(hub_name) is None:
+            return 404, entity_not_found(str(name), hub_name), None
+        return 202, "Accepted", grant
     try:
         grant = verify_sas_token(str(token), broker.config.key_name, broker.config.key)
     except TokenError as exc:
         return 401, f"InvalidSignature: {exc}.", None
-    name = props.get("name")
     if isinstance(name, str) and audience_path(name) != grant.path:
         return 401, "InvalidAudience: the token's audience does not match the 'name' of the request.", None
     hub_name = grant.path.split("/", 1)[0]
     if hub_name and broker.hub(hub_name) is None:
         return 404, entity_not_found(name if isinstance(name, str) else grant.path, hub_name), None
     return 202, "Accepted", grant
+
+
+def verify_token(broker: Broker, token: Any, scope: str) -> Grant:
+    """Verify a SAS token or an Entra ID JWT (for ``scope``, the entity it is put for); raise TokenError."""
+    text = str(token)
+    if text.startswith("SharedAccessSignature "):
+        return verify_sas_token(text, broker.config.key_name, broker.config.key)
+    folder = broker.config.entra_id_issuer_dir
+    if not folder:
+        raise TokenError(
+            "Unauthorized: the emulator trusts no Entra ID token issuer (set "
+            "UserConfig.EmulatorExtras.EntraIdIssuerDir or --entra-id-issuer-dir)"
+        )
+    trust = issuer_trust(folder)
+    return verify_jwt(text, trust.issuer, trust.public_key_pem, scope)
+
+
+@functools.lru_cache(maxsize=8)
+def issuer_trust(folder: str) -> Any:
+    """The trusted issuer published in ``folder`` (``token_issuer.IssuerTrust``), read once."""
+    from .token_issuer import load_trust
+
+    return load_trust(folder)
 
 
 def entity_not_found(audience: str, hub_name: str) -> str:
@@ -79,7 +113,7 @@ def read(broker: Broker, props: dict, authorized: Callable[[str], bool]) -> tupl
         return 404, f"The messaging entity '{name}' could not be found.", None
     try:
         if token is not None:
-            grant = verify_sas_token(str(token), broker.config.key_name, broker.config.key)
+            grant = verify_token(broker, token, "")
             if not grant_covers(grant.path, hub.name.lower()):
                 raise TokenError("the token's audience does not cover this event hub")
         elif not authorized(hub.name.lower()):

@@ -18,6 +18,7 @@ maps a test's ``tmp_path`` and keyword hubs onto it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from eventhubs_emulator import Emulator
 from eventhubs_emulator.launcher import start_emulator
@@ -50,3 +51,27 @@ def start_test_emulator(
         retention_event_count=retention_event_count,
         retention_minutes=retention_minutes,
     )
+
+
+def start_entra_emulator(tmp_path: Path, *, lifetime: float = 3600.0, **hubs: int) -> tuple[Emulator, Any]:
+    """An emulator with a TLS port that trusts a local token issuer, and that issuer (started).
+
+    Clients reach it as on Azure: ``custom_endpoint_address=emu.tls_endpoint()``,
+    ``connection_verify=str(emu.ca_certificate)``, and azure-identity's managed identity with
+    ``issuer.environment()`` in the environment. Stop both (``emu.stop()``, ``issuer.stop()``).
+    """
+    from eventhubs_emulator import EmulatorConfig
+    from eventhubs_emulator.token_issuer import TokenIssuer
+
+    issuer = TokenIssuer(tmp_path / "token-issuer", lifetime=lifetime).start()
+    config = EmulatorConfig.many_hubs(
+        hubs or {"hub1": 2},
+        tls_port=0,
+        tls_dir=str(tmp_path / "tls"),
+        entra_id_issuer_dir=str(tmp_path / "token-issuer"),
+    )
+    try:
+        return Emulator(config, port=0).start(), issuer
+    except BaseException:
+        issuer.stop()
+        raise
