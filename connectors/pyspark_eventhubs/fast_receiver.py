@@ -173,6 +173,10 @@ class FastPartitionReceiver(PartitionLink):
         except DeliveryDecodeError as exc:
             raise DeliveryDecodeError(f"partition {self.partition_id}: {exc}") from None
 
+    def open(self, timeout: float) -> bool:
+        """Connect, authenticate and attach now rather than at the first receive; False on timeout."""
+        return self._attached or self._attach(time.monotonic() + timeout)
+
     def _attach(self, deadline: float) -> bool:
         """Let the SDK connect, authenticate and attach; then take over the socket. False on timeout."""
         consumer = self._consumer

@@ -4,7 +4,8 @@ Both readers (streaming and batch) plan and read through here. Driver: :func:`pl
 batch's ``[start, end)`` per partition into tasks — one range per partition, split for
 ``minPartitions`` (``offsets.plan_ranges``), small ranges packed into a shared task
 (``offsets.pack_ranges``, ``eventhubs.minEventsPerTask``). Executor: :func:`read_task` reads the
-task's ranges one after another, each exactly (``receiver_cache.read_range``).
+task's ranges one after another, each exactly (``receiver_cache.read_range``), with the receivers
+of the later ranges opened all at once before the first is read.
 """
 
 from __future__ import annotations
@@ -47,7 +48,13 @@ def plan_tasks(
 
 def read_task(options: EventHubsOptions, task: EventHubsReadTask) -> Iterator[pa.RecordBatch]:
     """Executor: Arrow batches with exactly the task's ranges, in order, or an error."""
-    from .receiver_cache import read_range
+    from .receiver_cache import RECEIVERS, read_range
 
+    first_partition = task.ranges[0][0] if task.ranges else None
+    later: dict[str, int] = {}
+    for partition_id, from_seq, until_seq in task.ranges:
+        if partition_id != first_partition and until_seq > from_seq:
+            later.setdefault(partition_id, from_seq)
+    RECEIVERS.open_ahead(options, later.items())
     for partition_id, from_seq, until_seq in task.ranges:
         yield from read_range(options, partition_id, from_seq, until_seq)

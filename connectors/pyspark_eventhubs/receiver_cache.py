@@ -11,6 +11,9 @@ What the cache guarantees (see also ``receiver_slots.py``):
   closes a cached receiver that is not at the needed sequence number *before* opening another;
 * every receiver holds a host-wide slot, so one machine never has more receivers open per
   partition and consumer group than the service allows (5; 1 with an owner level);
+* a task with several ranges opens the receivers of its later ranges all at once, ahead of
+  reading them (:meth:`ReceiverCache.open_ahead`), instead of one connection, authentication and
+  attach after the other; a borrow waits for a receiver of its key still opening;
 * an idle receiver is closed by a timer thread :data:`IDLE_SECONDS` after its last use — its
   link, socket and prefetched events do not wait for a next borrow that may never come — and
   within a quarter of a second when another process on the machine waits for its slot.
@@ -28,7 +31,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -56,6 +59,8 @@ ARROW_BATCH_EVENTS = 5000
 IDLE_SECONDS = 30.0
 # How long a cached receiver may take to drop the events before a task's start (see _fast_forward).
 FAST_FORWARD_SECONDS = 1.0
+# How many receivers one worker process opens at once ahead of a task's later ranges.
+OPEN_AHEAD_THREADS = 8
 # How often the timer looks at idle receivers (idle timeout, slots wanted by other processes).
 REAP_SECONDS = 0.25
 # AMQP conditions with which the service asks the client to come back (a partition being moved, a
@@ -149,6 +154,14 @@ class PartitionReceiver(PartitionLink):
         self.last_used = time.monotonic()
         return messages
 
+    def open(self, timeout: float) -> bool:
+        """Connect, authenticate and attach now rather than at the first receive; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while not self._consumer._open():
+            if time.monotonic() >= deadline:
+                return False
+        return True
+
     def put_back(self, messages: list[Any]) -> None:
         """Return unused messages to the front of the buffer (the next read starts with them)."""
         self._consumer._message_buffer.extendleft(reversed(messages))
@@ -174,6 +187,8 @@ class ReceiverCache:
         self.idle_seconds = idle_seconds
         self._lock = threading.Condition()
         self._idle: dict[str, PartitionReceiver] = {}
+        self._opening: dict[str, threading.Event] = {}  # keys being opened ahead, set when done
+        self._opener_slots = threading.BoundedSemaphore(OPEN_AHEAD_THREADS)
         self._timer: threading.Thread | None = None
 
     @staticmethod
@@ -194,7 +209,66 @@ class ReceiverCache:
         return hashlib.sha256(identity.encode()).hexdigest()
 
     def borrow(self, options: EventHubsOptions, partition_id: str, start: int) -> Any:
-        """A receiver whose next event is ``start``: the cached one if it fits, else a new one."""
+        """A receiver whose next event is ``start``: the cached one if it fits, else a new one.
+
+        Waits first for a receiver of the same key that :meth:`open_ahead` is still opening (its
+        slot acquisition and its open are each bounded by ``eventhubs.receiverTimeout``), so the
+        process never holds two receivers of one key.
+        """
+        with self._lock:
+            opening = self._opening.get(self.key(options, partition_id))
+        if opening is not None:
+            opening.wait(2 * options.receiver_timeout + 5)
+        return self._take_or_open(options, partition_id, start)
+
+    def open_ahead(self, options: EventHubsOptions, starts: Iterable[tuple[str, int]]) -> None:
+        """Open the receivers of ``(partition id, start)`` concurrently and cache them at ``start``.
+
+        A task packed with many small ranges would otherwise open their links one after another,
+        each a connection, an authentication and an attach (several round trips to the service).
+        Each is opened in its own daemon thread, at most :data:`OPEN_AHEAD_THREADS` at once. A
+        failure is only logged: the task's own borrow opens again and reports it.
+        """
+        for partition_id, start in starts:
+            key = self.key(options, partition_id)
+            with self._lock:
+                cached = self._idle.get(key)
+                if key in self._opening or (cached is not None and cached.next_seq == start):
+                    continue
+                done = self._opening[key] = threading.Event()
+            threading.Thread(
+                target=self._open_into_cache,
+                args=(options, partition_id, start, key, done),
+                name=f"eventhubs-open-{partition_id}",
+                daemon=True,
+            ).start()
+
+    def _open_into_cache(
+        self, options: EventHubsOptions, partition_id: str, start: int, key: str, done: threading.Event
+    ) -> None:
+        """An open-ahead thread: a receiver at ``start``, attached, left in the cache."""
+        try:
+            with self._opener_slots:
+                receiver = self._take_or_open(options, partition_id, start)
+                try:
+                    opened = receiver.open(options.receiver_timeout)
+                except BaseException:
+                    receiver.close()
+                    raise
+                if not opened:
+                    receiver.close()
+                    raise TimeoutError(f"not attached within {options.receiver_timeout:g} s")
+                self.give_back(options, receiver)
+        except Exception as exc:
+            log.debug(
+                "opening partition %s ahead of its read failed: %s", partition_id, redact(str(exc), options)
+            )
+        finally:
+            with self._lock:
+                self._opening.pop(key, None)
+            done.set()
+
+    def _take_or_open(self, options: EventHubsOptions, partition_id: str, start: int) -> Any:
         with self._lock:
             cached = self._idle.pop(self.key(options, partition_id), None)
         if cached is not None:
