@@ -8,6 +8,7 @@ from typing import Any
 from hubflow_jobs.config import JobConfig
 from hubflow_jobs.runtime.executors import NoExecutorsError, wait_for_executors
 from hubflow_jobs.spark_auth import SPARK_AUTH_SECRET_ENV, auth_conf
+from hubflow_jobs.storage.azure import SPARK_REDACTION_REGEX, accesses_from_env, spark_hadoop_conf
 
 #: Delta Lake's SQL extension and catalog. Its jars are not fetched at run time: scripts/bootstrap.sh
 #: (and the image build) install the locked ones (jvm-deps.lock) into pyspark's own jars folder.
@@ -66,9 +67,18 @@ def refused_message(job: str, conf: Mapping[str, str], error: str) -> str | None
     )
 
 
+def storage_conf(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Hadoop settings (``spark.hadoop.fs.azure.*``) for the storage accesses in the driver's
+    environment (``HUBFLOW_AZURE_STORAGE``, put there by the supervisor from the job's
+    ``storage_conn_id``): shared key, SAS, service principal or managed identity, per account."""
+    return spark_hadoop_conf(accesses_from_env(None if environ is None else dict(environ)))
+
+
 def build_session(config: JobConfig) -> Any:
-    """Return the SparkSession for ``config``: app name = job name, conf = defaults, then the job's
-    :meth:`~hubflow_jobs.config.JobConfig.extra_spark_conf`, then ``spark_conf``.
+    """Return the SparkSession for ``config``: app name = job name, conf = defaults, the storage
+    access of the driver's environment (:func:`storage_conf`), the job's
+    :meth:`~hubflow_jobs.config.JobConfig.extra_spark_conf`, then ``spark_conf``; Spark's redaction
+    pattern is always hubflow's (:data:`~hubflow_jobs.storage.azure.SPARK_REDACTION_REGEX`).
 
     The master and deploy mode come from spark-submit (or a local default when run by plain python).
     On a cluster it returns once the application has an executor, and raises
@@ -77,7 +87,15 @@ def build_session(config: JobConfig) -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(config.name)
-    conf = {**DEFAULT_CONF, **auth_conf(), **config.extra_spark_conf(), **config.spark_conf}
+    conf = {
+        **DEFAULT_CONF,
+        **auth_conf(),
+        **storage_conf(),
+        **config.extra_spark_conf(),
+        **config.spark_conf,
+        # last: a job's own settings cannot unmask a secret
+        "spark.redaction.regex": SPARK_REDACTION_REGEX,
+    }
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:

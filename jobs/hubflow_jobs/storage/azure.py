@@ -39,8 +39,16 @@ from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 AZURE_PROTOCOLS = ("abfs", "abfss", "az")
 #: The driver's environment variable holding its storage access (JSON, secret).
 STORAGE_ACCESS_ENV = "HUBFLOW_AZURE_STORAGE"
-#: Spark's default redaction pattern plus the ABFS account key, which it does not match by itself.
-SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|account[.]key"
+#: ``spark.redaction.regex`` of every hubflow job (its one owner; :mod:`hubflow_jobs.runtime.session`
+#: sets it): Spark's default, the Event Hubs connector's words (``pyspark_eventhubs.redaction``, of
+#: which it is a superset) and the Hadoop/Azure storage keys Spark's default does not match -
+#: ``fs.azure.account.key.<host>`` and ``fs.azure.sas.*`` (the OAuth client secret, SAS fixed token
+#: and refresh token already match ``secret``/``token``). Keys and values that match are shown as
+#: ``*********(redacted)`` in the Spark UI's environment page, the REST API and event logs.
+SPARK_REDACTION_REGEX = (
+    r"(?i)secret|password|token|access[.]?key|connectionstring|sharedaccesssignature"
+    r"|account[.]key|fs[.]azure[.]sas"
+)
 
 _DFS_SUFFIX = ".dfs.core.windows.net"
 _BLOB_SUFFIX = ".blob.core.windows.net"
@@ -350,6 +358,18 @@ def accesses_from_env(environ: dict[str, str] | None = None) -> list[AzureStorag
         raise StorageAccessError(
             f"{STORAGE_ACCESS_ENV} holds an invalid storage access (fields: {', '.join(fields) or '?'})"
         ) from None
+
+
+def spark_hadoop_conf(accesses: list[AzureStorageAccess]) -> dict[str, str]:
+    """``spark.hadoop.fs.azure.*`` settings for a session reaching every account of ``accesses``.
+
+    Set on the session builder inside the driver (never as spark-submit ``--conf``): Spark hands
+    ``spark.hadoop.*`` to its executors over RPC, and :data:`SPARK_REDACTION_REGEX` masks the secret ones
+    wherever Spark shows its configuration.
+    """
+    return {
+        f"spark.hadoop.{key}": value for access in accesses for key, value in access.hadoop_conf().items()
+    }
 
 
 def env_for(accesses: list[AzureStorageAccess]) -> dict[str, str]:

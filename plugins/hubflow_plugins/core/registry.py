@@ -256,6 +256,11 @@ class RegisteredJob(_Strict):
     delta_checkpoint_after_commits: int = Field(default=100, ge=1)
     spark_conn_id: str = "spark_default"
     eventhubs_conn_id: str | None = None
+    storage_conn_id: str | None = Field(
+        default=None,
+        description="the Airflow connection (type wasb or adls) of the storage account holding the job's "
+        "checkpoint, status folder, landing and lake; unset: DefaultAzureCredential, or local paths",
+    )
     cores_max: int = Field(
         default=DEFAULT_CORES_MAX,
         ge=1,

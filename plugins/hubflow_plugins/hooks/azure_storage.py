@@ -24,7 +24,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from hubflow_jobs.storage.azure import AzureStorageAccess, StorageAccessError
+from hubflow_jobs.storage.azure import AzureStorageAccess, StorageAccessError, env_for, use_access
 
 
 class AzureStorageHook(BaseHook):
@@ -57,6 +57,46 @@ class AzureStorageHook(BaseHook):
             raise ValueError(f"Airflow connection {self.storage_conn_id!r}: {_without_input(exc)}") from None
         _mask(access.secrets())
         return access
+
+
+def job_storage_access(job: Any) -> AzureStorageAccess | None:
+    """The storage access of a registered job (its ``storage_conn_id``), or None when it names none.
+
+    A missing or unusable connection raises an error naming the job, the registry key and the
+    connection, without any of its values.
+    """
+    conn_id = getattr(job, "storage_conn_id", None)
+    if not conn_id:
+        return None
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        return AzureStorageHook(conn_id).access()
+    except AirflowNotFoundException:
+        raise AirflowNotFoundException(
+            f"job {job.name}: storage_conn_id {conn_id!r} in the registry names no Airflow connection. "
+            f"Create it (type wasb or adls: login = account name, password = account key, or extra "
+            f"sas_token, or tenant_id + client id/secret, or managed_identity_client_id), e.g. "
+            f"`airflow connections add {conn_id} --conn-type wasb --conn-login ACCOUNT --conn-password KEY`"
+        ) from None
+    except ValueError as exc:
+        raise ValueError(f"job {job.name}: storage_conn_id {conn_id!r}: {exc}") from None
+
+
+def use_job_storage(job: Any) -> Any:
+    """Authenticate this process's later requests to the job's storage account with its connection
+    (archive, backups, status folder, checkpoint inspection all open URLs through
+    :func:`hubflow_jobs.storage.azure.url_to_fs`); returns ``job``."""
+    access = job_storage_access(job)
+    if access is not None:
+        use_access(access)
+    return job
+
+
+def job_storage_env(job: Any) -> dict[str, str]:
+    """The driver's environment entry holding the job's storage access (secret), or ``{}``."""
+    access = job_storage_access(job)
+    return env_for([access]) if access is not None else {}
 
 
 def access_from_connection(

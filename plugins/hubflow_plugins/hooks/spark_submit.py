@@ -94,12 +94,16 @@ class JobSubmitHook(SparkSubmitHook):
 
 
 def driver_secrets(job: RegisteredJob) -> dict[str, str]:
-    """The secret environment for the job's driver: the Event Hubs connection string, if any."""
-    if not job.eventhubs_conn_id:
-        return {}
-    from hubflow_plugins.hooks.eventhubs import EventHubsHook
+    """The secret environment for the job's driver: the Event Hubs connection string and the storage
+    access (``HUBFLOW_AZURE_STORAGE``, from ``storage_conn_id``), those the job names."""
+    from hubflow_plugins.hooks.azure_storage import job_storage_env
 
-    return {EVENTHUBS_CONNECTION_STRING_ENV: EventHubsHook(job.eventhubs_conn_id).connection_string()}
+    secrets = job_storage_env(job)
+    if job.eventhubs_conn_id:
+        from hubflow_plugins.hooks.eventhubs import EventHubsHook
+
+        secrets[EVENTHUBS_CONNECTION_STRING_ENV] = EventHubsHook(job.eventhubs_conn_id).connection_string()
+    return secrets
 
 
 def build_submit_hook(

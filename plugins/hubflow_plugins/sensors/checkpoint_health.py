@@ -16,6 +16,7 @@ from hubflow_jobs.durations import parse_duration
 from hubflow_jobs.status import JobState
 from hubflow_plugins.core.health import FAILING, HEALTHY, HealthCheck
 from hubflow_plugins.core.registry import load_registry
+from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.run_context import is_backfill_run
 
 
@@ -100,7 +101,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
         # Judge once here: most checks answer at once (a supervisor's always does: every verdict is
         # accepted or failing), and a deferral would cost a trigger and a second start of the task.
         # Only a check that must wait hands the wait to the triggerer.
-        job = load_registry().job(self.job_name)
+        job = use_job_storage(load_registry().job(self.job_name))
         check = self._health_check(job)
         if self._judge(job, check):
             return None
@@ -112,6 +113,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
                 poke_interval=float(self.poke_interval),
                 eventhubs_conn_id=job.eventhubs_conn_id,
                 consumer_group=self.consumer_group,
+                storage_conn_id=job.storage_conn_id,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=float(self.timeout)) if self.timeout else None,
@@ -124,7 +126,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
         return event
 
     def poke(self, context: Any) -> bool:
-        job = load_registry().job(self.job_name)
+        job = use_job_storage(load_registry().job(self.job_name))
         return self._judge(job, self._health_check(job))
 
     def _judge(self, job: Any, check: HealthCheck) -> bool:

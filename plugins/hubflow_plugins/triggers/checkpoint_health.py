@@ -37,6 +37,7 @@ class CheckpointHealthTrigger(BaseTrigger):
         max_lag_events: int | None = None,
         eventhubs_conn_id: str | None = None,
         consumer_group: str = "$Default",
+        storage_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self.check = HealthCheck(
@@ -54,6 +55,7 @@ class CheckpointHealthTrigger(BaseTrigger):
         self.poke_interval = float(poke_interval)
         self.eventhubs_conn_id = eventhubs_conn_id
         self.consumer_group = consumer_group
+        self.storage_conn_id = storage_conn_id
 
     @property
     def stalled_after_seconds(self) -> float:
@@ -67,12 +69,18 @@ class CheckpointHealthTrigger(BaseTrigger):
                 "poke_interval": self.poke_interval,
                 "eventhubs_conn_id": self.eventhubs_conn_id,
                 "consumer_group": self.consumer_group,
+                "storage_conn_id": self.storage_conn_id,
             },
         )
 
     def _judge(self) -> Any:
         from hubflow_plugins.core.health import judge
 
+        if self.storage_conn_id:  # the checkpoint and status folder are read through it
+            from hubflow_jobs.storage.azure import use_access
+            from hubflow_plugins.hooks.azure_storage import AzureStorageHook
+
+            use_access(AzureStorageHook(self.storage_conn_id).access())
         latest = None
         if self.check.max_lag_events is not None and self.eventhubs_conn_id:
             from hubflow_plugins.hooks.eventhubs import EventHubsHook

@@ -60,6 +60,7 @@ def test_deferrable_hands_the_trigger_the_jobs_checkpoint_and_plain_verdicts(
         "max_lag_events": None,
         "eventhubs_conn_id": None,
         "consumer_group": "$Default",
+        "storage_conn_id": None,  # the job's storage connection: the triggerer reads through it
     }
 
 

@@ -1,0 +1,223 @@
+"""A registered job's storage credentials the Azure way: its ``storage_conn_id`` names an Airflow
+``wasb`` connection (account key, or SAS) to Azurite; the job is submitted the way the operators do
+(``build_submit_hook`` + ``driver_secrets``, a real spark-submit), its driver reaches the storage
+through the Hadoop settings it derives from its environment, and the Airflow side reads the job's
+status folder and checkpoint through the same connection. While the job runs, the secret is nowhere
+on a command line of its process tree (``/proc/<pid>/cmdline``, what ``ps`` shows), Spark's
+environment page (REST ``/api/v1/applications/<id>/environment``) shows every Azure key name
+redacted, and status.json holds no secret."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hubflow_jobs.status import StatusFolder
+from hubflow_jobs.storage.azure import forget_accesses
+from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
+from hubflow_plugins.core.registry import load_registry
+from hubflow_plugins.hooks.azure_storage import use_job_storage
+from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
+from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, Azurite
+from tests.support.processes import free_port, stop_process
+
+pytestmark = pytest.mark.integration
+
+HOST = f"{ACCOUNT}.dfs.core.windows.net"
+REDACTED = "*********(redacted)"
+
+
+def _sas_token(azurite: Azurite) -> str:
+    """An account SAS for the development account (read, write, list, delete, create; 2 hours)."""
+    from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    return generate_account_sas(
+        ACCOUNT,
+        ACCOUNT_KEY,
+        resource_types=ResourceTypes(service=True, container=True, object=True),
+        permission=AccountSasPermissions(
+            read=True, write=True, delete=True, list=True, add=True, create=True, update=True
+        ),
+        expiry=datetime.now(UTC) + timedelta(hours=2),
+    )
+
+
+def _connection(azurite: Azurite, kind: str) -> tuple[dict[str, Any], str]:
+    """A ``wasb`` connection of the given credential kind, and its secret."""
+    if kind == "key":
+        document = {
+            "conn_type": "wasb",
+            "login": ACCOUNT,
+            "password": ACCOUNT_KEY,
+            "extra": {"blob_endpoint": azurite.blob_endpoint},
+        }
+        return document, ACCOUNT_KEY
+    sas = _sas_token(azurite)
+    document = {
+        "conn_type": "wasb",
+        "login": ACCOUNT,
+        "extra": {"sas_token": sas, "blob_endpoint": azurite.blob_endpoint},
+    }
+    return document, sas
+
+
+def _registry(tmp_path: Path, azurite: Azurite, container: str, ui_port: int) -> Path:
+    url = azurite.url
+    config = tmp_path / "blobjob.yaml"
+    config.write_text(
+        "name: blobjob\n"
+        "trigger: {processingTime: 1 second}\n"
+        f"checkpoint_root: {url(container, '_checkpoints')}\n"
+        f"status_root: {url(container, '_status')}\n"
+        "runtime: {heartbeat_interval: 2 seconds}\n"
+        "sources:\n"
+        "  landing:\n"
+        "    kind: files\n"
+        f"    path: {url(container, 'landing')}\n"
+        "    format: json\n"
+        '    schema: "order_id BIGINT, customer STRING, amount DECIMAL(12, 2), ordered_at TIMESTAMP"\n'
+        "params: {required_columns: [order_id]}\n"
+        "sinks:\n"
+        "  lake:\n"
+        "    kind: parquet\n"
+        f"    output_path: {url(container, 'lake/orders')}\n"
+        f"    quarantine_path: {url(container, 'quarantine/orders')}\n"
+    )
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(
+        "jobs:\n"
+        "  - name: blobjob\n"
+        "    application: files_to_lake\n"
+        f"    config: {config}\n"
+        "    mode: streaming\n"
+        "    storage_conn_id: lake_storage\n"
+        "    cores_max: 1\n"
+        "    spark_conf:\n"
+        "      spark.ui.enabled: 'true'\n"
+        f"      spark.ui.port: '{ui_port}'\n"
+        "      spark.port.maxRetries: '0'\n"
+        "      spark.sql.shuffle.partitions: '1'\n"
+    )
+    return registry
+
+
+def _session_pids(leader: int) -> list[int]:
+    """Every process in the session ``leader`` started (spark-submit, the JVM, the Python driver)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == leader:  # after ')': state ppid pgrp session
+            pids.append(int(entry.name))
+    return pids
+
+
+def _cmdlines(pids: list[int]) -> dict[int, str]:
+    lines = {}
+    for pid in pids:
+        try:
+            lines[pid] = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            pass
+    return lines
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+@pytest.mark.parametrize("kind", ["key", "sas"])
+def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
+    kind: str, tmp_path: Path, azurite: Azurite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    container = azurite.new_container("conn")
+    document, secret = _connection(azurite, kind)
+    ui_port = free_port()
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_STORAGE", json.dumps(document))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(_registry(tmp_path, azurite, container, ui_port)))
+    monkeypatch.delenv("HUBFLOW_AZURE_STORAGE", raising=False)
+    forget_accesses()
+    from azure.storage.blob import BlobServiceClient
+
+    blobs = BlobServiceClient.from_connection_string(azurite.connection_string).get_container_client(
+        container
+    )
+    orders = [
+        {"order_id": i, "customer": "c", "amount": "1.00", "ordered_at": "2026-11-27T08:00:00Z"}
+        for i in range(3)
+    ]
+    blobs.upload_blob("landing/orders-1.json", "\n".join(json.dumps(o) for o in orders))
+
+    job = load_registry().job("blobjob")
+    secrets = driver_secrets(job)  # what the operators hand the driver
+    assert secret in secrets["HUBFLOW_AZURE_STORAGE"]
+    hook = build_submit_hook(job, secrets=secrets)
+    log_path = tmp_path / "driver.log"
+    process = hook.launch_detached(str(job.application_path()), log_path)
+    try:
+        # The Airflow side: the status folder and the checkpoint through the same connection.
+        use_job_storage(job)
+        folder = StatusFolder(job.paths.status_dir)
+        deadline = time.monotonic() + 150
+        status: dict[str, Any] = {}
+        while not (status.get("last_progress") or {}).get("num_input_rows"):
+            assert process.poll() is None, "the job died:\n" + log_path.read_text(errors="replace")[-4000:]
+            assert time.monotonic() < deadline, "no batch with rows:\n" + log_path.read_text()[-4000:]
+            time.sleep(0.5)
+            status = folder.status() or {}
+        assert (
+            inspect_checkpoint(
+                job.paths.checkpoint_location, stalled_after=timedelta(minutes=5)
+            ).latest_commit_batch_id
+            is not None
+        )
+        written = [
+            b.name for b in blobs.list_blobs(name_starts_with="lake/orders/") if b.name.endswith(".parquet")
+        ]
+        assert written, "the job wrote its output to Azurite"
+
+        # ps and /proc/<pid>/cmdline of every process of the job: no secret, no Azure key setting.
+        commands = _cmdlines(_session_pids(process.pid))
+        assert any("spark-submit" in c or "SparkSubmit" in c for c in commands.values()), commands
+        for pid, command in commands.items():
+            assert secret not in command, f"process {pid}'s command line holds the {kind}"
+            assert "fs.azure.account" not in command and "fs.azure.sas" not in command, command
+
+        # Spark's environment page (its REST form): the Azure keys are there, their values redacted.
+        base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
+        app_id = _get_json(base)[0]["id"]
+        environment = _get_json(f"{base}/{app_id}/environment")
+        text = json.dumps(environment)
+        assert secret not in text and secret.replace("/", "\\/") not in text
+        spark = dict(environment["sparkProperties"])
+        secret_key = (
+            f"spark.hadoop.fs.azure.account.key.{HOST}"
+            if kind == "key"
+            else f"spark.hadoop.fs.azure.sas.fixed.token.{HOST}"
+        )
+        assert spark[secret_key] == REDACTED
+        # Spark's default pattern matches neither key: hubflow's (SPARK_REDACTION_REGEX) is in force.
+        assert f"spark.hadoop.fs.azure.account.auth.type.{HOST}" in spark
+        hadoop = dict(environment.get("hadoopProperties") or [])
+        hadoop_key = secret_key.removeprefix("spark.hadoop.")
+        if hadoop_key in hadoop:
+            assert hadoop[hadoop_key] == REDACTED
+
+        raw_status = blobs.download_blob("_status/blobjob/status.json").readall().decode()
+        assert secret not in raw_status and "fs.azure" not in raw_status
+    finally:
+        stop_process(process)
+        forget_accesses()
+    assert secret not in log_path.read_text(errors="replace"), "the driver log holds the secret"
