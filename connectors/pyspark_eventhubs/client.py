@@ -37,7 +37,13 @@ def _credential(options: EventHubsOptions) -> Any:
 def _common_kwargs(options: EventHubsOptions) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"eventhub_name": options.eventhub_name, "retry_total": 3}
     if options.custom_endpoint_address:
+        from azure.eventhub import TransportType
+
+        # The SDK takes a custom endpoint for a WebSocket one unless told otherwise: sb:// and amqps://
+        # mean AMQP over TLS (the fast receiver reads it), wss:// and https:// AMQP over WebSockets.
+        websocket = options.custom_endpoint_address.lower().startswith(("wss://", "https://"))
         kwargs["custom_endpoint_address"] = options.custom_endpoint_address
+        kwargs["transport_type"] = TransportType.AmqpOverWebsocket if websocket else TransportType.Amqp
     if options.connection_verify:
         if not os.path.isfile(options.connection_verify):
             raise EventHubsClientError(
