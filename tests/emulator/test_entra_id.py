@@ -9,9 +9,11 @@ the service's error names, and detaches a link whose token lapses without a new 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,3 +186,59 @@ def test_a_link_whose_token_lapses_without_a_new_put_token_is_detached(
         worker.join(30)
     assert time.time() >= credential.expires, "detached only once the token expired"
     assert "ExpiredToken" in " ".join(str(e) for e in errors)
+
+
+def test_the_issuer_and_emulator_command_lines_work_as_documented(tmp_path: Path) -> None:
+    """docs/emulator.md: the issuer prints the environment, the emulator trusts its folder."""
+    import os
+    import subprocess
+    import sys
+
+    from azure.identity import ManagedIdentityCredential
+
+    from eventhubs_emulator.config import EmulatorConfig
+
+    issuer_dir = tmp_path / "issuer"
+    issuer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "eventhubs_emulator.token_issuer",
+            "--dir",
+            str(issuer_dir),
+            "--lifetime",
+            "300",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    config = tmp_path / "Config.json"
+    EmulatorConfig.single_hub("cli", partition_count=1).write(config)
+    emulator = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "eventhubs_emulator", "--config", str(config), "--port", "0"),
+            *("--tls-port", "0", "--tls-dir", str(tmp_path / "tls")),
+            *("--entra-id-issuer-dir", str(issuer_dir)),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert issuer.stdout is not None and emulator.stdout is not None
+        lines = [issuer.stdout.readline() for _ in range(3)]
+        endpoint = lines[1].strip().removeprefix("export IDENTITY_ENDPOINT=")
+        assert endpoint.startswith("http://127.0.0.1:") and "IDENTITY_HEADER" in lines[2]
+        header = (issuer_dir / "identity-header").read_text()
+        assert header not in "".join(lines), "the secret is not printed"
+        trusted = json.loads((issuer_dir / "issuer.json").read_text())["issuer"]
+        assert any(f"accepting tokens of {trusted}" in emulator.stdout.readline() for _ in range(2))
+        os.environ.update({"IDENTITY_ENDPOINT": endpoint, "IDENTITY_HEADER": header})
+        try:
+            token = ManagedIdentityCredential().get_token("https://eventhubs.azure.net//.default")
+        finally:
+            del os.environ["IDENTITY_ENDPOINT"], os.environ["IDENTITY_HEADER"]
+        assert 290 <= token.expires_on - time.time() <= 301
+    finally:
+        for process in (issuer, emulator):
+            process.terminate()
+            process.wait(30)
