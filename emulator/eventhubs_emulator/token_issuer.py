@@ -27,6 +27,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -105,7 +107,9 @@ def ensure_issuer_keys(folder: str | Path) -> IssuerKeys:
     folder = Path(folder)
     info_path, key_path = folder / ISSUER_FILE, folder / PRIVATE_KEY
     if not (info_path.exists() and key_path.exists()):
-        _make_keys(folder)
+        with _folder_lock(folder):  # the issuer and the emulator may both start now
+            if not (info_path.exists() and key_path.exists()):
+                _make_keys(folder)
     try:
         info = json.loads(info_path.read_text(encoding="utf-8"))
         return IssuerKeys(
@@ -120,6 +124,28 @@ def ensure_issuer_keys(folder: str | Path) -> IssuerKeys:
             f"the token issuer's folder {str(folder)!r} cannot be read ({type(exc).__name__}); "
             "remove it to make new keys"
         ) from None
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder`` (made if missing) while its keys are made."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(folder / ".lock", "a")
+    except OSError as exc:
+        raise IssuerSetupError(
+            f"cannot make the token issuer's folder {str(folder)!r}: {exc.strerror}"
+        ) from None
+    try:
+        try:
+            import fcntl
+
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - Windows: no lock, start one process first
+            pass
+        yield
+    finally:
+        handle.close()
 
 
 def _make_keys(folder: Path) -> None:
