@@ -77,10 +77,20 @@ class EventHubConnectionConfig(StrictModel):
 
     def connection_options(self) -> dict[str, str]:
         """``options`` plus the connection string (read from the environment now) and the hub name."""
-        options = {**self.options, "eventhubs.connectionString": os.environ[self.connection_string_env]}
+        connection_string = os.environ[self.connection_string_env]
+        options = {**self.options, "eventhubs.connectionString": connection_string}
+        if not has_shared_access_key(connection_string):  # an Entra ID connection (no secret in it)
+            options.setdefault("eventhubs.useAadAuth", "true")
         if self.eventhub_name:
             options["eventhubs.name"] = self.eventhub_name
         return options
+
+
+def has_shared_access_key(connection_string: str) -> bool:
+    """Whether a connection string holds a SAS key or token; one without is an Entra ID connection's
+    (``Endpoint=sb://<namespace>/;EntityPath=<hub>``, as the Airflow hook hands it)."""
+    text = connection_string.lower()
+    return "sharedaccesskey=" in text or "sharedaccesssignature=" in text
 
 
 _STARTING_POSITIONS = {

@@ -18,16 +18,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pyspark_eventhubs.registration import registered_environment
 from tests.connector.conftest import Hub
-from tests.support.emulator import start_entra_emulator
+from tests.support.emulator import managed_identity, start_entra_emulator
 
 pytestmark = pytest.mark.integration
 
@@ -46,21 +43,7 @@ class _ExpiryDetaches(logging.Handler):
             self.count += 1
 
 
-@contextmanager
-def _managed_identity(spark: Any, environment: dict[str, str], monkeypatch: Any) -> Iterator[None]:
-    """The managed-identity variables in the driver and in the source's Python workers."""
-    shared = registered_environment(spark, "eventhubs")
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
-        shared.put(name, value)
-    try:
-        yield
-    finally:
-        for name in environment:
-            shared.remove(name)
-
-
-def _aad_options(emu: Any, hub: str, **extra: str) -> dict[str, str]:
+def aad_options(emu: Any, hub: str, **extra: str) -> dict[str, str]:
     return {
         "eventhubs.useAadAuth": "true",
         "eventhubs.fullyQualifiedNamespace": "localhost",
@@ -96,16 +79,16 @@ def _copy_while_tokens_expire(
     query = None
     producer = threading.Thread(target=produce, daemon=True)
     try:
-        with _managed_identity(eh_spark, issuer.environment(), monkeypatch):
+        with managed_identity(eh_spark, issuer.environment(), monkeypatch):
             started = time.monotonic()
             query = (
                 eh_spark.readStream.format("eventhubs")
-                .options(**_aad_options(emu, "src", **{"eventhubs.startingPosition": EARLIEST}))
+                .options(**aad_options(emu, "src", **{"eventhubs.startingPosition": EARLIEST}))
                 .option("maxEventsPerTrigger", "100")
                 .load()
                 .selectExpr("body", "partition AS partitionKey")
                 .writeStream.format("eventhubs")
-                .options(**_aad_options(emu, "dst"))
+                .options(**aad_options(emu, "dst"))
                 .option("checkpointLocation", str(tmp_path / "ckpt"))
                 .trigger(processingTime="1 second")
                 .start()
@@ -121,7 +104,7 @@ def _copy_while_tokens_expire(
             while True:
                 rows = (
                     eh_spark.read.format("eventhubs")
-                    .options(**_aad_options(emu, "dst"))
+                    .options(**aad_options(emu, "dst"))
                     .load()
                     .selectExpr("CAST(body AS STRING) AS body")
                     .collect()

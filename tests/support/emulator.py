@@ -17,6 +17,8 @@ maps a test's ``tmp_path`` and keyword hubs onto it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +77,21 @@ def start_entra_emulator(tmp_path: Path, *, lifetime: float = 3600.0, **hubs: in
     except BaseException:
         issuer.stop()
         raise
+
+
+@contextmanager
+def managed_identity(spark: Any, environment: dict[str, str], monkeypatch: Any) -> Iterator[None]:
+    """The managed-identity variables (``TokenIssuer.environment()``) in the driver and in the Python
+    workers of ``format("eventhubs")`` (its registered environment map), as a platform sets them on
+    every executor; removed from the map afterwards (``monkeypatch`` restores the driver's)."""
+    from pyspark_eventhubs.registration import registered_environment
+
+    shared = registered_environment(spark, "eventhubs")
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+        shared.put(name, value)
+    try:
+        yield
+    finally:
+        for name in environment:
+            shared.remove(name)

@@ -5,6 +5,15 @@ string in its password field, where Airflow encrypts it and masks it in task log
 name the hub (``eventhub_name``, the name job configs and the connector use too) when the string
 has no EntityPath. The older extra key ``eventhub`` still works, with a deprecation warning. The
 secret reaches a job only as an environment variable of its driver.
+
+A connection may carry an Entra ID (Azure AD) credential instead (extra names as the Azure
+provider's Service Bus connection): no password, the extra ``fully_qualified_namespace`` (and
+``eventhub_name``); azure-identity's ``DefaultAzureCredential`` then authenticates (managed identity,
+workload identity; ``managed_identity_client_id`` / ``workload_identity_tenant_id`` pick one). Its
+"connection string" is then ``Endpoint=sb://<namespace>/;EntityPath=<hub>`` with no key, which the
+job reads as ``eventhubs.useAadAuth=true`` (``hubflow_jobs.eventhubs_config``). The extras
+``custom_endpoint_address`` and ``connection_verify`` (a CA bundle) reach a non-default endpoint, e.g.
+the emulator's TLS port, from the Airflow side.
 """
 
 from __future__ import annotations
@@ -20,6 +29,11 @@ log = logging.getLogger(__name__)
 #: The connection extra that names the hub, and the key it replaced.
 EVENTHUB_NAME_EXTRA = "eventhub_name"
 DEPRECATED_EVENTHUB_EXTRA = "eventhub"
+#: The extra that makes a connection an Entra ID one (the Azure provider's name for it).
+NAMESPACE_EXTRA = "fully_qualified_namespace"
+#: Extras of an Entra ID connection: which identity, and where the Airflow side connects.
+MANAGED_IDENTITY_EXTRA, WORKLOAD_TENANT_EXTRA = "managed_identity_client_id", "workload_identity_tenant_id"
+ENDPOINT_EXTRA, CA_BUNDLE_EXTRA = "custom_endpoint_address", "connection_verify"
 
 
 def eventhub_name_from_extra(extra: dict[str, Any], conn_id: str) -> str | None:
@@ -56,9 +70,24 @@ class EventHubsHook(BaseHook):
     def get_conn(self) -> Any:
         return self.get_connection(self.eventhubs_conn_id)
 
-    def connection_string(self) -> str:
-        """The connection string, EntityPath added from the extra when the string has none."""
+    def uses_credential(self) -> bool:
+        """Whether the connection carries an Entra ID credential (no connection string)."""
         conn = self.get_conn()
+        return not conn.password and bool((conn.extra_dejson or {}).get(NAMESPACE_EXTRA))
+
+    def connection_string(self) -> str:
+        """The connection string, EntityPath added from the extra when the string has none; for an
+        Entra ID connection, ``Endpoint=sb://<namespace>/;EntityPath=<hub>`` (no secret in it)."""
+        conn = self.get_conn()
+        if self.uses_credential():
+            extra = conn.extra_dejson or {}
+            hub = eventhub_name_from_extra(extra, self.eventhubs_conn_id)
+            if not hub:
+                raise ValueError(
+                    f"Airflow connection {self.eventhubs_conn_id!r} (Entra ID: {NAMESPACE_EXTRA!r} in its "
+                    f"extra) must name the hub in its extra {EVENTHUB_NAME_EXTRA!r}"
+                )
+            return f"Endpoint=sb://{extra[NAMESPACE_EXTRA]}/;EntityPath={hub}"
         secret = conn.password or ""
         if "Endpoint=" not in secret:
             raise ValueError(
@@ -85,13 +114,9 @@ class EventHubsHook(BaseHook):
 
     def latest_sequence_numbers(self, consumer_group: str = "$Default") -> tuple[str, dict[str, int]]:
         """``(hub, {partition: last enqueued sequence number + 1})``: where a reader that is caught up is."""
-        from azure.eventhub import EventHubConsumerClient
-
         from pyspark_eventhubs.positions import latest_sequence_number
 
-        client = EventHubConsumerClient.from_connection_string(
-            self.connection_string(), consumer_group=consumer_group
-        )
+        client = self._consumer_client(consumer_group)
         with client:
             hub = client.eventhub_name
             latest = {}
@@ -99,6 +124,36 @@ class EventHubsHook(BaseHook):
                 props = client.get_partition_properties(partition)
                 latest[partition] = latest_sequence_number(props)
         return hub, latest
+
+    def _consumer_client(self, consumer_group: str) -> Any:
+        """An SDK consumer client: from the connection string, or with the Entra ID credential."""
+        from azure.eventhub import EventHubConsumerClient
+
+        if not self.uses_credential():
+            return EventHubConsumerClient.from_connection_string(
+                self.connection_string(), consumer_group=consumer_group
+            )
+        from azure.identity import DefaultAzureCredential
+
+        extra = self.get_conn().extra_dejson or {}
+        credential = DefaultAzureCredential(
+            managed_identity_client_id=extra.get(MANAGED_IDENTITY_EXTRA),
+            workload_identity_tenant_id=extra.get(WORKLOAD_TENANT_EXTRA),
+        )
+        kwargs: dict[str, Any] = {}
+        if extra.get(ENDPOINT_EXTRA):
+            from azure.eventhub import TransportType
+
+            kwargs = {"custom_endpoint_address": extra[ENDPOINT_EXTRA], "transport_type": TransportType.Amqp}
+        if extra.get(CA_BUNDLE_EXTRA):
+            kwargs["connection_verify"] = extra[CA_BUNDLE_EXTRA]
+        return EventHubConsumerClient(
+            extra[NAMESPACE_EXTRA],
+            eventhub_name=eventhub_name_from_extra(extra, self.eventhubs_conn_id),
+            consumer_group=consumer_group,
+            credential=credential,
+            **kwargs,
+        )
 
     def oldest_unread_enqueued_ms(
         self, positions: dict[str, int], consumer_group: str = "$Default", wait_seconds: float = 10.0
