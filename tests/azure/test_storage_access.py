@@ -67,7 +67,9 @@ def test_production_accesses_map_to_abfs_oauth_and_never_to_the_emulator_setting
     assert conf[f"fs.azure.account.auth.type.{host}"] == "OAuth"
     assert conf[f"fs.azure.account.oauth2.client.endpoint.{host}"].endswith("/t/oauth2/token")
     assert "fs.azure.abfs.endpoint" not in conf and not principal.is_emulator
-    assert principal.fsspec_options()["client_secret"] == "s3cr3t"
+    credential = principal.fsspec_options()["credential"]  # adlfs gets the token credential itself
+    assert type(credential).__name__ == "ClientSecretCredential"
+    assert principal.fsspec_options()["credential"] is credential, "one credential renews for every client"
     managed = AzureStorageAccess(account_name="prod")
     assert managed.hadoop_conf()[f"fs.azure.account.oauth.provider.type.{host}"].endswith("MsiTokenProvider")
     assert managed.fsspec_options() == {"account_name": "prod", "anon": False}

@@ -25,6 +25,7 @@ No Spark and no Airflow import here; the Azure SDK is imported only when a clien
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -112,7 +113,12 @@ class AzureStorageAccess(BaseModel):
 
     * ``account_name`` — the storage account;
     * ``account_key`` — shared key; or ``sas_token``; or ``tenant_id`` + ``client_id`` +
-      ``client_secret`` (service principal); or none of them: DefaultAzureCredential (managed identity);
+      ``client_secret`` (service principal); or ``workload_identity`` with ``tenant_id`` +
+      ``client_id`` (Kubernetes workload identity: the federated token file named by
+      ``AZURE_FEDERATED_TOKEN_FILE`` in the driver's environment); or none of them: a managed
+      identity (``client_id`` picks a user-assigned one);
+    * ``authority_host`` — the Entra ID host tokens come from when it is not
+      ``https://login.microsoftonline.com`` (sovereign clouds; a local token issuer in tests);
     * ``connection_string`` — instead of the above (``AccountName=...;AccountKey=...``);
     * ``blob_endpoint`` — the Blob service URL when it is not ``https://<account>.blob.core.windows.net``
       (Azurite: ``http://127.0.0.1:10000/devstoreaccount1``, path-style; private endpoints).
@@ -126,6 +132,8 @@ class AzureStorageAccess(BaseModel):
     tenant_id: str | None = None
     client_id: str | None = None
     client_secret: SecretStr | None = None
+    workload_identity: bool = False
+    authority_host: str | None = None
     blob_endpoint: str | None = None
 
     @model_validator(mode="before")
@@ -174,6 +182,11 @@ class AzureStorageAccess(BaseModel):
             raise StorageAccessError(
                 f"storage account {self.account_name}: a client_secret needs tenant_id and client_id"
             )
+        if self.workload_identity and (ways or not (self.tenant_id and self.client_id)):
+            raise StorageAccessError(
+                f"storage account {self.account_name}: a workload identity needs tenant_id and client_id "
+                "and no other credential"
+            )
         return self
 
     # -- what each client needs ---------------------------------------------------------------
@@ -182,6 +195,16 @@ class AzureStorageAccess(BaseModel):
     def blob_account_url(self) -> str:
         """The Blob service URL of the account (path-style for Azurite)."""
         return (self.blob_endpoint or f"https://{self.account_name}{_BLOB_SUFFIX}").rstrip("/")
+
+    @property
+    def authority(self) -> str:
+        """The Entra ID host tokens are asked of (``authority_host``, else ``AZURE_AUTHORITY_HOST``)."""
+        host = (
+            self.authority_host
+            or os.environ.get("AZURE_AUTHORITY_HOST")
+            or "https://login.microsoftonline.com"
+        )
+        return host.rstrip("/")
 
     @property
     def is_emulator(self) -> bool:
@@ -209,12 +232,9 @@ class AzureStorageAccess(BaseModel):
         if connection_string is not None:
             return {"connection_string": connection_string, "account_name": self.account_name}
         options: dict[str, Any] = {"account_name": self.account_name, "anon": False}
-        if self.client_secret is not None:
-            options.update(
-                tenant_id=self.tenant_id,
-                client_id=self.client_id,
-                client_secret=self.client_secret.get_secret_value(),
-            )
+        if self.client_secret is not None or self.workload_identity or self.client_id:
+            # one token credential per identity in the process, renewing its token for every client
+            options["credential"] = self.credential()
         if self.blob_endpoint:
             options["account_host"] = urlsplit(self.blob_endpoint).netloc
         return options
@@ -225,15 +245,9 @@ class AzureStorageAccess(BaseModel):
             return {"account_name": self.account_name, "account_key": self.account_key.get_secret_value()}
         if self.sas_token is not None:
             return self.sas_token.get_secret_value().lstrip("?")
-        if self.client_secret is not None:
-            from azure.identity import ClientSecretCredential
-
-            return ClientSecretCredential(
-                self.tenant_id or "", self.client_id or "", self.client_secret.get_secret_value()
-            )
-        from azure.identity import DefaultAzureCredential
-
-        return DefaultAzureCredential()
+        secret = self.client_secret.get_secret_value() if self.client_secret is not None else None
+        kind = "principal" if secret else "workload" if self.workload_identity else "managed"
+        return _token_credential(kind, self.tenant_id, self.client_id, secret, self.authority)
 
     def hadoop_conf(self) -> dict[str, str]:
         """Hadoop settings (``fs.azure.*``) for Spark's ABFS driver to reach this account.
@@ -257,10 +271,20 @@ class AzureStorageAccess(BaseModel):
                     "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider"
                 )
                 conf[f"fs.azure.account.oauth2.client.endpoint.{host}"] = (
-                    f"https://login.microsoftonline.com/{self.tenant_id}/oauth2/token"
+                    f"{self.authority}/{self.tenant_id}/oauth2/token"
                 )
                 conf[f"fs.azure.account.oauth2.client.id.{host}"] = self.client_id or ""
                 conf[f"fs.azure.account.oauth2.client.secret.{host}"] = self.client_secret.get_secret_value()
+            elif self.workload_identity:
+                conf[f"fs.azure.account.oauth.provider.type.{host}"] = (
+                    "org.apache.hadoop.fs.azurebfs.oauth2.WorkloadIdentityTokenProvider"
+                )
+                conf[f"fs.azure.account.oauth2.msi.tenant.{host}"] = self.tenant_id or ""
+                conf[f"fs.azure.account.oauth2.client.id.{host}"] = self.client_id or ""
+                conf[f"fs.azure.account.oauth2.msi.authority.{host}"] = self.authority
+                token_file = os.environ.get("AZURE_FEDERATED_TOKEN_FILE")
+                if token_file:  # set by the workload identity webhook in the driver's pod
+                    conf[f"fs.azure.account.oauth2.token.file.{host}"] = token_file
             else:
                 conf[f"fs.azure.account.oauth.provider.type.{host}"] = (
                     "org.apache.hadoop.fs.azurebfs.oauth2.MsiTokenProvider"
@@ -296,6 +320,27 @@ class AzureStorageAccess(BaseModel):
         values = [s.get_secret_value() for s in (self.account_key, self.sas_token, self.client_secret) if s]
         connection_string = self.connection_string()
         return values + ([connection_string] if connection_string else [])
+
+
+@functools.lru_cache(maxsize=32)
+def _token_credential(
+    kind: str, tenant_id: str | None, client_id: str | None, secret: str | None, authority: str
+) -> Any:
+    """One azure-identity credential per identity in this process: it caches its token and asks for
+    a new one before the old expires, so every client sharing it renews together."""
+    import azure.identity as identity
+
+    if kind == "principal":
+        return identity.ClientSecretCredential(
+            tenant_id or "", client_id or "", secret or "", authority=authority
+        )
+    if kind == "workload":
+        return identity.WorkloadIdentityCredential(
+            tenant_id=tenant_id, client_id=client_id, authority=authority
+        )
+    if client_id:
+        return identity.ManagedIdentityCredential(client_id=client_id)
+    return identity.DefaultAzureCredential()
 
 
 def parse_connection_string(text: str) -> dict[str, str]:

@@ -1,26 +1,38 @@
-"""The storage account of a job as an Airflow connection.
+"""The storage account of a job as an Airflow connection of the Microsoft Azure provider's types.
 
 A job's checkpoint, status folder, landing and lake live in Azure storage; the registry names the
 Airflow connection that reaches it (``storage_conn_id``). The connection is read the way the
-Microsoft Azure provider reads its ``wasb``/``adls`` connections, so an existing one works as is:
+provider's ``WasbHook`` reads its ``wasb`` connections (and ``adls`` ones the same way), in the same
+order, so an existing one works as is:
 
 * ``extra.connection_string`` — a storage connection string; it wins over everything else;
-* else ``login`` (or the host's first label, or ``extra.account_name``) is the account and
-  ``password`` its key — unless ``extra.tenant_id`` is set: then ``login``/``password`` are a service
-  principal's client id and secret;
-* ``extra.sas_token`` — a SAS instead of a key;
-* ``extra.managed_identity_client_id`` — a user-assigned managed identity (no secret);
+* ``extra.tenant_id`` — a service principal: ``login``/``password`` are its client id and secret
+  (the account then comes from ``host`` or ``extra.account_name``);
+* ``extra.shared_access_key`` — the account key;
+* ``extra.sas_token`` — a SAS;
+* ``password`` (or ``extra.account_key``) — the account key;
+* none of these: a managed identity (``extra.managed_identity_client_id`` picks a user-assigned
+  one), or a Kubernetes workload identity with ``extra.workload_identity_tenant_id``;
+* the account: ``login``, or ``host`` (the account name, its ``https://<account>.blob.core.windows.net``
+  URL, or a path-style emulator URL such as Azurite's), or ``extra.account_name``;
 * ``extra.blob_endpoint`` — the Blob service URL when it is not ``https://<account>.blob.core.windows.net``
-  (Azurite; ``extra.account_host`` names a custom host the same way).
+  (Azurite, private endpoints; ``extra.account_host`` names a custom host the same way);
+* ``extra.client_secret_auth_config.authority`` (or ``extra.authority_host``) — another Entra ID host.
 
-With no secret at all the account is reached with DefaultAzureCredential (managed identity).
-Every secret is registered with Airflow's log masker before it is used, and the driver receives it
-only through its environment (``hubflow_jobs.storage.azure.STORAGE_ACCESS_ENV``).
+Every secret is registered with Airflow's log masker before it is used. Airflow-side code gets the
+job's access with :func:`use_job_storage` (archive, backups, status folder and checkpoint reads open
+their URLs through :func:`hubflow_jobs.storage.azure.url_to_fs`); the driver receives it only through
+its environment (:func:`job_storage_env`, ``hubflow_jobs.storage.azure.STORAGE_ACCESS_ENV``).
+
+The provider itself is not installed (docs/deployment.md, "Storage credentials"): it would add 49
+packages to the image for the connection form; the ``wasb``/``adls`` connection types are entered
+by the CLI, the environment or a secrets backend.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from airflow.sdk import BaseHook
 
@@ -118,33 +130,64 @@ def access_from_connection(
     if connection_string:
         _mask([connection_string])
         return AzureStorageAccess(connection_string=connection_string)
-    account = field("account_name") or _account_from_host(host) or (login if not field("tenant_id") else None)
+    tenant_id = field("tenant_id")
+    host_account, host_endpoint = _account_from_host(host)
+    account = field("account_name") or host_account or (login if not tenant_id else None)
     if not account:
         raise StorageAccessError(
-            "names no storage account: set login (or extra.account_name) to the account name"
+            "names no storage account: set login (or host, or extra.account_name) to the account name"
+            + (" (with tenant_id set, login is the service principal's client id)" if tenant_id else "")
         )
     values: dict[str, Any] = {"account_name": account}
-    tenant_id = field("tenant_id")
+    # The provider's order (WasbHook.get_conn): service principal, shared key, SAS, the password as
+    # a key, extra.account_key, then a managed or workload identity.
+    key = field("shared_access_key") or (password if not tenant_id else None) or field("account_key")
     if tenant_id:
         values.update(tenant_id=tenant_id, client_id=login or field("client_id"), client_secret=password)
+    elif field("shared_access_key"):
+        values["account_key"] = field("shared_access_key")
     elif field("sas_token"):
         values["sas_token"] = field("sas_token")
-    elif password:
-        values["account_key"] = password
+    elif key:
+        values["account_key"] = key
+    elif field("workload_identity_tenant_id"):
+        values.update(
+            workload_identity=True,
+            tenant_id=field("workload_identity_tenant_id"),
+            client_id=field("managed_identity_client_id") or login,
+        )
     elif field("managed_identity_client_id"):
         values["client_id"] = field("managed_identity_client_id")
-    endpoint = field("blob_endpoint") or (
-        f"https://{field('account_host')}" if field("account_host") else None
+    auth_config = field("client_secret_auth_config")
+    authority = field("authority_host") or (
+        auth_config.get("authority") if isinstance(auth_config, dict) else None
+    )
+    if authority:
+        values["authority_host"] = authority
+    endpoint = (
+        field("blob_endpoint")
+        or (f"https://{field('account_host')}" if field("account_host") else None)
+        or host_endpoint
     )
     if endpoint:
         values["blob_endpoint"] = endpoint
     return AzureStorageAccess(**{k: v for k, v in values.items() if v is not None})
 
 
-def _account_from_host(host: str | None) -> str | None:
-    if not host or "." not in host:
-        return None
-    return host.split("://", 1)[-1].split(".", 1)[0] or None
+def _account_from_host(host: str | None) -> tuple[str | None, str | None]:
+    """The account and Blob endpoint a connection's host names: a bare account name (``adls``), an
+    account URL ``https://<account>.blob.core.windows.net`` (``wasb``) or a path-style emulator URL
+    ``http://127.0.0.1:10000/<account>`` (which is also the endpoint)."""
+    if not host:
+        return None, None
+    host = host.strip().rstrip("/")
+    if "://" not in host:
+        return (host, None) if "." not in host else (host.split(".", 1)[0] or None, None)
+    parts = urlsplit(host)
+    path = parts.path.strip("/")
+    if path:  # path-style: an emulator
+        return path.split("/", 1)[0], host
+    return (parts.hostname or "").split(".", 1)[0] or None, None
 
 
 def _without_input(error: Exception) -> str:

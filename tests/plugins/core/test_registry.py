@@ -310,3 +310,24 @@ def test_the_status_page_and_the_supervisor_judge_a_silent_job_by_the_same_heart
         _fill_status(snapshot, job, str(status_dir), ProgressSamples(), beat + silent)
         assert control.liveness(beat + silent).alive is alive
         assert snapshot["alive"] is alive, snapshot
+
+
+def test_every_key_of_a_registry_entry_is_documented_in_the_airflow_guide() -> None:
+    """docs/airflow.md's table of registry keys names every field of RegisteredJob (storage_conn_id...)."""
+    from hubflow_plugins.core.registry import REPO_ROOT, RegisteredJob
+
+    guide = (REPO_ROOT / "docs" / "airflow.md").read_text(encoding="utf-8")
+    documented = {line.split("`")[1] for line in guide.splitlines() if line.startswith("| `")}
+    assert set(RegisteredJob.model_fields) - documented == set()
+
+
+def test_storage_conn_id_is_read_per_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.dags.helpers import landing_job, write_registry
+
+    path = write_registry(
+        tmp_path,
+        [landing_job(tmp_path, "orders", storage_conn_id="lake_storage"), landing_job(tmp_path, "clicks")],
+    )
+    registry = load_registry(path)
+    assert registry.job("orders").storage_conn_id == "lake_storage"
+    assert registry.job("clicks").storage_conn_id is None
