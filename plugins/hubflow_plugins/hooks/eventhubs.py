@@ -7,9 +7,11 @@ has no EntityPath. The older extra key ``eventhub`` still works, with a deprecat
 secret reaches a job only as an environment variable of its driver.
 
 A connection may carry an Entra ID (Azure AD) credential instead (extra names as the Azure
-provider's Service Bus connection): no password, the extra ``fully_qualified_namespace`` (and
-``eventhub_name``); azure-identity's ``DefaultAzureCredential`` then authenticates (managed identity,
-workload identity; ``managed_identity_client_id`` / ``workload_identity_tenant_id`` pick one). Its
+provider's Service Bus connection): the extra ``fully_qualified_namespace`` (and ``eventhub_name``)
+and no connection string; azure-identity's ``DefaultAzureCredential`` then authenticates (managed
+identity, workload identity; ``managed_identity_client_id`` / ``workload_identity_tenant_id`` pick
+one), or a service principal: client id in the login, secret in the password, extra ``tenant_id``,
+handed to the driver as ``AZURE_*`` environment variables (:meth:`EventHubsHook.credential_environment`). Its
 "connection string" is then ``Endpoint=sb://<namespace>/;EntityPath=<hub>`` with no key, which the
 job reads as ``eventhubs.useAadAuth=true`` (``hubflow_jobs.eventhubs_config``). The extras
 ``custom_endpoint_address`` and ``connection_verify`` (a CA bundle) reach a non-default endpoint, e.g.
@@ -34,6 +36,8 @@ NAMESPACE_EXTRA = "fully_qualified_namespace"
 #: Extras of an Entra ID connection: which identity, and where the Airflow side connects.
 MANAGED_IDENTITY_EXTRA, WORKLOAD_TENANT_EXTRA = "managed_identity_client_id", "workload_identity_tenant_id"
 ENDPOINT_EXTRA, CA_BUNDLE_EXTRA = "custom_endpoint_address", "connection_verify"
+#: A service principal's tenant (its client id is the login, its secret the password).
+TENANT_EXTRA = "tenant_id"
 
 
 def eventhub_name_from_extra(extra: dict[str, Any], conn_id: str) -> str | None:
@@ -71,9 +75,36 @@ class EventHubsHook(BaseHook):
         return self.get_connection(self.eventhubs_conn_id)
 
     def uses_credential(self) -> bool:
-        """Whether the connection carries an Entra ID credential (no connection string)."""
+        """Whether the connection carries an Entra ID credential (a namespace, no connection string)."""
         conn = self.get_conn()
-        return not conn.password and bool((conn.extra_dejson or {}).get(NAMESPACE_EXTRA))
+        has_string = "endpoint=" in (conn.password or "").lower()
+        return not has_string and bool((conn.extra_dejson or {}).get(NAMESPACE_EXTRA))
+
+    def credential_environment(self) -> dict[str, str]:
+        """The environment that makes ``DefaultAzureCredential`` use this connection's identity, for a
+        job's driver (never its command line): a service principal (login = client id, password =
+        client secret, extra ``tenant_id``) as ``AZURE_TENANT_ID`` / ``AZURE_CLIENT_ID`` /
+        ``AZURE_CLIENT_SECRET``; a user-assigned managed identity (``managed_identity_client_id``) as
+        ``AZURE_CLIENT_ID``. Empty for a connection string or the platform's default identity."""
+        if not self.uses_credential():
+            return {}
+        conn = self.get_conn()
+        extra = conn.extra_dejson or {}
+        if conn.password:
+            if not (conn.login and extra.get(TENANT_EXTRA)):
+                raise ValueError(
+                    f"Airflow connection {self.eventhubs_conn_id!r}: a service principal needs its client id "
+                    f"in the login, its secret in the password and the extra {TENANT_EXTRA!r}"
+                )
+            self.mask(conn.password)
+            return {
+                "AZURE_TENANT_ID": str(extra[TENANT_EXTRA]),
+                "AZURE_CLIENT_ID": str(conn.login),
+                "AZURE_CLIENT_SECRET": conn.password,
+            }
+        if extra.get(MANAGED_IDENTITY_EXTRA):
+            return {"AZURE_CLIENT_ID": str(extra[MANAGED_IDENTITY_EXTRA])}
+        return {}
 
     def connection_string(self) -> str:
         """The connection string, EntityPath added from the extra when the string has none; for an

@@ -94,15 +94,18 @@ class JobSubmitHook(SparkSubmitHook):
 
 
 def driver_secrets(job: RegisteredJob) -> dict[str, str]:
-    """The secret environment for the job's driver: the Event Hubs connection string and the storage
-    access (``HUBFLOW_AZURE_STORAGE``, from ``storage_conn_id``), those the job names."""
+    """The secret environment for the job's driver: the Event Hubs connection string (and an Entra ID
+    connection's ``AZURE_*`` identity) and the storage access (``HUBFLOW_AZURE_STORAGE``, from
+    ``storage_conn_id``), those the job names."""
     from hubflow_plugins.hooks.azure_storage import job_storage_env
 
     secrets = job_storage_env(job)
     if job.eventhubs_conn_id:
         from hubflow_plugins.hooks.eventhubs import EventHubsHook
 
-        secrets[EVENTHUBS_CONNECTION_STRING_ENV] = EventHubsHook(job.eventhubs_conn_id).connection_string()
+        eventhubs = EventHubsHook(job.eventhubs_conn_id)
+        secrets[EVENTHUBS_CONNECTION_STRING_ENV] = eventhubs.connection_string()
+        secrets.update(eventhubs.credential_environment())  # an Entra ID service principal's, if any
     return secrets
 
 

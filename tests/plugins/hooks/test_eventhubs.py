@@ -45,3 +45,36 @@ def test_a_connection_without_a_connection_string_is_refused_without_echoing_it(
     with pytest.raises(ValueError, match="'hub_test' must hold the Event Hubs connection string") as error:
         hook.connection_string()
     assert "oops" not in str(error.value)
+
+
+def test_an_entra_id_connection_gives_a_secret_free_string_and_its_identity_by_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    namespace = {"fully_qualified_namespace": "ns.servicebus.windows.net", "eventhub_name": "orders"}
+    managed = _connection(monkeypatch, "", {**namespace, "managed_identity_client_id": "mi-client"})
+    assert managed.uses_credential()
+    assert managed.connection_string() == "Endpoint=sb://ns.servicebus.windows.net/;EntityPath=orders"
+    assert managed.credential_environment() == {"AZURE_CLIENT_ID": "mi-client"}
+
+    conn = {
+        "conn_type": "generic",
+        "login": "sp-client",
+        "password": "sp-secret",
+        "extra": {**namespace, "tenant_id": "t1"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_HUB_TEST", json.dumps(conn))
+    principal = EventHubsHook("hub_test")
+    assert "sp-secret" not in principal.connection_string()
+    assert principal.credential_environment() == {
+        "AZURE_TENANT_ID": "t1",
+        "AZURE_CLIENT_ID": "sp-client",
+        "AZURE_CLIENT_SECRET": "sp-secret",
+    }
+    no_tenant = _connection(monkeypatch, "sp-secret", namespace)
+    with pytest.raises(ValueError, match=r"'hub_test': a service principal needs .*'tenant_id'") as error:
+        no_tenant.credential_environment()
+    assert "sp-secret" not in str(error.value)
+    no_hub = _connection(monkeypatch, "", {"fully_qualified_namespace": "ns.servicebus.windows.net"})
+    with pytest.raises(ValueError, match="must name the hub in its extra 'eventhub_name'"):
+        no_hub.connection_string()
+    assert _connection(monkeypatch, STRING, namespace).credential_environment() == {}, "a string wins"
