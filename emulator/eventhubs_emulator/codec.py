@@ -5,9 +5,9 @@ field (explicit nulls); and the emulator needs to slice batch messages into thei
 decoding the bodies. Python values map to AMQP types as follows when encoding: ``None`` → null,
 ``bool`` → boolean, ``int`` → long, ``float`` → double, ``str`` → string, ``bytes`` → binary,
 ``list`` → list, ``dict`` → map, ``uuid.UUID`` → uuid. The wrapper classes below (``Symbol``,
-``UInt``, ``ULong``, ``UByte``, ``UShort``, ``Timestamp``, ``Described``, ``SymbolArray``) pick the
-other AMQP types. Decoding returns the same wrappers for symbols, timestamps and described values,
-so a decoded value re-encodes to the same AMQP types (used to echo link filters).
+``Int``, ``UInt``, ``ULong``, ``UByte``, ``UShort``, ``Timestamp``, ``Described``, ``SymbolArray``,
+``StringArray``) pick the other AMQP types. Decoding returns the same wrappers for symbols, timestamps
+and described values, so a decoded value re-encodes to the same AMQP types (used to echo link filters).
 """
 
 from __future__ import annotations
@@ -39,6 +39,13 @@ class UShort(int):
     __slots__ = ()
 
 
+class Int(int):
+    """An AMQP int (32-bit): the service's type for ``status-code`` and ``partition_count``, which the
+    Java SDK (proton-j) casts to ``Integer`` (a long there is a ClassCastException)."""
+
+    __slots__ = ()
+
+
 class UInt(int):
     """An AMQP uint."""
 
@@ -59,6 +66,12 @@ class Timestamp(int):
 
 class SymbolArray(list):
     """An AMQP array of symbols (how capability and mechanism lists are sent)."""
+
+    __slots__ = ()
+
+
+class StringArray(list):
+    """An AMQP array of strings: the service's ``partition_ids``, which the Java SDK casts to ``String[]``."""
 
     __slots__ = ()
 
@@ -168,6 +181,11 @@ def encode_into(out: bytearray, value: Any) -> None:
         elif cls is UShort:
             out.append(0x60)
             out += _U16.pack(value)
+        elif cls is Int:
+            if -128 <= value <= 127:
+                out += struct.pack(">Bb", 0x54, value)
+            else:
+                out += struct.pack(">Bi", 0x71, value)
         elif -128 <= value <= 127:
             out.append(0x55)
             out += struct.pack(">b", value)
@@ -187,6 +205,8 @@ def encode_into(out: bytearray, value: Any) -> None:
         out += value.bytes
     elif isinstance(value, SymbolArray):
         _encode_symbol_array(out, value)
+    elif isinstance(value, StringArray):
+        _encode_symbol_array(out, value, small=0xA1, large=0xB1, encoding="utf-8")
     elif isinstance(value, (list, tuple)):
         if not value:
             out.append(0x45)
@@ -205,16 +225,18 @@ def encode_into(out: bytearray, value: Any) -> None:
         raise TypeError(f"cannot encode {type(value).__name__} as AMQP")
 
 
-def _encode_symbol_array(out: bytearray, items: list) -> None:
+def _encode_symbol_array(
+    out: bytearray, items: list, small: int = 0xA3, large: int = 0xB3, encoding: str = "ascii"
+) -> None:
     body = bytearray()
-    raw = [str(s).encode("ascii") for s in items]
+    raw = [str(s).encode(encoding) for s in items]
     if all(len(r) < 256 for r in raw):
-        body.append(0xA3)
+        body.append(small)
         for r in raw:
             body.append(len(r))
             body += r
     else:
-        body.append(0xB3)
+        body.append(large)
         for r in raw:
             body += _U32.pack(len(r))
             body += r

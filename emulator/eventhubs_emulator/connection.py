@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import frames as F
 from . import management
 from .auth import Grant, grant_covers
-from .codec import AmqpDecodeError, Described, Symbol, UByte, UInt, ULong, UShort, decode
+from .codec import AmqpDecodeError, Described, Int, Symbol, UByte, UInt, ULong, UShort, decode
 from .links import Link, Session
 from .messages import STATUS_CODE, STATUS_DESCRIPTION, build_message, parse_request, unpack_delivery
 from .positions import address_of, start_position
@@ -743,12 +743,12 @@ class Connection:
                 now = time.time()
                 self.grants = [g for g in self.grants if g.expires_at > now] + [grant]
                 self._schedule_expiry_check()
-            reply_props = {STATUS_CODE: status, STATUS_DESCRIPTION: description}
+            reply_props = {STATUS_CODE: Int(status), STATUS_DESCRIPTION: description}
             reply = build_message(None, reply_props, message_id)
         else:
             status, description, value = management.read(self.broker, props, self._authorized)
             reply_props = {
-                STATUS_CODE: status,
+                STATUS_CODE: Int(status),
                 STATUS_DESCRIPTION: description,
                 "statusDescription": description,
             }

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .auth import JWT_TOKEN_TYPE, Grant, TokenError, audience_path, grant_covers, verify_jwt, verify_sas_token
-from .codec import Timestamp
+from .codec import Int, StringArray, Timestamp
 from .messages import (
     HUB_TYPE,
     LAST_ENQUEUED_OFFSET,
@@ -129,8 +129,8 @@ def read(broker: Broker, props: dict, authorized: Callable[[str], bool]) -> tupl
                 "name": hub.name,
                 "type": HUB_TYPE,
                 "created_at": Timestamp(hub.created_ms),
-                "partition_count": len(hub.partitions),
-                "partition_ids": hub.partition_ids(),
+                "partition_count": Int(len(hub.partitions)),
+                "partition_ids": StringArray(hub.partition_ids()),
             },
         )
     if kind == PARTITION_TYPE:
