@@ -2,10 +2,10 @@
 ``wasb`` connection (account key, or SAS) to Azurite; the job is submitted the way the operators do
 (``build_submit_hook`` + ``driver_secrets``, a real spark-submit), its driver reaches the storage
 through the Hadoop settings it derives from its environment, and the Airflow side reads the job's
-status folder and checkpoint through the same connection. While the job runs, the secret is nowhere
-on a command line of its process tree (``/proc/<pid>/cmdline``, what ``ps`` shows), Spark's
-environment page (REST ``/api/v1/applications/<id>/environment``) shows every Azure key name
-redacted, and status.json holds no secret."""
+status folder and checkpoint (and the status page its snapshot) through the same connection. While
+the job runs, the secret is nowhere on a command line of its process tree (``/proc/<pid>/cmdline``,
+what ``ps`` shows), Spark's environment page (REST ``/api/v1/applications/<id>/environment``) shows
+every Azure key name redacted, and status.json holds no secret."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
 from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
+from hubflow_plugins.status_page.job_snapshots import job_snapshot
+from hubflow_plugins.status_page.progress_history import ProgressSamples
 from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, Azurite
 from tests.support.processes import free_port, stop_process
 
@@ -214,6 +216,12 @@ def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
         hadoop_key = secret_key.removeprefix("spark.hadoop.")
         if hadoop_key in hadoop:
             assert hadoop[hadoop_key] == REDACTED
+
+        # The status page's view of the job: a fresh process knowing nothing but the connection.
+        forget_accesses()
+        snapshot = job_snapshot(job, ProgressSamples())
+        assert snapshot["error"] is None and snapshot["state"] == "running", snapshot
+        assert snapshot["last_batch"] is not None
 
         raw_status = blobs.download_blob("_status/blobjob/status.json").readall().decode()
         assert secret not in raw_status and "fs.azure" not in raw_status

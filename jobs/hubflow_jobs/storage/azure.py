@@ -374,7 +374,9 @@ _env_loaded = False
 def use_access(access: AzureStorageAccess) -> None:
     """Authenticate this process's later Azure requests to ``access.account_name`` with ``access``."""
     with _lock:
-        _accesses[access.account_name.lower()] = access
+        key = access.account_name.lower()
+        if _accesses.get(key) != access:  # an equal one keeps its clients (and their connections)
+            _accesses[key] = access
 
 
 def forget_accesses() -> None:

@@ -39,6 +39,14 @@ _LAST_BATCH_KEYS = (
 )
 
 
+def use_job_storage(job: Any) -> None:
+    """Read the job's storage through its ``storage_conn_id`` (the hook imports the Task SDK: on use)."""
+    if getattr(job, "storage_conn_id", None):
+        from hubflow_plugins.hooks.azure_storage import use_job_storage as register
+
+        register(job)
+
+
 def load_jobs(registry_path: Path | None = None) -> list[Any]:
     """The registered jobs (``hubflow_plugins.core.registry``), in registry order."""
     from hubflow_plugins.core.registry import load_registry
@@ -82,7 +90,8 @@ def job_snapshot(
     }
     try:
         paths = job.paths
-    except Exception as exc:  # registry/config problems: show them on the job's row
+        use_job_storage(job)  # its storage_conn_id: the checkpoint and status folder are read through it
+    except Exception as exc:  # registry/config/connection problems: show them on the job's row
         snapshot["error"] = redact(str(exc))
         return snapshot
     snapshot["checkpoint_location"] = redact(paths.checkpoint_location)
@@ -220,6 +229,7 @@ def driver_log_tail(job: Any, max_bytes: int) -> str | None:
     """The end of the job's ``driver.log`` (secrets masked), or None when there is none."""
     from hubflow_jobs.status import StatusFolder
 
+    use_job_storage(job)
     data = StatusFolder(job.paths.status_dir).driver_log_tail(max_bytes)
     if data is None:
         return None
