@@ -44,6 +44,9 @@ _U32 = struct.Struct(">I").unpack_from
 _TRANSFER = 0x14
 # Bytes taken from the socket per read call (TLS gives at most one 16 KiB record per call).
 READ_CHUNK = 1 << 20
+# The read buffer of each thread that receives: one per task thread, not one per receiver (a
+# worker caching the receivers of 1,024 partitions would otherwise hold 1 GiB of them).
+_THREAD = threading.local()
 # Credit granted for events a task waits for, beyond prefetchCount, is capped at this many bytes.
 DEMAND_BYTES = 16 << 20
 # Seconds between keep-alive checks of an idle receiver (the SDK's own thread checks every second
@@ -97,8 +100,6 @@ class FastPartitionReceiver(PartitionLink):
         self._channel = -1
         self._handle = -1
         self._buf = bytearray()
-        self._chunk = bytearray(READ_CHUNK)
-        self._chunk_view = memoryview(self._chunk)
         # Complete deliveries found in _buf[:_scan_pos] and not yet decoded.
         self._scan_pos = 0
         self._starts: list[int] = []
@@ -225,16 +226,17 @@ class FastPartitionReceiver(PartitionLink):
     def _recv(self, timeout: float) -> bool:
         """Append what the socket has (waiting up to ``timeout`` s for something); False if nothing."""
         sock = self._sock
+        chunk = _read_chunk()
         sock.settimeout(timeout)
         try:
-            received = sock.recv_into(self._chunk)
+            received = sock.recv_into(chunk)
         except _NO_DATA:
             return False
         finally:
             sock.settimeout(self._sock_timeout)
         if received == 0:
             raise ConnectionError(f"the broker closed the connection of partition {self.partition_id}")
-        self._buf += self._chunk_view[:received]
+        self._buf += chunk[:received]
         self._conn._last_frame_received_time = time.time()
         return True
 
@@ -416,3 +418,11 @@ class FastPartitionReceiver(PartitionLink):
             except Exception:
                 log.debug("closing a receiver of partition %s failed", self.partition_id)
         self.slot.release()
+
+
+def _read_chunk() -> memoryview:
+    """This thread's socket read buffer (:data:`READ_CHUNK` bytes), made on its first use."""
+    chunk = getattr(_THREAD, "chunk", None)
+    if chunk is None:
+        chunk = _THREAD.chunk = memoryview(bytearray(READ_CHUNK))
+    return chunk
