@@ -91,6 +91,7 @@ def _registry(tmp_path: Path, azurite: Azurite, container: str, ui_port: int) ->
         f"    output_path: {url(container, 'lake/orders')}\n"
         f"    quarantine_path: {url(container, 'quarantine/orders')}\n"
     )
+    (tmp_path / "events").mkdir()
     registry = tmp_path / "registry.yaml"
     registry.write_text(
         "jobs:\n"
@@ -105,6 +106,9 @@ def _registry(tmp_path: Path, azurite: Azurite, container: str, ui_port: int) ->
         f"      spark.ui.port: '{ui_port}'\n"
         "      spark.port.maxRetries: '0'\n"
         "      spark.sql.shuffle.partitions: '1'\n"
+        "      spark.eventLog.enabled: 'true'\n"
+        "      spark.eventLog.compress: 'false'\n"
+        f"      spark.eventLog.dir: '{tmp_path / 'events'}'\n"
     )
     return registry
 
@@ -229,3 +233,8 @@ def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
         stop_process(process)
         forget_accesses()
     assert secret not in log_path.read_text(errors="replace"), "the driver log holds the secret"
+    event_logs = list((tmp_path / "events").rglob("events_*"))  # a rolling log: a folder of parts
+    assert event_logs, "Spark wrote its event log"
+    text = "".join(event_log.read_text(errors="replace") for event_log in event_logs)
+    assert "fs.azure.account.auth.type" in text, "the environment update is in the event log"
+    assert secret not in text, f"the event log holds the {kind}"
