@@ -10,7 +10,8 @@ Every event must arrive exactly once, with no link detached for an expired token
 
 azure-identity asks its endpoint again at most every 30 s (``DEFAULT_TOKEN_REFRESH_RETRY_DELAY``)
 and the SDK refreshes in the last 10 % of a token's life, so lifetimes under ~34 s cannot be renewed
-in time by any client; the default run uses 40 s.
+in time by any client. Both runs are ``slow`` (68 s with 40 s tokens; 213 s past three lifetimes of
+60 s); the default run proves renewal on each connection in-process (test_entra_id_renewal.py).
 """
 
 from __future__ import annotations
@@ -31,16 +32,22 @@ pytestmark = pytest.mark.integration
 EARLIEST = '{"offset": "-1"}'
 
 
-class _ExpiryDetaches(logging.Handler):
-    """Counts the emulator's detaches of links whose token expired (it logs each one)."""
+class _TokenEvents(logging.Handler):
+    """Counts what the emulator logs about tokens: links detached because their token expired, and
+    new tokens put on a connection whose consumer / producer links stay open (renewals)."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.count = 0
+        self.renewed: dict[str, int] = {"consumer": 0, "producer": 0}
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "its token expired" in record.getMessage():
+        message = record.getMessage()
+        if "its token expired" in message:
             self.count += 1
+        if message.startswith("token renewed for open"):
+            for kind in self.renewed:
+                self.renewed[kind] += kind in message
 
 
 def aad_options(emu: Any, hub: str, **extra: str) -> dict[str, str]:
@@ -58,7 +65,7 @@ def _copy_while_tokens_expire(
     eh_spark: Any, tmp_path: Path, monkeypatch: Any, lifetime: float, run_for: float
 ) -> None:
     emu, issuer = start_entra_emulator(tmp_path, lifetime=lifetime, src=2, dst=2)
-    detaches = _ExpiryDetaches()
+    detaches = _TokenEvents()
     emulator_log = logging.getLogger("eventhubs_emulator")
     old_level = emulator_log.level
     emulator_log.setLevel(logging.INFO)
@@ -131,8 +138,10 @@ def _copy_while_tokens_expire(
     assert lifetimes > run_for / lifetime, "the stream outlived its tokens"
     assert issuer.tokens_issued >= 2 * int(run_for / lifetime), "tokens were renewed from the issuer"
     assert detaches.count == 0, f"{detaches.count} links lost their token and were detached"
+    assert detaches.renewed["consumer"] >= 1, "a cached receiver renewed its token on its open link"
 
 
+@pytest.mark.slow
 def test_a_stream_and_its_sink_on_entra_id_outlive_their_token(
     eh_spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
