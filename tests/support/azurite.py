@@ -54,10 +54,12 @@ class Azurite:
     port: int
     location: Path
     process: subprocess.Popen
+    #: ``https`` when started with a certificate (:func:`start_azurite` ``tls``).
+    scheme: str = "http"
 
     @property
     def blob_endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{ACCOUNT}"
+        return f"{self.scheme}://127.0.0.1:{self.port}/{ACCOUNT}"
 
     @property
     def connection_string(self) -> str:
@@ -99,8 +101,14 @@ class Azurite:
         stop_process(self.process)
 
 
-def start_azurite(location: Path, timeout: float = 60.0) -> Azurite:
-    """Start Azurite's Blob service on a free port with its data in ``location``; wait until it listens."""
+def start_azurite(
+    location: Path, timeout: float = 60.0, *, tls: tuple[Path, Path] | None = None, oauth: bool = False
+) -> Azurite:
+    """Start Azurite's Blob service on a free port with its data in ``location``; wait until it listens.
+
+    ``tls`` (certificate, key PEM files) serves HTTPS; ``oauth`` makes it accept bearer tokens
+    (``--oauth basic``: audience, issuer and expiry checked, not the signature; HTTPS only).
+    """
     problem = azurite_problem()
     if problem:
         raise AzuriteMissing(problem)
@@ -120,6 +128,10 @@ def start_azurite(location: Path, timeout: float = 60.0) -> Azurite:
         # operations hubflow uses are the same in every version.
         "--skipApiVersionCheck",
     ]
+    if tls is not None:
+        command += ["--cert", str(tls[0]), "--key", str(tls[1])]
+    if oauth:
+        command += ["--oauth", "basic"]
     process = start_background(command, location / "azurite.log")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -128,7 +140,7 @@ def start_azurite(location: Path, timeout: float = 60.0) -> Azurite:
             raise RuntimeError(f"Azurite exited with code {process.returncode}:\n{log}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-                return Azurite(port, location, process)
+                return Azurite(port, location, process, "https" if tls is not None else "http")
         except OSError:
             time.sleep(0.1)
     stop_process(process)

@@ -385,6 +385,7 @@ def forget_accesses() -> None:
     with _lock:
         _accesses.clear()
         _env_loaded = False
+    _token_credential.cache_clear()
 
 
 def accesses_from_env(environ: dict[str, str] | None = None) -> list[AzureStorageAccess]:
