@@ -281,7 +281,10 @@ def _last_enqueued_ms(emu: Emulator) -> int:
 
 
 def _instant(ms: int) -> str:
-    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """EventPosition JSON's ``enqueuedTime``: milliseconds, as the Scala connector reads them (json4s'
+    ``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'``: six fraction digits are taken as that many milliseconds)."""
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def _after(ms: int) -> None:
