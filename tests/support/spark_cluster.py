@@ -1,4 +1,4 @@
-"""A Spark standalone cluster (one master, one worker) on loopback, from pyspark's own spark-class."""
+"""A Spark standalone cluster (one master, one worker or more) on loopback, from pyspark's own spark-class."""
 
 from __future__ import annotations
 
@@ -61,9 +61,13 @@ class StandaloneCluster:
 
 
 def start_cluster(
-    work_dir: Path, worker_cores: int = 1, worker_memory: str = "1g", auth_secret: str | None = None
+    work_dir: Path,
+    worker_cores: int = 1,
+    worker_memory: str = "1g",
+    auth_secret: str | None = None,
+    workers: int = 1,
 ) -> StandaloneCluster:
-    """Start a master and one worker bound to 127.0.0.1 and wait until the worker is registered.
+    """Start a master and ``workers`` workers bound to 127.0.0.1 and wait until they are registered.
 
     With ``auth_secret`` both run with ``spark.authenticate`` and that secret in Spark's variable
     ``_SPARK_AUTH_SECRET``, as the compose stack's do: only drivers that hold it can register.
@@ -78,7 +82,7 @@ def start_cluster(
             "SPARK_WORKER_OPTS": "-Dspark.authenticate=true",
         }
     env = spark_env(extra)
-    port, ui_port, worker_ui = free_port(), free_port(), free_port()
+    port, ui_port = free_port(), free_port()
     master = start_background(
         [
             spark_class,
@@ -101,27 +105,31 @@ def start_cluster(
     )
     try:
         wait_until(lambda: _answers(cluster), 60, "the Spark master's web UI")
-        worker = start_background(
-            [
-                spark_class,
-                "org.apache.spark.deploy.worker.Worker",
-                "--host",
-                "127.0.0.1",
-                "--cores",
-                str(worker_cores),
-                "--memory",
-                worker_memory,
-                "--webui-port",
-                str(worker_ui),
-                "--work-dir",
-                str(work_dir / "worker"),
-                cluster.master_url,
-            ],
-            work_dir / "worker.log",
-            env,
+        for number in range(workers):
+            name = "worker" if number == 0 else f"worker{number + 1}"
+            worker = start_background(
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    str(worker_cores),
+                    "--memory",
+                    worker_memory,
+                    "--webui-port",
+                    str(free_port()),
+                    "--work-dir",
+                    str(work_dir / name),
+                    cluster.master_url,
+                ],
+                work_dir / f"{name}.log",
+                env,
+            )
+            cluster.processes.append(worker)
+        wait_until(
+            lambda: _alive_workers(cluster) >= workers, 60, "the Spark workers to register with the master"
         )
-        cluster.processes.append(worker)
-        wait_until(lambda: _alive_workers(cluster) >= 1, 60, "the Spark worker to register with the master")
     except BaseException:
         cluster.stop()
         raise
