@@ -242,3 +242,13 @@ def test_the_issuer_and_emulator_command_lines_work_as_documented(tmp_path: Path
         for process in (issuer, emulator):
             process.terminate()
             process.wait(30)
+
+
+def test_the_trusted_issuer_folder_is_read_from_config_json_as_written(tmp_path: Path) -> None:
+    from eventhubs_emulator.config import EmulatorConfig, parse_config
+
+    config = EmulatorConfig.single_hub("h", entra_id_issuer_dir=str(tmp_path / "issuer"))
+    extras = config.to_document()["UserConfig"]["EmulatorExtras"]
+    assert extras == {"EntraIdIssuerDir": str(tmp_path / "issuer")}
+    assert parse_config(config.to_document()).entra_id_issuer_dir == str(tmp_path / "issuer")
+    assert "EmulatorExtras" not in EmulatorConfig.single_hub("h").to_document()["UserConfig"]
