@@ -235,6 +235,7 @@ def test_a_stream_started_on_the_scala_connector_continues_on_hubflows_exactly_o
     assert (checkpoint / "sources" / "0" / "0").exists(), "the Scala (DSv1) source's own metadata"
     run1_ids = _committed_ids(output)
     run1_batches = _committed_batches(checkpoint)
+    run1_offsets = {b: (checkpoint / "offsets" / str(b)).read_bytes() for b in run1_batches}
     sent_first = {i for ids in first.values() for i in ids}
     assert run1_ids and set(run1_ids) < sent_first, "run 1 was stopped part-way, with a backlog left"
 
@@ -258,9 +259,12 @@ def test_a_stream_started_on_the_scala_connector_continues_on_hubflows_exactly_o
     duplicates = {i: n for i, n in Counter(ids).items() if n > 1}
     assert not duplicates, f"events written twice: {duplicates}"
     assert set(ids) == everything
-    # Run 2 continued the checkpoint's batches (it did not start a new query over).
+    # Run 2 continued the checkpoint's query: its batches follow run 1's in the same folder, whose
+    # offsets it kept as they were. (A run 2 on a new checkpoint can give the same output: the
+    # parquet sink skips batch ids its _spark_metadata already holds, and the batches are cut alike.)
     run2_batches = [b for b in _committed_batches(checkpoint) if b > run1_batches[-1]]
-    assert run2_batches and run2_batches[0] == run1_batches[-1] + 1
+    assert run2_batches and run2_batches[0] == run1_batches[-1] + 1, "run 2 did not continue the checkpoint"
+    assert {b: (checkpoint / "offsets" / str(b)).read_bytes() for b in run1_batches} == run1_offsets
     last_offsets = (checkpoint / "offsets" / str(_committed_batches(checkpoint)[-1])).read_text()
     assert json.loads(last_offsets.splitlines()[-1]) == {HUB: {"0": 40, "1": 40}}
     print(
