@@ -13,7 +13,9 @@ Extras this emulator understands (the official one ignores unknown fields):
   (receivers without owner level per partition and consumer group; default 5 like the service, 0 = no
   limit), ``WebSocketPort`` (an extra port for AMQP over WebSockets; 0 = a free port; the AMQP port
   serves WebSockets too), ``TlsPort`` (an extra port for AMQPS and WSS; 0 = a free port) and
-  ``TlsDir`` (its CA and certificate, made there on first use; ``eventhubs_emulator.tls``) and
+  ``TlsDir`` (its CA and certificate, made there on first use; ``eventhubs_emulator.tls``),
+  ``KafkaPort`` (the Kafka endpoint, SASL PLAIN with the connection string; 0 = a free port;
+  ``eventhubs_emulator.kafka``) and
   ``EntraIdIssuerDir`` (the folder of the local Entra ID token issuer whose JWTs $cbs accepts;
   ``eventhubs_emulator.token_issuer``);
 - per entity: ``RetentionMinutes``, ``RetentionEventCount``, ``MaxEventSizeBytes``.
@@ -70,6 +72,7 @@ class EmulatorConfig:
     websocket_port: int | None = None  # extra listener for AMQP over WebSockets (None = only the AMQP port)
     tls_port: int | None = None  # extra listener for AMQPS and WSS (None = no TLS)
     tls_dir: str | None = None  # where the TLS port's CA and certificate are (made on first use)
+    kafka_port: int | None = None  # the Kafka endpoint (None = no Kafka endpoint)
     entra_id_issuer_dir: str | None = None  # the trusted token issuer's folder (None = SAS only)
 
     @classmethod
@@ -155,6 +158,7 @@ class EmulatorConfig:
                 ("WebSocketPort", self.websocket_port, None),
                 ("TlsPort", self.tls_port, None),
                 ("TlsDir", self.tls_dir, None),
+                ("KafkaPort", self.kafka_port, None),
                 ("EntraIdIssuerDir", self.entra_id_issuer_dir, None),
             )
             if value != default
@@ -222,7 +226,12 @@ class EmulatorConfig:
             raise ConfigError(
                 "UserConfig.EmulatorExtras.MaxReceiversPerPartition: must be a whole number >= 0"
             )
-        for key, port in (("WebSocketPort", self.websocket_port), ("TlsPort", self.tls_port)):
+        ports = (
+            ("WebSocketPort", self.websocket_port),
+            ("TlsPort", self.tls_port),
+            ("KafkaPort", self.kafka_port),
+        )
+        for key, port in ports:
             bad_type = isinstance(port, bool) or not isinstance(port, int)
             if port is not None and (bad_type or not 0 <= port <= 65535):
                 raise ConfigError(
@@ -318,6 +327,7 @@ def parse_config(data: Any) -> EmulatorConfig:
     cfg.websocket_port = _get(extras, "WebSocketPort", where_x, int, required=False)
     cfg.tls_port = _get(extras, "TlsPort", where_x, int, required=False)
     cfg.tls_dir = _get(extras, "TlsDir", where_x, str, required=False)
+    cfg.kafka_port = _get(extras, "KafkaPort", where_x, int, required=False)
     cfg.entra_id_issuer_dir = _get(extras, "EntraIdIssuerDir", where_x, str, required=False)
     cfg.validate()
     return cfg

@@ -237,6 +237,8 @@ class Emulator:
         self.websocket_port: int | None = None
         self.tls_port: int | None = None
         self.ca_certificate: Path | None = None  # what TLS clients trust, once the TLS port listens
+        self.kafka_port: int | None = None  # the Kafka endpoint's port, once it listens
+        self._kafka: Any = None  # the Kafka endpoint (eventhubs_emulator.kafka.KafkaServer)
         self.faults = Faults(self)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -328,6 +330,14 @@ class Emulator:
                     opened.close()
                 self._broker.close()
                 raise
+        if self.config.kafka_port is not None:
+            try:
+                await self._listen_kafka()
+            except BaseException:
+                for opened in self._listeners:
+                    opened.close()
+                self._broker.close()
+                raise
         if self.requested_admin_port is not None:
             from .admin import start_admin
 
@@ -351,6 +361,27 @@ class Emulator:
         self.tls_port = listener.sockets[0].getsockname()[1]
         self.ca_certificate = files.ca_cert
 
+    async def _listen_kafka(self) -> None:
+        """The Kafka endpoint's port (SASL PLAIN with the connection string; no TLS yet)."""
+        from .kafka import KafkaServer
+
+        assert self._broker is not None
+        self._kafka = KafkaServer(self._broker, self.client_host())
+        port = self.config.kafka_port or 0
+        try:
+            listener = await asyncio.start_server(self._kafka.handle_client, self.host, port)
+        except OSError as exc:
+            if exc.errno in (98, 48, 10048):
+                raise PortInUseError(
+                    exc.errno,
+                    f"Kafka port {port} on {self.host} is already in use "
+                    f"(UserConfig.EmulatorExtras.KafkaPort / --kafka-port); pass another port, or 0 to pick "
+                    f"a free one",
+                ) from None
+            raise
+        self._listeners.append(listener)
+        self.kafka_port = self._kafka.port = listener.sockets[0].getsockname()[1]
+
     async def _housekeeping(self) -> None:
         last_retention = 0.0
         while True:
@@ -372,6 +403,8 @@ class Emulator:
             listener.close()
         if self._server is not None:
             self._server.drop_connections()
+        if self._kafka is not None:
+            self._kafka.drop_connections()
         others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in others:
             task.cancel()
@@ -440,6 +473,20 @@ class Emulator:
             raise RuntimeError("the emulator has no TLS port: set EmulatorExtras.TlsPort and TlsDir")
         plain = self.config.connection_string("localhost", self.tls_port, hub)
         return plain.replace(";UseDevelopmentEmulator=true", "")
+
+    @property
+    def kafka_bootstrap(self) -> str | None:
+        """The Kafka clients' ``bootstrap.servers`` (None without a Kafka port)."""
+        return None if self.kafka_port is None else f"{self.client_host()}:{self.kafka_port}"
+
+    def kafka_password(self) -> str:
+        """The SASL PLAIN password a Kafka client sends (user ``$ConnectionString``): the namespace's
+        connection string (no EntityPath, as the service's Kafka clients use it)."""
+        c = self.config
+        return (
+            f"Endpoint=sb://{self.client_host()}:{self.port}/;SharedAccessKeyName={c.key_name};"
+            f"SharedAccessKey={c.key}"
+        )
 
     def tls_endpoint(self) -> str:
         """The SDK's ``custom_endpoint_address`` for the TLS port (AMQPS, and WSS with WebSockets)."""

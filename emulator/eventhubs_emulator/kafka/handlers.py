@@ -1,0 +1,297 @@
+"""One function per Kafka API over the emulator's Broker (the same hubs and partition logs AMQP uses).
+
+Offsets are sequence numbers: a partition's log start offset is its beginning sequence number, its
+high watermark the next sequence number. Everything here runs on the emulator's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from ..store import Broker, Hub, PartitionLog
+from .events import message_to_record, record_to_message
+from .protocol import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_FETCH_WAIT_MS,
+    NODE_ID,
+    SASL_MECHANISM,
+    SUPPORTED_VERSIONS,
+    ErrorCode,
+)
+from .records import UnsupportedCompression, decode_batches, encode_batch
+from .sasl import SaslRefused, check_plain
+from .wire import KafkaDecodeError
+
+
+@dataclass
+class ClientState:
+    """What one client connection has negotiated."""
+
+    handshake_done: bool = False
+    authenticated: bool = False
+    failed_auth: bool = False  # the connection closes after the failure response
+
+
+@dataclass
+class Context:
+    """Per-request context: the broker, the address clients reach this endpoint at, the client."""
+
+    broker: Broker
+    host: str
+    port: int
+    state: ClientState
+    producer_ids: itertools.count
+
+
+def api_versions(ctx: Context, version: int, req: dict) -> dict:
+    """The APIs and versions served."""
+    keys = [
+        {"api_key": int(k), "min_version": lo, "max_version": hi}
+        for k, (lo, hi) in SUPPORTED_VERSIONS.items()
+    ]
+    return {"error_code": ErrorCode.NONE, "api_keys": keys}
+
+
+def sasl_handshake(ctx: Context, version: int, req: dict) -> dict:
+    """Agree on PLAIN, the one mechanism the service's Kafka endpoint takes with a connection string."""
+    ok = req["mechanism"] == SASL_MECHANISM
+    ctx.state.handshake_done = ok
+    error = ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    return {"error_code": error, "mechanisms": [SASL_MECHANISM]}
+
+
+def sasl_authenticate(ctx: Context, version: int, req: dict) -> dict:
+    """Check the PLAIN credentials (user ``$ConnectionString``, password the connection string)."""
+    if not ctx.state.handshake_done or ctx.state.authenticated:
+        ctx.state.failed_auth = True
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": "SaslHandshake PLAIN first"}
+    try:
+        check_plain(req["auth_bytes"] or b"", ctx.broker.config)
+    except SaslRefused as exc:
+        ctx.state.failed_auth = True
+        return {
+            "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+            "error_message": f"Authentication failed: {exc}",
+        }
+    ctx.state.authenticated = True
+    return {"error_code": ErrorCode.NONE, "error_message": None}
+
+
+def _partition_entries(hub: Hub) -> list[dict]:
+    return [
+        {
+            "error_code": ErrorCode.NONE,
+            "partition_index": int(pid),
+            "leader_id": NODE_ID,
+            "replica_nodes": [NODE_ID],
+            "isr_nodes": [NODE_ID],
+        }
+        for pid in hub.partition_ids()
+    ]
+
+
+def metadata(ctx: Context, version: int, req: dict) -> dict:
+    """One broker (this endpoint) leading every partition of the requested hubs (all when none named)."""
+    requested = req["topics"]
+    if requested is None or (version == 0 and not requested):
+        names = [hub.name for hub in ctx.broker.hubs.values()]
+    else:
+        names = [t["name"] for t in requested]
+    topics = []
+    for name in names:
+        hub = ctx.broker.hub(name or "")
+        if hub is None:
+            topics.append(
+                {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []}
+            )
+        else:
+            topics.append({"error_code": ErrorCode.NONE, "name": name, "partitions": _partition_entries(hub)})
+    return {
+        "brokers": [{"node_id": NODE_ID, "host": ctx.host, "port": ctx.port, "rack": None}],
+        "cluster_id": ctx.broker.config.namespace,
+        "controller_id": NODE_ID,
+        "topics": topics,
+    }
+
+
+def _log(ctx: Context, topic: str, partition: int) -> PartitionLog | None:
+    hub = ctx.broker.hub(topic or "")
+    return hub.partitions.get(str(partition)) if hub is not None else None
+
+
+def _produce_partition(ctx: Context, topic: str, part: dict) -> dict:
+    index = part["index"]
+    out: dict[str, Any] = {"index": index, "error_code": ErrorCode.NONE, "error_message": None}
+    log = _log(ctx, topic, index)
+    if log is None:
+        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    try:
+        batches = decode_batches(part["records"] or b"")
+    except UnsupportedCompression as exc:
+        out.update(error_code=ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, error_message=str(exc))
+        return out
+    except KafkaDecodeError as exc:
+        out.update(error_code=ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
+        return out
+    messages = [record_to_message(rec) for batch in batches for rec in batch]
+    hub = ctx.broker.hub(topic)
+    assert hub is not None
+    limit = ctx.broker.max_event_size(hub)
+    too_big = next((len(m) for m in messages if len(m) > limit), None)
+    if too_big is not None:
+        out.update(
+            error_code=ErrorCode.MESSAGE_TOO_LARGE,
+            error_message=f"an event of {too_big} bytes exceeds the hub's limit of {limit} bytes",
+        )
+        return out
+    base = log.next_seq
+    if messages:
+        log.append(messages, None)
+    out.update(base_offset=base, log_append_time_ms=log.last_enqueued_ms, log_start_offset=log.begin_seq)
+    return out
+
+
+def produce(ctx: Context, version: int, req: dict) -> dict | None:
+    """Append each partition's records as events (acks 0: no response; 1 and -1 alike: one copy)."""
+    acks = req["acks"]
+    if acks not in (0, 1, -1):
+        responses = [
+            {
+                "name": t["name"],
+                "partition_responses": [
+                    {"index": p["index"], "error_code": ErrorCode.INVALID_REQUIRED_ACKS}
+                    for p in t["partition_data"]
+                ],
+            }
+            for t in req["topic_data"]
+        ]
+        return {"responses": responses}
+    responses = [
+        {
+            "name": t["name"],
+            "partition_responses": [_produce_partition(ctx, t["name"], p) for p in t["partition_data"]],
+        }
+        for t in req["topic_data"]
+    ]
+    return None if acks == 0 else {"responses": responses}
+
+
+def init_producer_id(ctx: Context, version: int, req: dict) -> dict:
+    """A new producer id for an idempotent producer (epoch 0). Transactions are not served; the
+    emulator keeps one copy of each accepted batch and does not de-duplicate retried ones."""
+    if req["transactional_id"] is not None:
+        return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    return {"error_code": ErrorCode.NONE, "producer_id": next(ctx.producer_ids), "producer_epoch": 0}
+
+
+def list_offsets(ctx: Context, version: int, req: dict) -> dict:
+    """Earliest (-2), latest (-1), or the first offset enqueued at or after a timestamp."""
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            entry: dict[str, Any] = {"partition_index": p["partition_index"], "error_code": ErrorCode.NONE}
+            log = _log(ctx, t["name"], p["partition_index"])
+            ts = p["timestamp"]
+            if log is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif ts == EARLIEST_TIMESTAMP:
+                entry.update(offset=log.begin_seq, timestamp=-1)
+            elif ts == LATEST_TIMESTAMP:
+                entry.update(offset=log.next_seq, timestamp=-1)
+            elif ts < 0:
+                entry["error_code"] = ErrorCode.INVALID_REQUEST
+            else:
+                seq = log.first_seq_after_time(ts, inclusive=True)
+                if seq >= log.next_seq:
+                    entry.update(offset=-1, timestamp=-1)
+                else:
+                    entry.update(offset=seq, timestamp=log.events[seq - log.begin_seq][2])
+            parts.append(entry)
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"topics": topics}
+
+
+def _fetch_partition(ctx: Context, topic: str, part: dict, budget: int) -> tuple[dict, int]:
+    """One partition's fetch answer and how many record bytes it holds."""
+    index = part["partition"]
+    out: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE, "high_watermark": -1}
+    log = _log(ctx, topic, index)
+    if log is None:
+        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return out, 0
+    out.update(
+        high_watermark=log.next_seq,
+        last_stable_offset=log.next_seq,
+        log_start_offset=log.begin_seq,
+        aborted_transactions=None,
+    )
+    offset = part["fetch_offset"]
+    if offset < log.begin_seq or offset > log.next_seq:
+        out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        return out, 0
+    limit = min(part["partition_max_bytes"], budget)
+    chunks: list[bytes] = []
+    size = 0
+    run: list[Any] = []
+    run_base = offset
+    for seq, _, enq, payload, _ in log.events[offset - log.begin_seq :]:
+        if (size or chunks or run) and size + len(payload) > limit:
+            break  # the first event goes out even when larger than the limit, as Kafka does
+        if run and run[-1].timestamp_ms != enq:
+            chunks.append(encode_batch(run_base, run, run[0].timestamp_ms))
+            run, run_base = [], seq
+        run.append(message_to_record(payload, enq))
+        size += len(payload)
+    if run:
+        chunks.append(encode_batch(run_base, run, run[0].timestamp_ms))
+    records = b"".join(chunks)
+    out["records"] = records
+    return out, len(records)
+
+
+def _fetch_once(ctx: Context, req: dict) -> tuple[dict, int]:
+    budget = req["max_bytes"]
+    responses = []
+    total = 0
+    for t in req["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            entry, size = _fetch_partition(ctx, t["topic"], p, max(budget - total, 0))
+            total += size
+            parts.append(entry)
+        responses.append({"topic": t["topic"], "partitions": parts})
+    return {"error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}, total
+
+
+async def fetch(ctx: Context, version: int, req: dict) -> dict:
+    """Records from each partition's fetch offset on; waits up to MaxWaitMs for MinBytes to arrive.
+
+    No fetch sessions: every answer is a full one (session id 0), which clients accept.
+    """
+    response, total = _fetch_once(ctx, req)
+    wait_ms = min(max(req["max_wait_ms"], 0), MAX_FETCH_WAIT_MS)
+    if total >= max(req["min_bytes"], 1) or wait_ms == 0:
+        return response
+    arrived = asyncio.Event()
+    logs = [
+        log
+        for t in req["topics"]
+        for p in t["partitions"]
+        if (log := _log(ctx, t["topic"], p["partition"])) is not None
+    ]
+    for log in logs:
+        log.listeners.add(arrived.set)
+    try:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(arrived.wait(), wait_ms / 1000)
+    finally:
+        for log in logs:
+            log.listeners.discard(arrived.set)
+    return _fetch_once(ctx, req)[0]

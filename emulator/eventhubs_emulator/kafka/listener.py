@@ -1,0 +1,153 @@
+"""A Kafka client connection: size-prefixed frames, request headers, SASL gating, dispatch.
+
+Requests on one connection are answered in order, one at a time (as a Kafka broker does). Until the
+client has authenticated with SASL PLAIN only ApiVersions, SaslHandshake and SaslAuthenticate are
+served; anything else, a malformed frame or a size prefix over the limit closes the connection (with
+a log line naming the peer and the reason, never the frame's content).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import itertools
+import logging
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from ..store import Broker
+from . import handlers
+from .protocol import (
+    FLEXIBLE_FROM,
+    MAX_REQUEST_BYTES,
+    MAX_UNAUTHENTICATED_REQUEST_BYTES,
+    PRE_AUTH_APIS,
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    ErrorCode,
+)
+from .schemas import SCHEMAS
+from .wire import KafkaDecodeError, Reader, Writer, read_struct, write_struct
+
+log = logging.getLogger("eventhubs_emulator.kafka")
+
+_SIZE = struct.Struct(">i")
+
+_HANDLERS: dict[ApiKey, Callable[..., Any]] = {
+    ApiKey.API_VERSIONS: handlers.api_versions,
+    ApiKey.SASL_HANDSHAKE: handlers.sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handlers.sasl_authenticate,
+    ApiKey.METADATA: handlers.metadata,
+    ApiKey.PRODUCE: handlers.produce,
+    ApiKey.FETCH: handlers.fetch,
+    ApiKey.LIST_OFFSETS: handlers.list_offsets,
+    ApiKey.INIT_PRODUCER_ID: handlers.init_producer_id,
+}
+
+
+class ClosingConnection(Exception):
+    """The client broke the protocol; the message (logged) says how."""
+
+
+def _flexible(api: ApiKey, version: int) -> bool:
+    start = FLEXIBLE_FROM[api]
+    return start is not None and version >= start
+
+
+class KafkaServer:
+    """The Kafka endpoint's state on the emulator's loop: the broker and the advertised address."""
+
+    def __init__(self, broker: Broker, host: str) -> None:
+        self.broker = broker
+        self.host = host  # what Metadata tells clients to connect to
+        self.port = 0  # set once listening
+        self.writers: set[asyncio.StreamWriter] = set()
+        self.producer_ids = itertools.count(1000)
+
+    def drop_connections(self) -> int:
+        """Abort every Kafka client connection; return how many."""
+        writers = list(self.writers)
+        for writer in writers:
+            if writer.transport is not None:
+                writer.transport.abort()
+        return len(writers)
+
+    async def handle_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one client until it closes the connection or breaks the protocol."""
+        peer = writer.get_extra_info("peername")
+        state = handlers.ClientState()
+        self.writers.add(writer)
+        try:
+            while True:
+                try:
+                    head = await reader.readexactly(4)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                (size,) = _SIZE.unpack(head)
+                limit = MAX_REQUEST_BYTES if state.authenticated else MAX_UNAUTHENTICATED_REQUEST_BYTES
+                if size < 8 or size > limit:
+                    raise ClosingConnection(f"request size {size} outside 8..{limit} bytes")
+                try:
+                    frame = await reader.readexactly(size)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                response = await self._serve(frame, state)
+                if response is not None:
+                    writer.write(_SIZE.pack(len(response)) + response)
+                    await writer.drain()
+                if state.failed_auth:
+                    raise ClosingConnection("SASL authentication failed")
+        except ClosingConnection as exc:
+            log.warning("Kafka endpoint: closing the connection from %s: %s", peer, exc)
+        except KafkaDecodeError as exc:
+            log.warning("Kafka endpoint: closing the connection from %s: malformed request: %s", peer, exc)
+        except (ConnectionError, asyncio.CancelledError):  # the peer went, or the emulator stops
+            pass
+        finally:
+            self.writers.discard(writer)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _serve(self, frame: bytes, state: handlers.ClientState) -> bytes | None:
+        """The response frame (without its size) to one request frame, or None (acks=0 produce)."""
+        r = Reader(frame)
+        key, version, correlation_id = r.fixed("int16"), r.fixed("int16"), r.fixed("int32")
+        try:
+            api = ApiKey(key)
+        except ValueError:
+            raise ClosingConnection(f"unsupported API key {key}") from None
+        if not state.authenticated and api not in PRE_AUTH_APIS:
+            raise ClosingConnection(f"{api.name} before SASL authentication")
+        lo, hi = SUPPORTED_VERSIONS[api]
+        if not lo <= version <= hi:
+            if api is ApiKey.API_VERSIONS:  # answered in v0 so that the client can pick a version
+                return self._api_versions_fallback(correlation_id)
+            raise ClosingConnection(f"{api.name} version {version} is not served ({lo}-{hi})")
+        flexible = _flexible(api, version)
+        r.string()  # client id
+        if flexible:
+            r.skip_tagged_fields()
+        request_schema, response_schema = SCHEMAS[api]
+        request = read_struct(r, request_schema, version, flexible)
+        ctx = handlers.Context(self.broker, self.host, self.port, state, self.producer_ids)
+        result = _HANDLERS[api](ctx, version, request)
+        if inspect.isawaitable(result):
+            result = await result
+        if result is None:
+            return None
+        w = Writer()
+        w.fixed("int32", correlation_id)
+        if flexible and api is not ApiKey.API_VERSIONS:  # ApiVersions keeps response header v0
+            w.empty_tagged_fields()
+        write_struct(w, response_schema, version, flexible, result)
+        return bytes(w.out)
+
+    def _api_versions_fallback(self, correlation_id: int) -> bytes:
+        w = Writer()
+        w.fixed("int32", correlation_id)
+        body = handlers.api_versions(None, 0, {})  # type: ignore[arg-type]
+        body["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+        write_struct(w, SCHEMAS[ApiKey.API_VERSIONS][1], 0, False, body)
+        return bytes(w.out)

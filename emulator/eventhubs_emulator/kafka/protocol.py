@@ -1,0 +1,88 @@
+"""Kafka protocol constants the endpoint uses, defined once: API keys, served versions, error codes,
+limits."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    """The request types served (Kafka's api_key numbers)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    INIT_PRODUCER_ID = 22
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    SASL_AUTHENTICATE = 36
+
+
+#: Versions served per API, (min, max). Flexible versions (compact encodings, tagged fields) start at
+#: FLEXIBLE_FROM; the ranges stop before versions that change semantics the emulator lacks (topic ids).
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 9),
+    ApiKey.FETCH: (4, 12),
+    ApiKey.LIST_OFFSETS: (1, 6),
+    ApiKey.METADATA: (0, 9),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+}
+
+#: The first flexible version of each API (None: never flexible).
+FLEXIBLE_FROM: dict[ApiKey, int | None] = {
+    ApiKey.PRODUCE: 9,
+    ApiKey.FETCH: 12,
+    ApiKey.LIST_OFFSETS: 6,
+    ApiKey.METADATA: 9,
+    ApiKey.INIT_PRODUCER_ID: 2,
+    ApiKey.SASL_HANDSHAKE: None,
+    ApiKey.API_VERSIONS: 3,
+    ApiKey.SASL_AUTHENTICATE: 2,
+}
+
+#: APIs a client may call before it has authenticated.
+PRE_AUTH_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+class ErrorCode(IntEnum):
+    """Kafka error codes the endpoint answers with."""
+
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    MESSAGE_TOO_LARGE = 10
+    INVALID_REQUIRED_ACKS = 21
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    SASL_AUTHENTICATION_FAILED = 58
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    INVALID_RECORD = 87
+
+
+#: The SASL mechanism and user name the service takes (the password is a connection string).
+SASL_MECHANISM = "PLAIN"
+SASL_USER = "$ConnectionString"
+
+#: The one broker (node id) the endpoint presents; it leads every partition.
+NODE_ID = 0
+
+#: Largest request accepted from a client that has not authenticated yet (as Kafka's 512 KiB), and
+#: from one that has (above the service's 1 MB request limit, with room for the frame); a larger size
+#: prefix closes the connection before anything is read.
+MAX_UNAUTHENTICATED_REQUEST_BYTES = 512 * 1024
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+
+#: Longest a Fetch waits for data (its MaxWaitMs is capped to this).
+MAX_FETCH_WAIT_MS = 30_000
+
+#: ListOffsets timestamps with a special meaning.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
