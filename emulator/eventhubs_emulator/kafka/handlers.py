@@ -61,6 +61,7 @@ def sasl_handshake(ctx: Context, version: int, req: dict) -> dict:
     """Agree on PLAIN, the one mechanism the service's Kafka endpoint takes with a connection string."""
     ok = req["mechanism"] == SASL_MECHANISM
     ctx.state.handshake_done = ok
+    ctx.state.failed_auth = not ok  # as a Kafka broker: the answer, then the connection closes
     error = ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_SASL_MECHANISM
     return {"error_code": error, "mechanisms": [SASL_MECHANISM]}
 
