@@ -61,6 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
         "first use (overrides EmulatorExtras.TlsDir)",
     )
     parser.add_argument(
+        "--kafka-port",
+        type=int,
+        default=None,
+        help="port of the Kafka endpoint (SASL PLAIN, user $ConnectionString, password the connection "
+        "string; 0 = free port; overrides EmulatorExtras.KafkaPort)",
+    )
+    parser.add_argument(
         "--entra-id-issuer-dir",
         default=None,
         help="folder of a local Entra ID token issuer (python -m eventhubs_emulator.token_issuer) whose "
@@ -101,6 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         config.tls_port = args.tls_port
     if args.tls_dir is not None:
         config.tls_dir = args.tls_dir
+    if args.kafka_port is not None:
+        if not 0 <= args.kafka_port <= 65535:
+            print(
+                f"eventhubs-emulator: --kafka-port must be a port number 0-65535 (got {args.kafka_port})",
+                file=sys.stderr,
+            )
+            return 2
+        config.kafka_port = args.kafka_port
     if config.tls_port is not None and not config.tls_dir:
         print(
             "eventhubs-emulator: --tls-port needs --tls-dir (where its CA and certificate are kept)",
@@ -163,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
             f"AMQPS and WSS: {args.host}:{emulator.tls_port}, trusting {emulator.ca_certificate} (SDK: "
             f"custom_endpoint_address='sb://localhost:{emulator.tls_port}', "
             f"connection_verify={str(emulator.ca_certificate)!r}; no UseDevelopmentEmulator)",
+            flush=True,
+        )
+    if emulator.kafka_bootstrap is not None:
+        print(
+            f"Kafka: bootstrap servers {emulator.kafka_bootstrap} (security.protocol=SASL_PLAINTEXT, "
+            "sasl.mechanism=PLAIN, user $ConnectionString, password: the namespace connection string)",
             flush=True,
         )
     if emulator.admin_url:

@@ -13,10 +13,14 @@ import base64
 import hashlib
 import hmac
 import logging
+import re
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -28,7 +32,7 @@ from kafka import errors as kafka_errors
 from eventhubs_emulator import Emulator
 from eventhubs_emulator.config import EmulatorConfig
 
-from .conftest import receive_all
+from .conftest import receive, receive_all
 
 pytestmark = pytest.mark.integration
 
@@ -369,3 +373,48 @@ def test_sasl_plain_takes_the_connection_string_and_a_sas_token_one(emu: Emulato
 def test_sasl_mechanisms_other_than_plain_are_refused_with_unsupported_sasl_mechanism(emu: Emulator) -> None:
     handshake, _, _, closed = _sasl_exchange(emu, "SCRAM-SHA-256", b"")
     assert (handshake, closed) == (33, True)  # UNSUPPORTED_SASL_MECHANISM, then closed
+
+
+def test_cli_kafka_port_prints_the_bootstrap_address_a_client_uses(tmp_path: Path) -> None:
+    """``--kafka-port 0`` as docs/emulator.md shows it: the printed bootstrap address and a hub's printed
+    connection string as the SASL password carry a Kafka producer."""
+    config = EmulatorConfig.many_hubs({"eh1": 1})
+    path = config.write(tmp_path / "Config.json")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "eventhubs_emulator",
+            "--config",
+            str(path),
+            "--port",
+            "0",
+            "--kafka-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = [proc.stdout.readline() for _ in range(4)]  # type: ignore[union-attr]
+        (kafka_line,) = [line for line in lines if line.startswith("Kafka: ")]
+        bootstrap = re.search(r"bootstrap servers (\S+) ", kafka_line).group(1)  # type: ignore[union-attr]
+        conn = lines[-1].split(": ", 1)[1].strip()
+        assert conn.startswith("Endpoint=sb://"), lines
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_plain_username="$ConnectionString",
+            sasl_plain_password=conn,
+        )
+        meta = producer.send("eh1", b"via-cli", partition=0).get(timeout=DEADLINE)
+        producer.close()
+        assert (meta.partition, meta.offset) == (0, 0)
+        assert [e.body_as_str() for e in receive(conn, "0", expected=1)] == ["via-cli"]
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "SAS_KEY_VALUE" not in err
