@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
         "string; 0 = free port; overrides EmulatorExtras.KafkaPort)",
     )
     parser.add_argument(
+        "--kafka-tls-port",
+        type=int,
+        default=None,
+        help="port of the Kafka endpoint over TLS (SASL_SSL, as the service's 9093; 0 = free port; "
+        "overrides EmulatorExtras.KafkaTlsPort); needs --tls-dir",
+    )
+    parser.add_argument(
         "--entra-id-issuer-dir",
         default=None,
         help="folder of a local Entra ID token issuer (python -m eventhubs_emulator.token_issuer) whose "
@@ -116,9 +123,24 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         config.kafka_port = args.kafka_port
+    if args.kafka_tls_port is not None:
+        if not 0 <= args.kafka_tls_port <= 65535:
+            print(
+                "eventhubs-emulator: --kafka-tls-port must be a port number 0-65535 "
+                f"(got {args.kafka_tls_port})",
+                file=sys.stderr,
+            )
+            return 2
+        config.kafka_tls_port = args.kafka_tls_port
     if config.tls_port is not None and not config.tls_dir:
         print(
             "eventhubs-emulator: --tls-port needs --tls-dir (where its CA and certificate are kept)",
+            file=sys.stderr,
+        )
+        return 2
+    if config.kafka_tls_port is not None and not config.tls_dir:
+        print(
+            "eventhubs-emulator: --kafka-tls-port needs --tls-dir (where its CA and certificate are kept)",
             file=sys.stderr,
         )
         return 2
@@ -184,6 +206,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"Kafka: bootstrap servers {emulator.kafka_bootstrap} (security.protocol=SASL_PLAINTEXT, "
             "sasl.mechanism=PLAIN, user $ConnectionString, password: the namespace connection string)",
+            flush=True,
+        )
+    if emulator.kafka_tls_bootstrap is not None:
+        print(
+            f"Kafka over TLS: bootstrap servers {emulator.kafka_tls_bootstrap} (security.protocol=SASL_SSL, "
+            f"trusting {emulator.ca_certificate}, sasl.mechanism=PLAIN, user $ConnectionString, password: "
+            "the namespace connection string)",
             flush=True,
         )
     if emulator.admin_url:

@@ -15,7 +15,8 @@ Extras this emulator understands (the official one ignores unknown fields):
   serves WebSockets too), ``TlsPort`` (an extra port for AMQPS and WSS; 0 = a free port) and
   ``TlsDir`` (its CA and certificate, made there on first use; ``eventhubs_emulator.tls``),
   ``KafkaPort`` (the Kafka endpoint, SASL PLAIN with the connection string; 0 = a free port;
-  ``eventhubs_emulator.kafka``) and
+  ``eventhubs_emulator.kafka``), ``KafkaTlsPort`` (the same over TLS, as the service's 9093; needs
+  ``TlsDir``) and
   ``EntraIdIssuerDir`` (the folder of the local Entra ID token issuer whose JWTs $cbs accepts;
   ``eventhubs_emulator.token_issuer``);
 - per entity: ``RetentionMinutes``, ``RetentionEventCount``, ``MaxEventSizeBytes``.
@@ -73,6 +74,7 @@ class EmulatorConfig:
     tls_port: int | None = None  # extra listener for AMQPS and WSS (None = no TLS)
     tls_dir: str | None = None  # where the TLS port's CA and certificate are (made on first use)
     kafka_port: int | None = None  # the Kafka endpoint (None = no Kafka endpoint)
+    kafka_tls_port: int | None = None  # the Kafka endpoint over TLS (None = none; needs tls_dir)
     entra_id_issuer_dir: str | None = None  # the trusted token issuer's folder (None = SAS only)
 
     @classmethod
@@ -159,6 +161,7 @@ class EmulatorConfig:
                 ("TlsPort", self.tls_port, None),
                 ("TlsDir", self.tls_dir, None),
                 ("KafkaPort", self.kafka_port, None),
+                ("KafkaTlsPort", self.kafka_tls_port, None),
                 ("EntraIdIssuerDir", self.entra_id_issuer_dir, None),
             )
             if value != default
@@ -230,6 +233,7 @@ class EmulatorConfig:
             ("WebSocketPort", self.websocket_port),
             ("TlsPort", self.tls_port),
             ("KafkaPort", self.kafka_port),
+            ("KafkaTlsPort", self.kafka_tls_port),
         )
         for key, port in ports:
             bad_type = isinstance(port, bool) or not isinstance(port, int)
@@ -237,6 +241,11 @@ class EmulatorConfig:
                 raise ConfigError(
                     f"UserConfig.EmulatorExtras.{key}: must be a port number 0-65535 (got {port!r})"
                 )
+        if self.kafka_tls_port is not None and not self.tls_dir:
+            raise ConfigError(
+                "UserConfig.EmulatorExtras.KafkaTlsPort needs TlsDir: the folder of its CA and certificate "
+                "(made there on first use; clients trust <TlsDir>/ca.pem)"
+            )
         if self.tls_port is not None and not self.tls_dir:
             raise ConfigError(
                 "UserConfig.EmulatorExtras.TlsPort needs TlsDir: the folder of its CA and certificate "
@@ -328,6 +337,7 @@ def parse_config(data: Any) -> EmulatorConfig:
     cfg.tls_port = _get(extras, "TlsPort", where_x, int, required=False)
     cfg.tls_dir = _get(extras, "TlsDir", where_x, str, required=False)
     cfg.kafka_port = _get(extras, "KafkaPort", where_x, int, required=False)
+    cfg.kafka_tls_port = _get(extras, "KafkaTlsPort", where_x, int, required=False)
     cfg.entra_id_issuer_dir = _get(extras, "EntraIdIssuerDir", where_x, str, required=False)
     cfg.validate()
     return cfg

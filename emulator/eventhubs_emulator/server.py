@@ -238,6 +238,7 @@ class Emulator:
         self.tls_port: int | None = None
         self.ca_certificate: Path | None = None  # what TLS clients trust, once the TLS port listens
         self.kafka_port: int | None = None  # the Kafka endpoint's port, once it listens
+        self.kafka_tls_port: int | None = None  # the Kafka endpoint's TLS port, once it listens
         self._kafka: Any = None  # the Kafka endpoint (eventhubs_emulator.kafka.KafkaServer)
         self.faults = Faults(self)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -330,7 +331,7 @@ class Emulator:
                     opened.close()
                 self._broker.close()
                 raise
-        if self.config.kafka_port is not None:
+        if self.config.kafka_port is not None or self.config.kafka_tls_port is not None:
             try:
                 await self._listen_kafka()
             except BaseException:
@@ -362,25 +363,40 @@ class Emulator:
         self.ca_certificate = files.ca_cert
 
     async def _listen_kafka(self) -> None:
-        """The Kafka endpoint's port (SASL PLAIN with the connection string; no TLS yet)."""
+        """The Kafka endpoint's ports: plain (``KafkaPort``) and TLS (``KafkaTlsPort``), both SASL PLAIN
+        with the connection string, over one KafkaServer."""
         from .kafka import KafkaServer
 
         assert self._broker is not None
         self._kafka = KafkaServer(self._broker, self.client_host())
-        port = self.config.kafka_port or 0
-        try:
-            listener = await asyncio.start_server(self._kafka.handle_client, self.host, port)
-        except OSError as exc:
-            if exc.errno in (98, 48, 10048):
-                raise PortInUseError(
-                    exc.errno,
-                    f"Kafka port {port} on {self.host} is already in use "
-                    f"(UserConfig.EmulatorExtras.KafkaPort / --kafka-port); pass another port, or 0 to pick "
-                    f"a free one",
-                ) from None
-            raise
-        self._listeners.append(listener)
-        self.kafka_port = self._kafka.port = listener.sockets[0].getsockname()[1]
+        wanted: list[tuple[str, int, Any]] = []
+        if self.config.kafka_port is not None:
+            wanted.append(("KafkaPort", self.config.kafka_port, None))
+        if self.config.kafka_tls_port is not None:
+            from .tls import ensure_certificates
+
+            files = ensure_certificates(self.config.tls_dir or "", self.host)
+            self.ca_certificate = files.ca_cert
+            wanted.append(("KafkaTlsPort", self.config.kafka_tls_port, files.server_context()))
+        for key, port, tls in wanted:
+            try:
+                listener = await asyncio.start_server(self._kafka.handle_client, self.host, port, ssl=tls)
+            except OSError as exc:
+                if exc.errno in (98, 48, 10048):
+                    option = "--kafka-tls-port" if tls else "--kafka-port"
+                    raise PortInUseError(
+                        exc.errno,
+                        f"Kafka port {port} on {self.host} is already in use "
+                        f"(UserConfig.EmulatorExtras.{key} / {option}); pass another port, or 0 to pick "
+                        f"a free one",
+                    ) from None
+                raise
+            self._listeners.append(listener)
+            bound = listener.sockets[0].getsockname()[1]
+            if tls is None:
+                self.kafka_port = bound
+            else:
+                self.kafka_tls_port = bound
 
     async def _housekeeping(self) -> None:
         last_retention = 0.0
@@ -478,6 +494,11 @@ class Emulator:
     def kafka_bootstrap(self) -> str | None:
         """The Kafka clients' ``bootstrap.servers`` (None without a Kafka port)."""
         return None if self.kafka_port is None else f"{self.client_host()}:{self.kafka_port}"
+
+    @property
+    def kafka_tls_bootstrap(self) -> str | None:
+        """``bootstrap.servers`` for the Kafka endpoint over TLS (clients trust :attr:`ca_certificate`)."""
+        return None if self.kafka_tls_port is None else f"{self.client_host()}:{self.kafka_tls_port}"
 
     def kafka_password(self) -> str:
         """The SASL PLAIN password a Kafka client sends (user ``$ConnectionString``): the namespace's

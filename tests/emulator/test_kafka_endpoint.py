@@ -15,6 +15,7 @@ import hmac
 import logging
 import re
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as kafka_errors
 
 from eventhubs_emulator import Emulator
-from eventhubs_emulator.config import EmulatorConfig
+from eventhubs_emulator.config import ConfigError, EmulatorConfig, parse_config
 
 from .conftest import receive, receive_all
 
@@ -418,3 +419,46 @@ def test_cli_kafka_port_prints_the_bootstrap_address_a_client_uses(tmp_path: Pat
         _out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert "SAS_KEY_VALUE" not in err
+
+
+def test_sasl_ssl_on_the_kafka_tls_port_with_the_emulator_ca(tmp_path: Path) -> None:
+    """``KafkaTlsPort``: SASL PLAIN over TLS as on the service's 9093; the client verifies the emulator's
+    certificate against ``<TlsDir>/ca.pem``, and the events meet AMQP consumers as on the plain port."""
+    config = EmulatorConfig.many_hubs({"hub1": 1}, kafka_tls_port=0, tls_dir=str(tmp_path / "tls"))
+    with Emulator(config) as emu:
+        assert emu.kafka_bootstrap is None and emu.kafka_tls_bootstrap is not None
+        tls = {
+            "bootstrap_servers": emu.kafka_tls_bootstrap,
+            "security_protocol": "SASL_SSL",
+            "ssl_cafile": str(emu.ca_certificate),
+        }
+        producer = KafkaProducer(**_client_config(emu, acks="all", **tls))
+        meta = producer.send("hub1", b"over-tls", partition=0, headers=[("via", b"9093")]).get(
+            timeout=DEADLINE
+        )
+        producer.close()
+        assert meta.offset == 0
+        [event] = receive(emu.connection_string("hub1"), "0", expected=1, settle=0.3)
+        assert event.body_as_str() == "over-tls"
+        [record] = _consume(emu, "hub1", [0], expected=1, **tls)
+        assert (record.value, record.headers) == (b"over-tls", [("via", b"9093")])
+        # a client that does not trust the emulator's CA gets no connection
+        host, port = emu.kafka_tls_bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=DEADLINE) as raw:
+            with pytest.raises(ssl.SSLCertVerificationError):
+                ssl.create_default_context().wrap_socket(raw, server_hostname="localhost")
+
+
+def test_kafka_ports_round_trip_through_config_json_and_tls_needs_a_tls_dir() -> None:
+    config = EmulatorConfig.many_hubs({"hub1": 1}, kafka_port=9092, kafka_tls_port=9093, tls_dir="/tmp/x")
+    extras = config.to_document()["UserConfig"]["EmulatorExtras"]
+    assert (extras["KafkaPort"], extras["KafkaTlsPort"]) == (9092, 9093)
+    again = parse_config(config.to_document())
+    assert (again.kafka_port, again.kafka_tls_port) == (9092, 9093)
+    assert "KafkaPort" not in EmulatorConfig.many_hubs({"hub1": 1}).to_document()["UserConfig"].get(
+        "EmulatorExtras", {}
+    ), "off by default"
+    with pytest.raises(ConfigError, match="KafkaTlsPort needs TlsDir"):
+        EmulatorConfig.many_hubs({"hub1": 1}, kafka_tls_port=0)
+    with pytest.raises(ConfigError, match="KafkaPort: must be a port number"):
+        EmulatorConfig.many_hubs({"hub1": 1}, kafka_port=70000)

@@ -57,12 +57,12 @@ def _flexible(api: ApiKey, version: int) -> bool:
 
 
 class KafkaServer:
-    """The Kafka endpoint's state on the emulator's loop: the broker and the advertised address."""
+    """The Kafka endpoint's state on the emulator's loop: the broker, the advertised host, the open
+    connections; it serves the plain and the TLS port alike."""
 
     def __init__(self, broker: Broker, host: str) -> None:
         self.broker = broker
-        self.host = host  # what Metadata tells clients to connect to
-        self.port = 0  # set once listening
+        self.host = host  # what Metadata tells clients to connect to (with the port they came in on)
         self.writers: set[asyncio.StreamWriter] = set()
         self.producer_ids = itertools.count(1000)
 
@@ -77,6 +77,8 @@ class KafkaServer:
     async def handle_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one client until it closes the connection or breaks the protocol."""
         peer = writer.get_extra_info("peername")
+        sockname = writer.get_extra_info("sockname")
+        port = sockname[1] if sockname else 0
         state = handlers.ClientState()
         self.writers.add(writer)
         try:
@@ -93,7 +95,7 @@ class KafkaServer:
                     frame = await reader.readexactly(size)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
-                response = await self._serve(frame, state)
+                response = await self._serve(frame, state, port)
                 if response is not None:
                     writer.write(_SIZE.pack(len(response)) + response)
                     await writer.drain()
@@ -110,7 +112,7 @@ class KafkaServer:
             with contextlib.suppress(Exception):
                 writer.close()
 
-    async def _serve(self, frame: bytes, state: handlers.ClientState) -> bytes | None:
+    async def _serve(self, frame: bytes, state: handlers.ClientState, port: int) -> bytes | None:
         """The response frame (without its size) to one request frame, or None (acks=0 produce)."""
         r = Reader(frame)
         key, version, correlation_id = r.fixed("int16"), r.fixed("int16"), r.fixed("int32")
@@ -131,7 +133,7 @@ class KafkaServer:
             r.skip_tagged_fields()
         request_schema, response_schema = SCHEMAS[api]
         request = read_struct(r, request_schema, version, flexible)
-        ctx = handlers.Context(self.broker, self.host, self.port, state, self.producer_ids)
+        ctx = handlers.Context(self.broker, self.host, port, state, self.producer_ids)
         result = _HANDLERS[api](ctx, version, request)
         if inspect.isawaitable(result):
             result = await result
