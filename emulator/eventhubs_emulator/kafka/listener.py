@@ -107,6 +107,8 @@ class KafkaServer:
             log.warning("Kafka endpoint: closing the connection from %s: malformed request: %s", peer, exc)
         except (ConnectionError, asyncio.CancelledError):  # the peer went, or the emulator stops
             pass
+        except Exception:  # a bug answering this client must not reach the others: close it, loudly
+            log.exception("Kafka endpoint: closing the connection from %s after an internal error", peer)
         finally:
             self.writers.discard(writer)
             with contextlib.suppress(Exception):
