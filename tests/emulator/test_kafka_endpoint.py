@@ -462,3 +462,43 @@ def test_kafka_ports_round_trip_through_config_json_and_tls_needs_a_tls_dir() ->
         EmulatorConfig.many_hubs({"hub1": 1}, kafka_tls_port=0)
     with pytest.raises(ConfigError, match="KafkaPort: must be a port number"):
         EmulatorConfig.many_hubs({"hub1": 1}, kafka_port=70000)
+
+
+def test_a_manually_assigned_consumer_commits_and_resumes_from_its_group_offsets(emu: Emulator) -> None:
+    """FindCoordinator, OffsetCommit and OffsetFetch for a consumer group without membership (manual
+    assignment, as Kafka serves it); a new consumer of the group resumes where the first committed."""
+    producer = KafkaProducer(**_client_config(emu, acks="all"))
+    for i in range(5):
+        producer.send("hub1", f"g-{i}".encode(), partition=1).get(timeout=DEADLINE)
+    producer.close()
+    tp = TopicPartition("hub1", 1)
+    first = KafkaConsumer(**_client_config(emu, group_id="g1", enable_auto_commit=False))
+    try:
+        first.assign([tp])
+        assert first.committed(tp) is None, "nothing committed yet"
+        first.seek_to_beginning(tp)
+        read: list[Any] = []
+        deadline = time.monotonic() + DEADLINE
+        while len(read) < 3 and time.monotonic() < deadline:
+            read.extend(
+                r for batch in first.poll(timeout_ms=500, max_records=3 - len(read)).values() for r in batch
+            )
+        assert [r.value for r in read] == [b"g-0", b"g-1", b"g-2"]
+        first.commit()
+    finally:
+        first.close()
+    second = KafkaConsumer(**_client_config(emu, group_id="g1", enable_auto_commit=False))
+    other = KafkaConsumer(**_client_config(emu, group_id="g2", enable_auto_commit=False))
+    try:
+        second.assign([tp])
+        other.assign([tp])
+        assert second.committed(tp) == 3
+        assert other.committed(tp) is None, "groups keep their own offsets"
+        rest: list[Any] = []
+        deadline = time.monotonic() + DEADLINE
+        while len(rest) < 2 and time.monotonic() < deadline:
+            rest.extend(r for batch in second.poll(timeout_ms=500).values() for r in batch)
+        assert [(r.offset, r.value) for r in rest] == [(3, b"g-3"), (4, b"g-4")]
+    finally:
+        second.close()
+        other.close()

@@ -46,6 +46,9 @@ class Context:
     port: int
     state: ClientState
     producer_ids: itertools.count
+    committed: dict[
+        tuple[str, str, int], tuple[int, str | None]
+    ]  # (group, hub, partition) -> offset, metadata
 
 
 def api_versions(ctx: Context, version: int, req: dict) -> dict:
@@ -189,6 +192,70 @@ def init_producer_id(ctx: Context, version: int, req: dict) -> dict:
     if req["transactional_id"] is not None:
         return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     return {"error_code": ErrorCode.NONE, "producer_id": next(ctx.producer_ids), "producer_epoch": 0}
+
+
+def find_coordinator(ctx: Context, version: int, req: dict) -> dict:
+    """This endpoint coordinates every consumer group (key type 0); transactions have no coordinator."""
+    if req["key_type"] != 0:
+        return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": "transactions are not served"}
+    broker = {"node_id": NODE_ID, "host": ctx.host, "port": ctx.port}
+    return {"error_code": ErrorCode.NONE, "error_message": None, **broker}
+
+
+def offset_commit(ctx: Context, version: int, req: dict) -> dict:
+    """Keep a consumer group's committed offsets (in memory; groups are made on first commit).
+
+    Only commits outside a group generation (a consumer with manual assignment: generation -1) are
+    served, since JoinGroup is not; each partition must exist.
+    """
+    group = req["group_id"]
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            error = ErrorCode.NONE
+            if not group:
+                error = ErrorCode.INVALID_GROUP_ID
+            elif _log(ctx, t["name"], p["partition_index"]) is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                key = (group, t["name"].lower(), p["partition_index"])
+                ctx.committed[key] = (p["committed_offset"], p["committed_metadata"])
+            parts.append({"partition_index": p["partition_index"], "error_code": error})
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"topics": topics}
+
+
+def offset_fetch(ctx: Context, version: int, req: dict) -> dict:
+    """A group's committed offsets (-1 where none); every committed partition when no topics are named."""
+    group = req["group_id"]
+    wanted: list[tuple[str, list[int]]]
+    if req["topics"] is None:
+        by_topic: dict[str, list[int]] = {}
+        for g, hub, partition in ctx.committed:
+            if g == group:
+                by_topic.setdefault(hub, []).append(partition)
+        wanted = sorted(by_topic.items())
+    else:
+        wanted = [(t["name"], t["partition_indexes"]) for t in req["topics"]]
+    topics = []
+    for name, partitions in wanted:
+        parts = []
+        for index in partitions:
+            offset, metadata = ctx.committed.get((group, name.lower(), index), (-1, ""))
+            error = (
+                ErrorCode.NONE if _log(ctx, name, index) is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
+            parts.append(
+                {
+                    "partition_index": index,
+                    "committed_offset": offset,
+                    "metadata": metadata,
+                    "error_code": error,
+                }
+            )
+        topics.append({"name": name, "partitions": parts})
+    return {"topics": topics, "error_code": ErrorCode.NONE}
 
 
 def list_offsets(ctx: Context, version: int, req: dict) -> dict:

@@ -44,6 +44,9 @@ _HANDLERS: dict[ApiKey, Callable[..., Any]] = {
     ApiKey.FETCH: handlers.fetch,
     ApiKey.LIST_OFFSETS: handlers.list_offsets,
     ApiKey.INIT_PRODUCER_ID: handlers.init_producer_id,
+    ApiKey.FIND_COORDINATOR: handlers.find_coordinator,
+    ApiKey.OFFSET_COMMIT: handlers.offset_commit,
+    ApiKey.OFFSET_FETCH: handlers.offset_fetch,
 }
 
 
@@ -65,6 +68,7 @@ class KafkaServer:
         self.host = host  # what Metadata tells clients to connect to (with the port they came in on)
         self.writers: set[asyncio.StreamWriter] = set()
         self.producer_ids = itertools.count(1000)
+        self.committed: dict[tuple[str, str, int], tuple[int, str | None]] = {}  # consumer group offsets
 
     def drop_connections(self) -> int:
         """Abort every Kafka client connection; return how many."""
@@ -135,7 +139,7 @@ class KafkaServer:
             r.skip_tagged_fields()
         request_schema, response_schema = SCHEMAS[api]
         request = read_struct(r, request_schema, version, flexible)
-        ctx = handlers.Context(self.broker, self.host, port, state, self.producer_ids)
+        ctx = handlers.Context(self.broker, self.host, port, state, self.producer_ids, self.committed)
         result = _HANDLERS[api](ctx, version, request)
         if inspect.isawaitable(result):
             result = await result

@@ -13,6 +13,9 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
     INIT_PRODUCER_ID = 22
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
@@ -27,6 +30,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (1, 6),
     ApiKey.METADATA: (0, 9),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.OFFSET_COMMIT: (2, 8),
+    ApiKey.OFFSET_FETCH: (1, 7),
+    ApiKey.FIND_COORDINATOR: (0, 3),
     ApiKey.SASL_HANDSHAKE: (1, 1),
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
@@ -39,6 +45,9 @@ FLEXIBLE_FROM: dict[ApiKey, int | None] = {
     ApiKey.LIST_OFFSETS: 6,
     ApiKey.METADATA: 9,
     ApiKey.INIT_PRODUCER_ID: 2,
+    ApiKey.OFFSET_COMMIT: 8,
+    ApiKey.OFFSET_FETCH: 6,
+    ApiKey.FIND_COORDINATOR: 3,
     ApiKey.SASL_HANDSHAKE: None,
     ApiKey.API_VERSIONS: 3,
     ApiKey.SASL_AUTHENTICATE: 2,
@@ -57,6 +66,7 @@ class ErrorCode(IntEnum):
     UNKNOWN_TOPIC_OR_PARTITION = 3
     MESSAGE_TOO_LARGE = 10
     INVALID_REQUIRED_ACKS = 21
+    INVALID_GROUP_ID = 24
     UNSUPPORTED_SASL_MECHANISM = 33
     ILLEGAL_SASL_STATE = 34
     UNSUPPORTED_VERSION = 35

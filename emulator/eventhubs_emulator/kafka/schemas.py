@@ -212,6 +212,92 @@ INIT_PRODUCER_ID_RESPONSE = (
     Field("producer_epoch", "int16", default=-1),
 )
 
+FIND_COORDINATOR_REQUEST = (
+    Field("key", "string"),
+    Field("key_type", "int8", (1, _V), default=0),
+)
+FIND_COORDINATOR_RESPONSE = (
+    Field("throttle_time_ms", "int32", (1, _V), default=0),
+    Field("error_code", "int16"),
+    Field("error_message", "string", (1, _V), nullable_from=1),
+    Field("node_id", "int32"),
+    Field("host", "string"),
+    Field("port", "int32"),
+)
+
+OFFSET_COMMIT_REQUEST = (
+    Field("group_id", "string"),
+    Field("generation_id", "int32", (1, _V), default=-1),
+    Field("member_id", "string", (1, _V), default=""),
+    Field("group_instance_id", "string", (7, _V), nullable_from=7),
+    Field("retention_time_ms", "int64", (2, 4), default=-1),
+    Field(
+        "topics",
+        "array",
+        fields=(
+            Field("name", "string"),
+            Field(
+                "partitions",
+                "array",
+                fields=(
+                    Field("partition_index", "int32"),
+                    Field("committed_offset", "int64"),
+                    Field("committed_leader_epoch", "int32", (6, _V), default=-1),
+                    Field("committed_metadata", "string", nullable_from=0),
+                ),
+            ),
+        ),
+    ),
+)
+OFFSET_COMMIT_RESPONSE = (
+    Field("throttle_time_ms", "int32", (3, _V), default=0),
+    Field(
+        "topics",
+        "array",
+        fields=(
+            Field("name", "string"),
+            Field(
+                "partitions",
+                "array",
+                fields=(Field("partition_index", "int32"), Field("error_code", "int16")),
+            ),
+        ),
+    ),
+)
+
+OFFSET_FETCH_REQUEST = (
+    Field("group_id", "string"),
+    Field(
+        "topics",
+        "array",
+        nullable_from=2,
+        fields=(Field("name", "string"), Field("partition_indexes", "array", item="int32")),
+    ),
+    Field("require_stable", "bool", (7, _V), default=False),
+)
+OFFSET_FETCH_RESPONSE = (
+    Field("throttle_time_ms", "int32", (3, _V), default=0),
+    Field(
+        "topics",
+        "array",
+        fields=(
+            Field("name", "string"),
+            Field(
+                "partitions",
+                "array",
+                fields=(
+                    Field("partition_index", "int32"),
+                    Field("committed_offset", "int64", default=-1),
+                    Field("committed_leader_epoch", "int32", (5, _V), default=-1),
+                    Field("metadata", "string", nullable_from=0),
+                    Field("error_code", "int16"),
+                ),
+            ),
+        ),
+    ),
+    Field("error_code", "int16", (2, _V), default=0),
+)
+
 LIST_OFFSETS_REQUEST = (
     Field("replica_id", "int32"),
     Field("isolation_level", "int8", (2, _V), default=0),
@@ -264,4 +350,7 @@ SCHEMAS: dict[ApiKey, tuple[tuple[Field, ...], tuple[Field, ...]]] = {
     ApiKey.FETCH: (FETCH_REQUEST, FETCH_RESPONSE),
     ApiKey.LIST_OFFSETS: (LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE),
     ApiKey.INIT_PRODUCER_ID: (INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+    ApiKey.FIND_COORDINATOR: (FIND_COORDINATOR_REQUEST, FIND_COORDINATOR_RESPONSE),
+    ApiKey.OFFSET_COMMIT: (OFFSET_COMMIT_REQUEST, OFFSET_COMMIT_RESPONSE),
+    ApiKey.OFFSET_FETCH: (OFFSET_FETCH_REQUEST, OFFSET_FETCH_RESPONSE),
 }
