@@ -502,3 +502,23 @@ def test_a_manually_assigned_consumer_commits_and_resumes_from_its_group_offsets
     finally:
         second.close()
         other.close()
+
+
+def test_acks_0_stores_without_an_answer_and_oversized_events_get_message_too_large() -> None:
+    config = EmulatorConfig.many_hubs({"hub1": 1}, kafka_port=0, max_event_size=1024)
+    with Emulator(config) as emu:
+        fire_and_forget = KafkaProducer(**_client_config(emu, acks=0))
+        for i in range(3):
+            fire_and_forget.send("hub1", f"a0-{i}".encode(), partition=0)
+        fire_and_forget.flush(timeout=DEADLINE)
+        fire_and_forget.close()
+        assert [r.value for r in _consume(emu, "hub1", [0], expected=3)] == [b"a0-0", b"a0-1", b"a0-2"]
+
+        producer = KafkaProducer(**_client_config(emu, acks="all", retries=0))
+        try:
+            with pytest.raises(kafka_errors.MessageSizeTooLargeError):
+                producer.send("hub1", b"x" * 2000, partition=0).get(timeout=DEADLINE)
+            producer.send("hub1", b"x" * 500, partition=0).get(timeout=DEADLINE)  # under the limit
+        finally:
+            producer.close()
+        assert emu.partition_info("hub1", "0")["last_enqueued_sequence_number"] == 3
