@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
 from hubflow_jobs.status import StatusFolder
 from hubflow_jobs.storage.azure import forget_accesses
@@ -24,8 +25,8 @@ from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
 from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
-from hubflow_plugins.status_page.job_snapshots import job_snapshot
-from hubflow_plugins.status_page.progress_history import ProgressSamples
+from hubflow_plugins.operators.cleanup import ArchiveOperator, CheckpointBackupRetentionOperator
+from hubflow_plugins.status_page.status_app import create_app
 from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, Azurite
 from tests.support.processes import free_port, stop_process
 
@@ -82,6 +83,7 @@ def _registry(tmp_path: Path, azurite: Azurite, container: str, ui_port: int) ->
         "  landing:\n"
         "    kind: files\n"
         f"    path: {url(container, 'landing')}\n"
+        f"    archive_dir: {url(container, '_archive')}\n"
         "    format: json\n"
         '    schema: "order_id BIGINT, customer STRING, amount DECIMAL(12, 2), ordered_at TIMESTAMP"\n'
         "params: {required_columns: [order_id]}\n"
@@ -223,7 +225,9 @@ def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
 
         # The status page's view of the job: a fresh process knowing nothing but the connection.
         forget_accesses()
-        snapshot = job_snapshot(job, ProgressSamples())
+        response = TestClient(create_app()).get("/api/jobs/blobjob")
+        assert response.status_code == 200, response.text
+        snapshot = response.json()
         assert snapshot["error"] is None and snapshot["state"] == "running", snapshot
         assert snapshot["last_batch"] is not None
 
@@ -232,6 +236,16 @@ def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
     finally:
         stop_process(process)
         forget_accesses()
+    # Airflow's cleanup operators, each in a process that knows only the connection
+    summary = ArchiveOperator(task_id="archive", job_name="blobjob").execute({})
+    forget_accesses()
+    assert CheckpointBackupRetentionOperator(task_id="backups", job_name="blobjob").execute({}) == []
+    forget_accesses()
+    assert summary["job"] == "blobjob"
+    assert not [b.name for b in blobs.list_blobs(name_starts_with="landing/") if b.name.endswith(".json")]
+    assert [
+        b.name for b in blobs.list_blobs(name_starts_with="_archive/") if b.name.endswith("orders-1.json")
+    ]
     assert secret not in log_path.read_text(errors="replace"), "the driver log holds the secret"
     event_logs = list((tmp_path / "events").rglob("events_*"))  # a rolling log: a folder of parts
     assert event_logs, "Spark wrote its event log"

@@ -13,6 +13,7 @@ masks connection string keys, SAS signatures and account keys wherever they appe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,14 +40,6 @@ _LAST_BATCH_KEYS = (
 )
 
 
-def use_job_storage(job: Any) -> None:
-    """Read the job's storage through its ``storage_conn_id`` (the hook imports the Task SDK: on use)."""
-    if getattr(job, "storage_conn_id", None):
-        from hubflow_plugins.hooks.azure_storage import use_job_storage as register
-
-        register(job)
-
-
 def load_jobs(registry_path: Path | None = None) -> list[Any]:
     """The registered jobs (``hubflow_plugins.core.registry``), in registry order."""
     from hubflow_plugins.core.registry import load_registry
@@ -61,8 +54,14 @@ def job_snapshot(
     with_history: bool = False,
     offsets_cache: OffsetsCache | None = None,
     now: datetime | None = None,
+    use_storage: Callable[[Any], Any] | None = None,
 ) -> dict[str, Any]:
-    """What the status page shows of one registered job (plain JSON types, secrets masked)."""
+    """What the status page shows of one registered job (plain JSON types, secrets masked).
+
+    ``use_storage(job)`` first, when given: the status page registers the job's storage connection
+    with it (``hubflow_plugins.hooks.azure_storage.use_job_storage``); ``hubflow status`` has no
+    Airflow and reads with the storage access of its environment.
+    """
     now = now or datetime.now(UTC)
     snapshot: dict[str, Any] = {
         "name": job.name,
@@ -90,7 +89,8 @@ def job_snapshot(
     }
     try:
         paths = job.paths
-        use_job_storage(job)  # its storage_conn_id: the checkpoint and status folder are read through it
+        if use_storage is not None:
+            use_storage(job)
     except Exception as exc:  # registry/config/connection problems: show them on the job's row
         snapshot["error"] = redact(str(exc))
         return snapshot
@@ -225,11 +225,12 @@ def committed_batch(report: Any) -> dict[str, Any]:
     return batch
 
 
-def driver_log_tail(job: Any, max_bytes: int) -> str | None:
+def driver_log_tail(job: Any, max_bytes: int, use_storage: Callable[[Any], Any] | None = None) -> str | None:
     """The end of the job's ``driver.log`` (secrets masked), or None when there is none."""
     from hubflow_jobs.status import StatusFolder
 
-    use_job_storage(job)
+    if use_storage is not None:
+        use_storage(job)
     data = StatusFolder(job.paths.status_dir).driver_log_tail(max_bytes)
     if data is None:
         return None

@@ -93,7 +93,9 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
         """The snapshot of every job the user may read, in registry order."""
         from hubflow_plugins.status_page.job_snapshots import job_snapshot
 
-        return JSONResponse({"jobs": [job_snapshot(job, samples) for job in jobs(request)]})
+        return JSONResponse(
+            {"jobs": [job_snapshot(job, samples, use_storage=_use_job_storage) for job in jobs(request)]}
+        )
 
     def registered(request: Request, name: str, *, logs: bool = False) -> Any:
         """The job ``name``, when registered (else 404) and the user may read it (else 403)."""
@@ -111,7 +113,11 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
         from hubflow_plugins.status_page.job_snapshots import job_snapshot
 
         job = registered(request, name)
-        return JSONResponse(job_snapshot(job, samples, with_history=True, offsets_cache=offsets_cache))
+        return JSONResponse(
+            job_snapshot(
+                job, samples, with_history=True, offsets_cache=offsets_cache, use_storage=_use_job_storage
+            )
+        )
 
     @app.get("/api/jobs/{name}/driver-log")
     def get_driver_log(request: Request, name: str) -> PlainTextResponse:
@@ -120,7 +126,7 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
 
         job = registered(request, name, logs=True)
         try:
-            text = driver_log_tail(job, DRIVER_LOG_TAIL_BYTES)
+            text = driver_log_tail(job, DRIVER_LOG_TAIL_BYTES, use_storage=_use_job_storage)
         except Exception as exc:
             raise HTTPException(
                 status_code=502, detail=f"cannot read the driver log: {redact(str(exc))}"
@@ -135,7 +141,9 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
         from hubflow_plugins.status_page.job_snapshots import job_snapshot
 
         snapshots = [
-            job_snapshot(job, samples, with_history=True, offsets_cache=offsets_cache)
+            job_snapshot(
+                job, samples, with_history=True, offsets_cache=offsets_cache, use_storage=_use_job_storage
+            )
             for job in jobs(request)
         ]
         base = request.scope.get("root_path", "").rstrip("/")
@@ -149,6 +157,14 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
         return HTMLResponse(html)
 
     return app
+
+
+def _use_job_storage(job: Any) -> None:
+    """Read the job's storage through its ``storage_conn_id`` connection (the hook imports Airflow)."""
+    if getattr(job, "storage_conn_id", None):
+        from hubflow_plugins.hooks.azure_storage import use_job_storage
+
+        use_job_storage(job)
 
 
 def _render(template: str, **context: Any) -> str:
