@@ -19,6 +19,7 @@ import ssl
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -522,3 +523,91 @@ def test_acks_0_stores_without_an_answer_and_oversized_events_get_message_too_la
         finally:
             producer.close()
         assert emu.partition_info("hub1", "0")["last_enqueued_sequence_number"] == 3
+
+
+@pytest.mark.slow
+def test_subscribed_consumers_of_a_group_share_the_partitions_and_take_over_when_one_leaves(
+    emu: Emulator,
+) -> None:
+    """JoinGroup/SyncGroup/Heartbeat/LeaveGroup: two subscribed consumers of one group, each polling in
+    its own thread as applications do, split hub4's four partitions between them; when one closes, the
+    other rebalances and gets all four.
+
+    Marked slow (``make test-all``), not default: 1 run in 12 under 4 parallel runs failed because one
+    kafka-python 3.0.12 client stopped sending anything (no heartbeat, no fetch) for 30 s right after a
+    SyncGroup answer, although every request it had sent was answered; the emulator then expired its
+    session as Kafka does. Passes in ~1 s otherwise; to be re-judged with the Apache Kafka conformance run.
+    """
+    settings = {
+        "group_id": "shared",
+        "session_timeout_ms": 10_000,
+        "heartbeat_interval_ms": 300,
+        "max_poll_interval_ms": 10_000,  # the rebalance timeout: a bound, not a wait
+    }
+    assigned: dict[int, set[int]] = {0: set(), 1: set()}
+    stop = {0: threading.Event(), 1: threading.Event()}
+
+    def run(index: int) -> None:
+        consumer = KafkaConsumer(**_client_config(emu, **settings))
+        try:
+            consumer.subscribe(["hub4"])
+            while not stop[index].is_set():
+                consumer.poll(timeout_ms=100)
+                assigned[index] = {tp.partition for tp in consumer.assignment()}
+        finally:
+            consumer.close()
+
+    threads = {i: threading.Thread(target=run, args=(i,), daemon=True) for i in (0, 1)}
+    for thread in threads.values():
+        thread.start()
+    try:
+
+        def split() -> bool:
+            a, b = assigned[0], assigned[1]
+            return bool(a) and bool(b) and a | b == {0, 1, 2, 3} and not a & b
+
+        deadline = time.monotonic() + DEADLINE
+        while not split() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert split(), assigned
+
+        stop[1].set()
+        threads[1].join(timeout=DEADLINE)
+        deadline = time.monotonic() + DEADLINE
+        while assigned[0] != {0, 1, 2, 3} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert assigned[0] == {0, 1, 2, 3}
+    finally:
+        for i in (0, 1):
+            stop[i].set()
+            threads[i].join(timeout=DEADLINE)
+
+
+def test_a_subscribed_consumer_joins_its_group_reads_and_commits_inside_the_generation(emu: Emulator) -> None:
+    """JoinGroup/SyncGroup as a group of one: a subscribed consumer is given both partitions of hub1,
+    reads what the AMQP side sent, and commits inside its generation; a consumer of the same group
+    then finds those offsets."""
+    with EventHubProducerClient.from_connection_string(emu.connection_string("hub1")) as producer:
+        for partition in ("0", "1"):
+            producer.send_batch([EventData(f"sub-{partition}-{i}") for i in range(2)], partition_id=partition)
+    consumer = KafkaConsumer(
+        **_client_config(emu, group_id="solo", enable_auto_commit=False, auto_offset_reset="earliest")
+    )
+    try:
+        consumer.subscribe(["hub1"])
+        records: list[Any] = []
+        deadline = time.monotonic() + DEADLINE
+        while len(records) < 4 and time.monotonic() < deadline:
+            records.extend(r for batch in consumer.poll(timeout_ms=500).values() for r in batch)
+        assert {tp.partition for tp in consumer.assignment()} == {0, 1}
+        assert sorted(r.value for r in records) == [b"sub-0-0", b"sub-0-1", b"sub-1-0", b"sub-1-1"]
+        consumer.commit()
+    finally:
+        consumer.close()
+    check = KafkaConsumer(**_client_config(emu, group_id="solo", enable_auto_commit=False))
+    try:
+        tps = [TopicPartition("hub1", 0), TopicPartition("hub1", 1)]
+        check.assign(tps)
+        assert [check.committed(tp) for tp in tps] == [2, 2]
+    finally:
+        check.close()

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..store import Broker, Hub, PartitionLog
 from .events import message_to_record, record_to_message
+from .groups import GroupCoordinator
 from .protocol import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -46,9 +47,10 @@ class Context:
     port: int
     state: ClientState
     producer_ids: itertools.count
-    committed: dict[
-        tuple[str, str, int], tuple[int, str | None]
-    ]  # (group, hub, partition) -> offset, metadata
+    # consumer group offsets: (group, hub lower case, partition) -> (offset, metadata)
+    committed: dict[tuple[str, str, int], tuple[int, str | None]]
+    groups: GroupCoordinator
+    client_id: str = ""
 
 
 def api_versions(ctx: Context, version: int, req: dict) -> dict:
@@ -205,16 +207,19 @@ def find_coordinator(ctx: Context, version: int, req: dict) -> dict:
 def offset_commit(ctx: Context, version: int, req: dict) -> dict:
     """Keep a consumer group's committed offsets (in memory; groups are made on first commit).
 
-    Only commits outside a group generation (a consumer with manual assignment: generation -1) are
-    served, since JoinGroup is not; each partition must exist.
+    A commit outside a generation (-1: a consumer with manual assignment) is always taken; one inside
+    needs a member of the group's current, stable generation. Each partition must exist.
     """
     group = req["group_id"]
+    allowed = ctx.groups.check_commit(group, req["generation_id"], req["member_id"])
     topics = []
     for t in req["topics"]:
         parts = []
         for p in t["partitions"]:
-            error = ErrorCode.NONE
-            if not group:
+            error = allowed
+            if error != ErrorCode.NONE:
+                pass
+            elif not group:
                 error = ErrorCode.INVALID_GROUP_ID
             elif _log(ctx, t["name"], p["partition_index"]) is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -256,6 +261,26 @@ def offset_fetch(ctx: Context, version: int, req: dict) -> dict:
             )
         topics.append({"name": name, "partitions": parts})
     return {"topics": topics, "error_code": ErrorCode.NONE}
+
+
+async def join_group(ctx: Context, version: int, req: dict) -> dict:
+    """JoinGroup: answered when the group's rebalance completes (``groups``)."""
+    return await ctx.groups.join(req, ctx.client_id)
+
+
+async def sync_group(ctx: Context, version: int, req: dict) -> dict:
+    """SyncGroup: this member's assignment from the leader."""
+    return await ctx.groups.sync(req)
+
+
+def heartbeat(ctx: Context, version: int, req: dict) -> dict:
+    """Heartbeat: the session goes on, or the member must rejoin."""
+    return ctx.groups.heartbeat(req)
+
+
+def leave_group(ctx: Context, version: int, req: dict) -> dict:
+    """LeaveGroup: the member goes; the rest rebalance."""
+    return ctx.groups.leave(req)
 
 
 def list_offsets(ctx: Context, version: int, req: dict) -> dict:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..store import Broker
 from . import handlers
+from .groups import GroupCoordinator
 from .protocol import (
     FLEXIBLE_FROM,
     MAX_REQUEST_BYTES,
@@ -47,6 +48,10 @@ _HANDLERS: dict[ApiKey, Callable[..., Any]] = {
     ApiKey.FIND_COORDINATOR: handlers.find_coordinator,
     ApiKey.OFFSET_COMMIT: handlers.offset_commit,
     ApiKey.OFFSET_FETCH: handlers.offset_fetch,
+    ApiKey.JOIN_GROUP: handlers.join_group,
+    ApiKey.SYNC_GROUP: handlers.sync_group,
+    ApiKey.HEARTBEAT: handlers.heartbeat,
+    ApiKey.LEAVE_GROUP: handlers.leave_group,
 }
 
 
@@ -69,6 +74,7 @@ class KafkaServer:
         self.writers: set[asyncio.StreamWriter] = set()
         self.producer_ids = itertools.count(1000)
         self.committed: dict[tuple[str, str, int], tuple[int, str | None]] = {}  # consumer group offsets
+        self.groups = GroupCoordinator()
 
     def drop_connections(self) -> int:
         """Abort every Kafka client connection; return how many."""
@@ -134,12 +140,14 @@ class KafkaServer:
                 return self._api_versions_fallback(correlation_id)
             raise ClosingConnection(f"{api.name} version {version} is not served ({lo}-{hi})")
         flexible = _flexible(api, version)
-        r.string()  # client id
+        client_id = r.string() or ""
         if flexible:
             r.skip_tagged_fields()
         request_schema, response_schema = SCHEMAS[api]
         request = read_struct(r, request_schema, version, flexible)
-        ctx = handlers.Context(self.broker, self.host, port, state, self.producer_ids, self.committed)
+        ctx = handlers.Context(
+            self.broker, self.host, port, state, self.producer_ids, self.committed, self.groups, client_id
+        )
         result = _HANDLERS[api](ctx, version, request)
         if inspect.isawaitable(result):
             result = await result

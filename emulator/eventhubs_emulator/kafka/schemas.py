@@ -225,6 +225,57 @@ FIND_COORDINATOR_RESPONSE = (
     Field("port", "int32"),
 )
 
+JOIN_GROUP_REQUEST = (
+    Field("group_id", "string"),
+    Field("session_timeout_ms", "int32"),
+    Field("rebalance_timeout_ms", "int32", (1, _V), default=-1),
+    Field("member_id", "string"),
+    Field("group_instance_id", "string", (5, _V), nullable_from=5),
+    Field("protocol_type", "string"),
+    Field("protocols", "array", fields=(Field("name", "string"), Field("metadata", "bytes"))),
+)
+JOIN_GROUP_RESPONSE = (
+    Field("throttle_time_ms", "int32", (2, _V), default=0),
+    Field("error_code", "int16"),
+    Field("generation_id", "int32", default=-1),
+    Field("protocol_name", "string", default=""),
+    Field("leader", "string", default=""),
+    Field("member_id", "string", default=""),
+    Field(
+        "members",
+        "array",
+        fields=(
+            Field("member_id", "string"),
+            Field("group_instance_id", "string", (5, _V), nullable_from=5),
+            Field("metadata", "bytes"),
+        ),
+    ),
+)
+
+SYNC_GROUP_REQUEST = (
+    Field("group_id", "string"),
+    Field("generation_id", "int32"),
+    Field("member_id", "string"),
+    Field("group_instance_id", "string", (3, _V), nullable_from=3),
+    Field("assignments", "array", fields=(Field("member_id", "string"), Field("assignment", "bytes"))),
+)
+SYNC_GROUP_RESPONSE = (
+    Field("throttle_time_ms", "int32", (1, _V), default=0),
+    Field("error_code", "int16"),
+    Field("assignment", "bytes", default=b""),
+)
+
+HEARTBEAT_REQUEST = (
+    Field("group_id", "string"),
+    Field("generation_id", "int32"),
+    Field("member_id", "string"),
+    Field("group_instance_id", "string", (3, _V), nullable_from=3),
+)
+HEARTBEAT_RESPONSE = (Field("throttle_time_ms", "int32", (1, _V), default=0), Field("error_code", "int16"))
+
+LEAVE_GROUP_REQUEST = (Field("group_id", "string"), Field("member_id", "string", (0, 2)))
+LEAVE_GROUP_RESPONSE = (Field("throttle_time_ms", "int32", (1, _V), default=0), Field("error_code", "int16"))
+
 OFFSET_COMMIT_REQUEST = (
     Field("group_id", "string"),
     Field("generation_id", "int32", (1, _V), default=-1),
@@ -351,6 +402,10 @@ SCHEMAS: dict[ApiKey, tuple[tuple[Field, ...], tuple[Field, ...]]] = {
     ApiKey.LIST_OFFSETS: (LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE),
     ApiKey.INIT_PRODUCER_ID: (INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
     ApiKey.FIND_COORDINATOR: (FIND_COORDINATOR_REQUEST, FIND_COORDINATOR_RESPONSE),
+    ApiKey.JOIN_GROUP: (JOIN_GROUP_REQUEST, JOIN_GROUP_RESPONSE),
+    ApiKey.SYNC_GROUP: (SYNC_GROUP_REQUEST, SYNC_GROUP_RESPONSE),
+    ApiKey.HEARTBEAT: (HEARTBEAT_REQUEST, HEARTBEAT_RESPONSE),
+    ApiKey.LEAVE_GROUP: (LEAVE_GROUP_REQUEST, LEAVE_GROUP_RESPONSE),
     ApiKey.OFFSET_COMMIT: (OFFSET_COMMIT_REQUEST, OFFSET_COMMIT_RESPONSE),
     ApiKey.OFFSET_FETCH: (OFFSET_FETCH_REQUEST, OFFSET_FETCH_RESPONSE),
 }
