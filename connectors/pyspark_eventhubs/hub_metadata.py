@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .amqp_names import SEQUENCE_NUMBER
+from .bounds_sweep import BoundsSweep
 from .management import ManagementSession
 from .options import EventHubsOptions
 from .positions import EventPosition, PartitionBounds, partition_bounds
@@ -28,6 +29,7 @@ class HubMetadata:
     Every :meth:`bounds` call is one round trip on a :class:`~.management.ManagementSession`
     (all partitions at once); the partition list is asked for with it when it is older than
     :data:`PARTITION_LIST_SECONDS` (new partitions then appear in the next micro-batch).
+    :meth:`recent_bounds` (planning a trigger) leaves a large hub's round to a background sweep.
     """
 
     def __init__(self, options: EventHubsOptions) -> None:
@@ -35,10 +37,16 @@ class HubMetadata:
         self.session = ManagementSession(options)
         self._known_ids: list[str] = []
         self._listed_at: float | None = None
+        pace = options.management_requests_per_second
+        self.sweep = BoundsSweep(self._fetch_chunk, pace, options.description)
 
     def close(self) -> None:
-        """Close the connection; safe to call twice."""
+        """Stop the background sweep and close the connection; safe to call twice."""
+        self.sweep.close(self.options.operation_timeout)
         self.session.close()
+
+    def _listing_due(self) -> bool:
+        return self._listed_at is None or time.monotonic() - self._listed_at >= PARTITION_LIST_SECONDS
 
     def partition_ids(self) -> list[str]:
         """The hub's partition ids, as the broker lists them (asked now)."""
@@ -56,7 +64,7 @@ class HubMetadata:
             ids = [str(p) for p in partition_ids]
             answer = self.session.run(include_hub=False, partition_ids=ids)
             return {pid: partition_bounds(answer["partitions"][pid]) for pid in ids}
-        due = self._listed_at is None or time.monotonic() - self._listed_at >= PARTITION_LIST_SECONDS
+        due = self._listing_due()
         answer = self.session.run(include_hub=due, partition_ids=self._known_ids)
         partitions = answer["partitions"]
         if due:
@@ -65,7 +73,37 @@ class HubMetadata:
             missing = [pid for pid in self._known_ids if pid not in partitions]
             if missing:
                 partitions.update(self.session.run(include_hub=False, partition_ids=missing)["partitions"])
-        return {pid: partition_bounds(partitions[pid]) for pid in self._known_ids}
+        bounds = {pid: partition_bounds(partitions[pid]) for pid in self._known_ids}
+        self.sweep.update(bounds)
+        return bounds
+
+    def recent_bounds(self) -> dict[str, PartitionBounds]:
+        """Every partition's range for planning a trigger, without waiting for a large hub's round.
+
+        A hub whose round fits one second of the pace (partitions + 1 requests within
+        ``eventhubs.managementRequestsPerSecond``) gets a round now, as :meth:`bounds`. A larger one
+        gets the newest answer for each partition from the background sweep (``bounds_sweep.py``),
+        which this call starts when none is running; only partitions never answered yet (the first
+        call, partitions the hub gained) are asked for now.
+        """
+        if not self._known_ids or len(self._known_ids) + 1 <= self.options.management_requests_per_second:
+            return self.bounds()
+        known = self.sweep.snapshot(self._known_ids)
+        missing = [pid for pid in self._known_ids if pid not in known]
+        if missing:
+            known.update(self.bounds(missing))
+            self.sweep.update(known)
+        self.sweep.request(self._known_ids)
+        return {pid: known[pid] for pid in self._known_ids}
+
+    def _fetch_chunk(self, ids: list[str]) -> dict[str, PartitionBounds]:
+        """One chunk of a background sweep (the sweep's thread), with the partition listing when due."""
+        due = self._listing_due()
+        answer = self.session.run(include_hub=due, partition_ids=ids)
+        if due:
+            self._known_ids = answer["hub"]["partition_ids"]
+            self._listed_at = time.monotonic()
+        return {pid: partition_bounds(answer["partitions"][pid]) for pid in ids}
 
     def resolve(self, position: EventPosition, bounds: PartitionBounds, end: bool = False) -> int:
         """The sequence number an EventPosition means in one partition.

@@ -3,11 +3,13 @@
 Driver side (one long-lived Python worker per query run, so instance state lives as long as the
 run): one :class:`~.hub_metadata.HubMetadata` — a kept-open management connection — answers every
 planning round in one round trip. ``initialOffset`` resolves the starting positions once;
-``latestOffset(start, limit)`` reads every partition's retained range, picks up new partitions at
-their earliest event, decides data loss (``data_loss.py``: a start below the earliest retained
-event fails the query or moves the start up), applies ``eventhubs.maxRate(s)PerPartition`` and
-admission control (``maxEventsPerTrigger``, default 1000 x partitions, split by backlog) and,
-under ``Trigger.AvailableNow``, never goes past the target recorded when the run started.
+``latestOffset(start, limit)`` reads every partition's retained range (for a hub larger than one
+second of the management pace, the newest answers of a background sweep: ``bounds_sweep.py``),
+picks up new partitions at their earliest event, decides data loss (``data_loss.py``: a start
+below the earliest retained event fails the query or moves the start up), applies
+``eventhubs.maxRate(s)PerPartition`` and admission control (``maxEventsPerTrigger``, default
+1000 x partitions, split by backlog) and, under ``Trigger.AvailableNow``, never goes past the
+target recorded when the run started.
 
 Executor side: ``read()`` gets a pickled reader plus one :class:`~.read_tasks.EventHubsReadTask`
 and reads exactly ``[from, until)`` of each of its partition ranges (see ``read_tasks.py``). All
@@ -113,8 +115,11 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return {pid: b.earliest for pid, b in self._bounds.items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        """The end of the next micro-batch, within ``limit`` and the availableNow target."""
-        bounds = self._refresh_bounds()
+        """The end of the next micro-batch, within ``limit`` and the availableNow target.
+
+        A large hub's ranges come from the background sweep (``HubMetadata.recent_bounds``).
+        """
+        bounds = self._bounds = self._hub().recent_bounds()
         checkpointed = offset_seqs(start, self.options.eventhub_name)
         begin = dict(checkpointed)
         target = self._available_now_target
