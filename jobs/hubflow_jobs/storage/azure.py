@@ -44,11 +44,13 @@ STORAGE_ACCESS_ENV = "HUBFLOW_AZURE_STORAGE"
 #: sets it): Spark's default, the Event Hubs connector's words (``pyspark_eventhubs.redaction``, of
 #: which it is a superset) and the Hadoop/Azure storage keys Spark's default does not match -
 #: ``fs.azure.account.key.<host>`` and ``fs.azure.sas.*`` (the OAuth client secret, SAS fixed token
-#: and refresh token already match ``secret``/``token``). Keys and values that match are shown as
-#: ``*********(redacted)`` in the Spark UI's environment page, the REST API and event logs.
+#: and refresh token already match ``secret``/``token``), and Kafka's ``sasl.jaas.config`` (Spark's
+#: Kafka source option ``kafka.sasl.jaas.config`` of a ``kind: eventhubs_kafka`` source holds the
+#: connection string; masked by its key whatever login module it names). Keys and values that match
+#: are shown as ``*********(redacted)`` in the Spark UI's environment page, the REST API and event logs.
 SPARK_REDACTION_REGEX = (
     r"(?i)secret|password|token|access[.]?key|connectionstring|sharedaccesssignature"
-    r"|account[.]key|fs[.]azure[.]sas"
+    r"|account[.]key|fs[.]azure[.]sas|sasl[.]jaas"
 )
 
 _DFS_SUFFIX = ".dfs.core.windows.net"
