@@ -119,8 +119,8 @@ def test_sink_checkpoints_the_first_sink_is_the_jobs_the_others_under_sinks(tmp_
         (
             "sources",
             {"kind": "kafka", "path": "/x"},
-            "jobs config error: sources.orders.kind: 'kafka' is not one of 'eventhubs', 'files', 'delta', "
-            "'parquet'",
+            "jobs config error: sources.orders.kind: 'kafka' is not one of 'eventhubs', 'eventhubs_kafka', "
+            "'files', 'delta', 'parquet'",
         ),
         ("sources", {"path": "/x"}, "jobs config error: sources.orders.kind: is required"),
         (
@@ -292,3 +292,56 @@ def test_a_further_sink_may_name_its_checkpoint_apart_from_the_tables(tmp_path: 
     assert "sinks.out.checkpoint: the first sink's query is the job's query" in _error(
         tmp_path, sinks={"out": first, "bad": quarantine}
     )
+
+
+def test_an_eventhubs_kafka_source_is_the_connection_strings_kafka_endpoint_with_its_mistakes_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = "Endpoint=sb://ns1.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=s3cr3t;EntityPath=hub"
+    monkeypatch.setenv(ENV_VAR, service)
+    source = {"kind": "eventhubs_kafka", "connection_string_env": ENV_VAR, "starting_position": "latest"}
+    options = _load(tmp_path, sources={"telemetry": source}).sources["telemetry"].spark_options()
+    assert {k: v for k, v in options.items() if k != "kafka.sasl.jaas.config"} == {
+        "kafka.bootstrap.servers": "ns1.servicebus.windows.net:9093",
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.request.timeout.ms": "60000",
+        "subscribe": "hub",
+        "startingOffsets": "latest",
+        "maxOffsetsPerTrigger": "100000",
+        "includeHeaders": "true",
+    }
+    assert options["kafka.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="$ConnectionString" password="{service}";'
+    )
+
+    emulator = (
+        "Endpoint=sb://localhost:5672/;SharedAccessKeyName=k;SharedAccessKey=s;UseDevelopmentEmulator=true"
+    )
+    monkeypatch.setenv(ENV_VAR, emulator)
+    local = {**source, "eventhub_name": "hub2", "kafka_bootstrap_servers": "127.0.0.1:9092"}
+    options = _load(tmp_path, sources={"telemetry": local}).sources["telemetry"].spark_options()
+    assert (options["kafka.bootstrap.servers"], options["kafka.security.protocol"], options["subscribe"]) == (
+        "127.0.0.1:9092",
+        "SASL_PLAINTEXT",
+        "hub2",
+    )
+    without_port = _load(tmp_path, sources={"telemetry": {**source, "eventhub_name": "hub2"}})
+    with pytest.raises(ValueError, match="set kafka_bootstrap_servers to the address it prints"):
+        without_port.sources["telemetry"].spark_options()
+
+    mistakes = {
+        "consumer_group": ({"consumer_group": "cg1"}, "set options.groupIdPrefix"),
+        "options.eventhubs.startingPosition": (
+            {"options": {"eventhubs.startingPosition": "{}"}},
+            "is an option of format('eventhubs')",
+        ),
+        "options.startingOffsets": ({"options": {"startingOffsets": "earliest"}}, "is set by the job itself"),
+        "options.kafka.sasl.jaas.config": ({"options": {"kafka.sasl.jaas.config": "x"}}, "is set by the job"),
+        "kafka_bootstrap_servers": ({"kafka_bootstrap_servers": "no port"}, "is not host:port"),
+    }
+    for key, (keys, problem) in mistakes.items():
+        message = _error(tmp_path, sources={"telemetry": {**source, **keys}})
+        assert message.startswith(f"jobs config error: sources.telemetry.{key}: "), message
+        assert problem in message, message

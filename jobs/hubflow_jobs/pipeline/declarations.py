@@ -9,7 +9,7 @@ reads and where its results go, so hubflow does every ``readStream`` and ``write
     status_root: /lake/_status
     sources:
       telemetry:                     # the function's parameter ``telemetry``
-        kind: eventhubs              # eventhubs | files | delta | parquet, with that kind's keys
+        kind: eventhubs              # eventhubs | eventhubs_kafka | files | delta | parquet
         connection_string_env: TELEMETRY_EVENTHUBS_CONNECTION
     sinks:
       hot:                           # the function returns this DataFrame (or {"hot": ...})
@@ -41,6 +41,7 @@ from hubflow_jobs.config import (
     join_path,
 )
 from hubflow_jobs.eventhubs_config import EventHubSinkConfig, EventHubSourceConfig
+from hubflow_jobs.eventhubs_kafka import EventHubsKafkaSourceConfig
 from hubflow_jobs.interval_folders import check_pattern
 from hubflow_jobs.lake.delta_source import DeltaSourceConfig
 from hubflow_jobs.lake.tables import LakeFormat, check_quarantine_path
@@ -53,6 +54,13 @@ class EventHubsSource(EventHubSourceConfig):
     """``kind: eventhubs``: an Event Hub read through ``format("eventhubs")``."""
 
     kind: Literal["eventhubs"]
+
+
+class EventHubsKafkaSource(EventHubsKafkaSourceConfig):
+    """``kind: eventhubs_kafka``: an Event Hub read through Spark's Kafka source and the hub's Kafka
+    endpoint, as rows of the ``eventhubs`` kind's columns (:mod:`hubflow_jobs.eventhubs_kafka`)."""
+
+    kind: Literal["eventhubs_kafka"]
 
 
 class DeltaSource(DeltaSourceConfig):
@@ -134,7 +142,10 @@ class ParquetSource(StrictModel):
         return existing_local_folder(value, "table folder", info)
 
 
-Source = Annotated[EventHubsSource | FilesSource | DeltaSource | ParquetSource, Field(discriminator="kind")]
+Source = Annotated[
+    EventHubsSource | EventHubsKafkaSource | FilesSource | DeltaSource | ParquetSource,
+    Field(discriminator="kind"),
+]
 
 
 class LakeSink(StrictModel):
@@ -248,13 +259,16 @@ class PipelineConfig(JobConfig):
         return self
 
     def extra_spark_conf(self) -> dict[str, str]:
-        """With an Event Hubs source or sink: mask its connection string wherever Spark prints options.
+        """With an Event Hubs source or sink (either kind): mask its connection string wherever Spark
+        prints options (a Kafka source's is inside ``kafka.sasl.jaas.config``).
         Every pipeline keeps its streaming state in RocksDB unless ``spark_conf`` names another provider."""
         from hubflow_jobs.pipeline.progress import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER_CONF
 
         state = {STATE_STORE_PROVIDER_CONF: ROCKSDB_PROVIDER}
         hubs = [*self.sources.values(), *self.sinks.values()]
-        if not any(isinstance(declared, EventHubsSource | EventHubsSink) for declared in hubs):
+        if not any(
+            isinstance(declared, EventHubsSource | EventHubsKafkaSource | EventHubsSink) for declared in hubs
+        ):
             return state
         from pyspark_eventhubs import redaction_conf
 
@@ -318,7 +332,10 @@ def _check_checkpoint_apart(checkpoint: str, table: str) -> None:
 
 
 #: The kinds each named section accepts, for the message of a wrong or missing ``kind``.
-_KINDS = {"sources": ("eventhubs", "files", "delta", "parquet"), "sinks": ("delta", "parquet", "eventhubs")}
+_KINDS = {
+    "sources": ("eventhubs", "eventhubs_kafka", "files", "delta", "parquet"),
+    "sinks": ("delta", "parquet", "eventhubs"),
+}
 
 
 def _as_written(error: dict[str, Any]) -> dict[str, Any]:

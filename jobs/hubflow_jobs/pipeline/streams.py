@@ -26,6 +26,7 @@ from hubflow_jobs.pipeline.binding import Binding, PipelineError, sink_frames
 from hubflow_jobs.pipeline.columns import BATCH_ID, QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
 from hubflow_jobs.pipeline.declarations import (
     DeltaSource,
+    EventHubsKafkaSource,
     EventHubsSink,
     EventHubsSource,
     FilesSource,
@@ -47,6 +48,10 @@ def read_source(spark: Any, source: Any) -> Any:
 
         register_data_source(spark, DefaultSource)
         return spark.readStream.format("eventhubs").options(**source.spark_options()).load()
+    if isinstance(source, EventHubsKafkaSource):
+        from hubflow_jobs.eventhubs_kafka import as_eventhubs_rows
+
+        return as_eventhubs_rows(spark.readStream.format("kafka").options(**source.spark_options()).load())
     if isinstance(source, DeltaSource):
         from hubflow_jobs.lake.delta_source import read_delta_stream
 

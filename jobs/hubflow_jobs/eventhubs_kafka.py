@@ -1,0 +1,232 @@
+"""An Event Hub read through Spark's Kafka source (``format("kafka")``) and Event Hubs' Kafka endpoint.
+
+A pipeline's ``kind: eventhubs_kafka`` source: the same ``connection_string_env`` as ``kind:
+eventhubs`` (the Airflow connection's secret in an environment variable), turned into the Kafka
+client settings Microsoft documents for Event Hubs (bootstrap ``<namespace host>:9093``,
+``SASL_SSL``, ``PLAIN`` with user ``$ConnectionString`` and the connection string as password);
+the topic is the hub. Against the emulator (``UseDevelopmentEmulator=true``) the connection string
+does not say the Kafka port, so ``kafka_bootstrap_servers`` names it, and the protocol is
+``SASL_PLAINTEXT``.
+
+The rows (:func:`as_eventhubs_rows`) have the ``eventhubs`` kind's columns, so the same function
+works on either kind; what differs is in docs/pipelines.md. Spark's Kafka source keeps its offsets
+(``{"<hub>": {"<partition>": <next offset>}}``, the shape of the connector's) in the checkpoint;
+an Event Hubs Kafka offset is the event's sequence number. Runs on the driver; imports no Spark
+until a frame is built.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from hubflow_jobs.config import KeyedValueError
+from hubflow_jobs.eventhubs_config import EventHubConnectionConfig, has_shared_access_key
+
+#: Event Hubs' Kafka port on the service (TLS).
+SERVICE_KAFKA_PORT = 9093
+
+#: Spark Kafka source options hubflow derives from the source's keys (lower case); ``options`` may
+#: not set them.
+RESERVED_KAFKA_OPTIONS = frozenset(
+    {
+        "kafka.bootstrap.servers",
+        "kafka.security.protocol",
+        "kafka.sasl.mechanism",
+        "kafka.sasl.jaas.config",
+        "subscribe",
+        "subscribepattern",
+        "assign",
+        "startingoffsets",
+        "maxoffsetspertrigger",
+        "includeheaders",
+    }
+)
+
+#: The ``eventhubs`` kind's keys that Spark's Kafka source has no equivalent for, and what to use.
+NO_KAFKA_EQUIVALENT = {
+    "consumer_group": (
+        "has no equivalent for kind eventhubs_kafka: Spark's Kafka source assigns the hub's partitions "
+        "itself and keeps its offsets in the checkpoint, not in a consumer group; to name the Kafka "
+        "group it uses (spark-kafka-source-<uuid> by default), set options.groupIdPrefix"
+    ),
+}
+
+
+class EventHubsKafkaSourceConfig(EventHubConnectionConfig):
+    """The keys of a ``kind: eventhubs_kafka`` source (docs/pipelines.md).
+
+    ``options`` are Spark Kafka source options (``failOnDataLoss``, ``startingTimestamp``,
+    ``groupIdPrefix``, ``kafka.request.timeout.ms``, ...), never the ``format("eventhubs")`` ones.
+    """
+
+    reserved_options: ClassVar[frozenset[str]] = RESERVED_KAFKA_OPTIONS
+
+    kafka_bootstrap_servers: str | None = None
+    starting_position: Literal["earliest", "latest"] = "earliest"
+    max_events_per_trigger: int = Field(default=100_000, gt=0)
+
+    @field_validator("kafka_bootstrap_servers")
+    @classmethod
+    def _host_and_port(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[^\s,:]+:\d+(,[^\s,:]+:\d+)*", value):
+            raise ValueError(
+                f"{value!r} is not host:port (several separated by commas), e.g. 127.0.0.1:9092, the "
+                "address the emulator prints after 'Kafka: bootstrap servers'"
+            )
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_eventhubs_only_keys(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for key, problem in NO_KAFKA_EQUIVALENT.items():
+                if key in value:
+                    raise KeyedValueError(key, problem)
+            for key in value.get("options") or {}:
+                if str(key).lower().startswith("eventhubs."):
+                    raise KeyedValueError(
+                        f"options.{key}",
+                        "is an option of format('eventhubs'); kind eventhubs_kafka takes "
+                        "Spark's Kafka source options (e.g. startingTimestamp, failOnDataLoss; see "
+                        "docs/pipelines.md), or read the hub with kind: eventhubs",
+                    )
+        return value
+
+    @model_validator(mode="after")
+    def _no_secret_options(self) -> EventHubsKafkaSourceConfig:
+        for key in self.options:
+            if any(word in key.lower() for word in ("password", "jaas", "sasl")):
+                raise KeyedValueError(
+                    f"options.{key}", "secrets and SASL settings come from connection_string_env"
+                )
+        return self
+
+    def topic(self) -> str:
+        """The hub (Kafka topic): ``eventhub_name``, else the connection string's ``EntityPath``."""
+        if self.eventhub_name:
+            return self.eventhub_name
+        entity = _fields(os.environ[self.connection_string_env]).get("entitypath")
+        if not entity:
+            raise ValueError(
+                f"source: the connection string in {self.connection_string_env} has no EntityPath; set "
+                "eventhub_name to the hub (the Kafka topic)"
+            )
+        return entity
+
+    def spark_options(self) -> dict[str, str]:
+        """The options for ``readStream.format("kafka")``, connection string read from the environment."""
+        return {
+            **client_options(os.environ[self.connection_string_env], self.kafka_bootstrap_servers),
+            "kafka.request.timeout.ms": "60000",  # Microsoft's recommendation for Event Hubs
+            **self.options,
+            "subscribe": self.topic(),
+            "startingOffsets": self.starting_position,
+            "maxOffsetsPerTrigger": str(self.max_events_per_trigger),
+            "includeHeaders": "true",
+        }
+
+    def interval_options(self, start: datetime, end: datetime) -> dict[str, str]:
+        """The options of a batch read of the events enqueued in ``[start, end)`` (a backfill's):
+        Kafka's offsets by timestamp, the first at or after ``start`` to the first at or after ``end``."""
+        options = self.spark_options()
+        for key in ("startingOffsets", "maxOffsetsPerTrigger"):
+            options.pop(key)
+        options["startingTimestamp"] = str(_epoch_ms(start))
+        options["endingTimestamp"] = str(_epoch_ms(end))
+        # an interval after the newest event starts at the end of the log, not with an error
+        options["startingOffsetsByTimestampStrategy"] = "latest"
+        return options
+
+
+def client_options(connection_string: str, bootstrap_servers: str | None = None) -> dict[str, str]:
+    """Spark's ``kafka.*`` client settings for the namespace of ``connection_string`` (the JAAS
+    config holds the connection string: Spark's redaction masks it, see docs/pipelines.md)."""
+    fields = _fields(connection_string)
+    if not has_shared_access_key(connection_string):
+        raise ValueError(
+            "kind eventhubs_kafka needs a connection string with SharedAccessKey or SharedAccessSignature "
+            "(Kafka's SASL PLAIN); an Entra ID connection (no key) needs OAUTHBEARER, which hubflow does "
+            "not set up yet: read that hub with kind: eventhubs"
+        )
+    emulator = fields.get("usedevelopmentemulator", "").lower() == "true"
+    if bootstrap_servers is None:
+        if emulator:
+            raise ValueError(
+                "the connection string is the emulator's (UseDevelopmentEmulator=true), which does not say "
+                "its Kafka port; set kafka_bootstrap_servers to the address it prints "
+                "('Kafka: bootstrap servers 127.0.0.1:<port>', started with --kafka-port)"
+            )
+        host = urlsplit(fields.get("endpoint", "")).hostname
+        if not host:
+            raise ValueError("the connection string has no Endpoint=sb://<namespace host>/")
+        bootstrap_servers = f"{host}:{SERVICE_KAFKA_PORT}"
+    password = connection_string.strip().replace("\\", "\\\\").replace('"', '\\"')
+    return {
+        "kafka.bootstrap.servers": bootstrap_servers,
+        "kafka.security.protocol": "SASL_PLAINTEXT" if emulator else "SASL_SSL",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="$ConnectionString" password="{password}";'
+        ),
+    }
+
+
+def as_eventhubs_rows(frame: Any) -> Any:
+    """Spark Kafka source rows as the ``eventhubs`` kind's columns (docs/pipelines.md says what differs):
+    ``body`` = value, ``partition`` = partition as text, ``offset`` null (Kafka's offset is the
+    sequence number, not the AMQP offset), ``sequenceNumber`` = offset, ``enqueuedTime`` = timestamp,
+    ``publisher`` null, ``partitionKey`` = key as text, ``properties`` = headers (values as UTF-8 text;
+    of a repeated header the last), ``systemProperties`` empty."""
+    from pyspark.sql import functions as F
+
+    headers = F.coalesce(F.col("headers"), F.array())
+    as_text = F.transform(
+        headers, lambda h: F.struct(h["key"].alias("key"), h["value"].cast("string").alias("value"))
+    )
+    # map_from_entries refuses repeated keys; keep each key's last value, as the service does for AMQP
+    last = F.filter(
+        F.transform(
+            as_text,
+            lambda h, i: F.struct(
+                h["key"].alias("key"),
+                h["value"].alias("value"),
+                F.exists(
+                    F.slice(as_text, i + 2, F.size(as_text)), lambda later: later["key"] == h["key"]
+                ).alias("repeated"),
+            ),
+        ),
+        lambda h: ~h["repeated"],
+    )
+    entries = F.transform(last, lambda h: F.struct(h["key"], h["value"]))
+    return frame.select(
+        F.col("value").alias("body"),
+        F.col("partition").cast("string").alias("partition"),
+        F.lit(None).cast("string").alias("offset"),
+        F.col("offset").alias("sequenceNumber"),
+        F.col("timestamp").alias("enqueuedTime"),
+        F.lit(None).cast("string").alias("publisher"),
+        F.col("key").cast("string").alias("partitionKey"),
+        F.map_from_entries(entries).alias("properties"),
+        F.create_map().cast("map<string,string>").alias("systemProperties"),
+    )
+
+
+def _fields(connection_string: str) -> dict[str, str]:
+    """``Key=Value;...`` with lower-case keys (values keep their ``=``)."""
+    fields = {}
+    for part in connection_string.strip().split(";"):
+        key, sep, value = part.partition("=")
+        if sep:
+            fields[key.strip().lower()] = value.strip()
+    return fields
+
+
+def _epoch_ms(moment: datetime) -> int:
+    return int(moment.astimezone(UTC).timestamp() * 1000)
