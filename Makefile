@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export SPARK_LOCAL_IP := 127.0.0.1
 
 .PHONY: venv test-tools test test-stress test-all lint check-locks audit demo demo-stop lock lock-jvm bench clean \
-  stack-up stack-down stack-test migration-env lock-spark35 lock-jvm-spark35
+  stack-up stack-down stack-test migration-env lock-spark35 lock-jvm-spark35 lock-jvm-kafka
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -26,11 +26,13 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 
 # The supply chain's offline checks, run by `make test` (so by CI) before the suite: the jars in the
-# virtualenv's pyspark/jars are exactly jvm-deps.lock's, each with its locked SHA-256 (the Python
+# virtualenv's pyspark/jars are exactly jvm-deps.lock's, and tests/support/kafka/libs holds
+# jvm-deps-kafka.lock's, each with its locked SHA-256 (the Python
 # locks' pins and hashes are checked by tests/deploy/test_supply_chain.py, and every install of them
 # is hash-checked).
 check-locks: venv
 	$(PY) scripts/jvm_deps.py check
+	$(PY) scripts/jvm_deps.py check --lock jvm-deps-kafka.lock
 
 # Known vulnerabilities of every locked Python package (requirements-dev.lock holds the runtime lock,
 # the tools and uv), from PyPI's JSON API, or OSV with AUDIT_ARGS="-s osv". Online, so not part of
@@ -95,6 +97,11 @@ lock: venv
 # Recompile jvm-deps.lock from jvm-deps.in (needs Maven and Maven Central).
 lock-jvm: venv
 	$(PY) scripts/jvm_deps.py lock
+
+# Recompile jvm-deps-kafka.lock (Apache Kafka's broker and tools for tests/kafka, a classpath of its
+# own in tests/support/kafka/libs) from jvm-deps-kafka.in.
+lock-jvm-kafka: venv
+	$(PY) scripts/jvm_deps.py lock --lock jvm-deps-kafka.lock
 
 # The Spark 3.5 virtualenv (.venv-spark35) with Microsoft's Scala Event Hubs connector that
 # tests/migration runs a stream in before continuing it on Spark 4.2 (slow: `make test-all` makes it).

@@ -81,10 +81,21 @@ install_azurite() {
   echo "$wanted" >"$stamp_file"
 }
 
+# Apache Kafka's broker and tools (jvm-deps-kafka.lock) into tests/support/kafka/libs, each jar checked
+# against its locked SHA-256 (downloads are cached; a present, matching jar is kept): the Kafka
+# conformance tests (tests/kafka) start the broker from there. scripts/jvm_deps.py is stdlib-only.
+install_kafka() {
+  python3 "$root/scripts/jvm_deps.py" install --lock "$root/jvm-deps-kafka.lock" || {
+    echo "hubflow: could not install jvm-deps-kafka.lock; the Kafka conformance tests will be skipped" >&2
+    return 0
+  }
+}
+
 check_java
 if [ "${1:-}" = "--with-test-tools" ]; then
   install_test_tools
   install_azurite
+  install_kafka
 fi
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(wanted_stamp)" ] && [ -x "$venv/bin/python" ]; then

@@ -17,6 +17,11 @@ virtualenv: ``jvm-deps-spark35.lock`` is the Spark 3.5 venv's (the migration tes
 connector), run with that venv's python so that its ``pyspark/jars`` is the one resolved against and
 installed into.
 
+A lock whose input says ``folder PATH`` is a standalone classpath, not Spark's: nothing is left out
+for pyspark, no pyspark version is recorded or checked, and ``install``/``check`` use ``PATH``
+(relative to the repository). ``jvm-deps-kafka.lock`` is one: the Apache Kafka broker and tools the
+Kafka conformance tests start (tests/support/kafka_broker.py).
+
 Why a script of our own: Spark's ``--packages`` (Ivy) resolves at job start, which the project
 forbids (no network when a job runs, no unpinned versions); Maven only resolves at lock time.
 """
@@ -73,10 +78,15 @@ class LockedJar:
 
 @dataclass(frozen=True)
 class Lock:
-    """The parsed ``jvm-deps.lock``: the pyspark version it was compiled for, and its jars."""
+    """A parsed lock: the pyspark version it was compiled for (or its own folder), and its jars."""
 
-    pyspark_version: str
+    pyspark_version: str | None
     jars: tuple[LockedJar, ...]
+    folder: str | None = None
+
+    def jars_dir(self) -> Path:
+        """Where the jars are installed: the lock's own folder, else pyspark's ``jars``."""
+        return ROOT / self.folder if self.folder else pyspark_jars_dir()
 
 
 def pyspark_jars_dir() -> Path:
@@ -98,32 +108,36 @@ def artifact_of(jar_name: str) -> str | None:
     return match.group("artifact") if match else None
 
 
-def read_input(path: Path = LOCK_INPUT) -> tuple[list[str], set[str]]:
-    """Dependencies (``g:a:v``) and exclusions (``g:a``) of ``jvm-deps.in``."""
-    deps, excludes = [], set()
+def read_input(path: Path = LOCK_INPUT) -> tuple[list[str], set[str], str | None]:
+    """Dependencies (``g:a:v``), exclusions (``g:a``) and the ``folder`` (if any) of an ``.in`` file."""
+    deps, excludes, folder = [], set(), None
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         if line.startswith("exclude "):
             excludes.add(line.split(None, 1)[1].strip())
+        elif line.startswith("folder "):
+            folder = line.split(None, 1)[1].strip()
         elif line.count(":") == 2:
             deps.append(line)
         else:
             raise JvmDepsError(
-                f"{path}:{number}: expected group:artifact:version or 'exclude group:artifact'"
+                f"{path}:{number}: expected group:artifact:version, 'exclude group:artifact' or 'folder PATH'"
             )
-    return deps, excludes
+    return deps, excludes, folder
 
 
 def read_lock(path: Path = LOCK_FILE) -> Lock:
     """Parse ``jvm-deps.lock``; errors name the line."""
-    version = None
+    version = folder = None
     jars = []
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.strip()
         if line.startswith("# pyspark "):
             version = line.split()[2]
+        if line.startswith("# folder "):
+            folder = line.split(None, 2)[2]
         if not line or line.startswith("#"):
             continue
         try:
@@ -135,9 +149,11 @@ def read_lock(path: Path = LOCK_FILE) -> Lock:
         if algorithm != "sha256" or len(hexdigest) != 64:
             raise JvmDepsError(f"{path}:{number}: expected a sha256:HEX digest of 64 hex digits")
         jars.append(LockedJar(group, artifact, jar_version, hexdigest))
-    if version is None:
-        raise JvmDepsError(f"{path}: no '# pyspark X.Y.Z' line saying which pyspark it was locked for")
-    return Lock(version, tuple(jars))
+    if version is None and folder is None:
+        raise JvmDepsError(
+            f"{path}: no '# pyspark X.Y.Z' line saying which pyspark it was locked for (or '# folder PATH')"
+        )
+    return Lock(version, tuple(jars), folder)
 
 
 def _sha256(path: Path) -> str:
@@ -150,10 +166,12 @@ def _sha256(path: Path) -> str:
 
 def compile_lock(input_path: Path = LOCK_INPUT, output: Path = LOCK_FILE) -> Lock:
     """Resolve ``input_path`` with Maven and write the lock (see the module docstring)."""
-    deps, excludes = read_input(input_path)
-    jars_dir = pyspark_jars_dir()
-    ours = set((jars_dir / MANIFEST).read_text().split()) if (jars_dir / MANIFEST).exists() else set()
-    shipped = {artifact_of(p.name) for p in jars_dir.glob("*.jar") if p.name not in ours} - {None}
+    deps, excludes, folder = read_input(input_path)
+    shipped: set[str | None] = set()
+    if folder is None:  # a Spark classpath: pyspark's own jars win
+        jars_dir = pyspark_jars_dir()
+        ours = set((jars_dir / MANIFEST).read_text().split()) if (jars_dir / MANIFEST).exists() else set()
+        shipped = {artifact_of(p.name) for p in jars_dir.glob("*.jar") if p.name not in ours} - {None}
     dependencies = "\n".join(
         "<dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version></dependency>".format(
             *dep.split(":")
@@ -189,7 +207,8 @@ def compile_lock(input_path: Path = LOCK_INPUT, output: Path = LOCK_FILE) -> Loc
             path = Path(":".join(parts[5:]))
             if artifact in shipped or f"{group}:{artifact}" in excludes:
                 continue
-            _check_spark_version(path.with_suffix(".pom"), f"{group}:{artifact}:{version}")
+            if folder is None:
+                _check_spark_version(path.with_suffix(".pom"), f"{group}:{artifact}:{version}")
             jars.append(LockedJar(group, artifact, version, _sha256(path)))
     jars.sort(key=lambda jar: jar.coordinates)
     if output == LOCK_FILE:
@@ -199,13 +218,20 @@ def compile_lock(input_path: Path = LOCK_INPUT, output: Path = LOCK_FILE) -> Loc
             f"# Locked JVM dependencies: compiled from {input_path.name} by "
             f"`scripts/jvm_deps.py lock --lock {output.name}`;"
         )
-    header = [
-        origin,
-        "# installed into the virtualenv's pyspark/jars by scripts/jvm_deps.py (checked by SHA-256).",
-        f"# pyspark {pyspark_version()}",
-    ]
+    if folder is None:
+        header = [
+            origin,
+            "# installed into the virtualenv's pyspark/jars by scripts/jvm_deps.py (checked by SHA-256).",
+            f"# pyspark {pyspark_version()}",
+        ]
+    else:
+        header = [
+            origin,
+            "# installed into this folder by scripts/jvm_deps.py (checked by SHA-256).",
+            f"# folder {folder}",
+        ]
     output.write_text("\n".join(header + [f"{jar.coordinates} sha256:{jar.sha256}" for jar in jars]) + "\n")
-    return Lock(pyspark_version(), tuple(jars))
+    return Lock(None if folder else pyspark_version(), tuple(jars), folder)
 
 
 def _check_spark_version(pom: Path, coordinates: str) -> None:
@@ -261,13 +287,14 @@ def fetch(jar: LockedJar, repo: str, cache: Path) -> Path:
 def install(lock_path: Path = LOCK_FILE, jars_dir: Path | None = None, repo: str | None = None) -> list[str]:
     """Install the locked jars into ``jars_dir`` (pyspark's); returns the installed file names."""
     lock = read_lock(lock_path)
-    if lock.pyspark_version != pyspark_version():
+    if lock.folder is None and lock.pyspark_version != pyspark_version():
         raise JvmDepsError(
             f"{lock_path} was compiled for pyspark {lock.pyspark_version} but pyspark {pyspark_version()} is "
             f"installed; recompile {lock_path.name} (`make lock-jvm`, or `make lock-jvm-spark35` for the "
             "Spark 3.5 venv) after changing pyspark"
         )
-    jars_dir = jars_dir or pyspark_jars_dir()
+    jars_dir = jars_dir or lock.jars_dir()
+    jars_dir.mkdir(parents=True, exist_ok=True)
     repo = repo or os.environ.get("HUBFLOW_MAVEN_REPO", DEFAULT_REPO)
     cache = _cache_dir()
     sources = [(jar, fetch(jar, repo, cache)) for jar in lock.jars]  # every download checked first
@@ -287,9 +314,9 @@ def install(lock_path: Path = LOCK_FILE, jars_dir: Path | None = None, repo: str
 def check(lock_path: Path = LOCK_FILE, jars_dir: Path | None = None) -> list[str]:
     """Problems with the installed jars (empty when ``jars_dir`` holds exactly the lock's jars)."""
     lock = read_lock(lock_path)
-    jars_dir = jars_dir or pyspark_jars_dir()
+    jars_dir = jars_dir or lock.jars_dir()
     problems = []
-    if lock.pyspark_version != pyspark_version():
+    if lock.folder is None and lock.pyspark_version != pyspark_version():
         problems.append(f"lock compiled for pyspark {lock.pyspark_version}, installed {pyspark_version()}")
     for jar in lock.jars:
         path = jars_dir / jar.file_name
@@ -322,10 +349,13 @@ def main(argv: list[str]) -> int:
     try:
         if args.command == "lock":
             lock = compile_lock(lock_path.with_suffix(".in"), lock_path)
-            print(f"hubflow: {lock_path.name}: {len(lock.jars)} jars for pyspark {lock.pyspark_version}")
+            target = f"folder {lock.folder}" if lock.folder else f"pyspark {lock.pyspark_version}"
+            print(f"hubflow: {lock_path.name}: {len(lock.jars)} jars for {target}")
         elif args.command == "install":
             names = install(lock_path)
-            print(f"hubflow: {len(names)} locked JVM jars in {pyspark_jars_dir()}", file=sys.stderr)
+            print(
+                f"hubflow: {len(names)} locked JVM jars in {read_lock(lock_path).jars_dir()}", file=sys.stderr
+            )
         else:
             problems = check(lock_path)
             for problem in problems:

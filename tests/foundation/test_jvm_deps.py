@@ -104,3 +104,34 @@ def test_local_sessions_read_and_write_delta_tables(spark, tmp_path: Path) -> No
     assert sorted(r.id for r in spark.read.format("delta").load(table).collect()) == list(range(8))
     history = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").collect()
     assert [row.version for row in history] == [1, 0]
+
+
+def test_the_kafka_lock_is_installed_in_its_own_folder_and_nothing_of_it_in_pyspark() -> None:
+    """jvm-deps-kafka.lock (Apache Kafka for tests/kafka) is a standalone classpath: its folder holds
+    exactly its jars, checked by SHA-256, and pyspark's jars folder none of them."""
+    kafka_lock = REPO_ROOT / "jvm-deps-kafka.lock"
+    lock = jvm_deps.read_lock(kafka_lock)
+    assert lock.folder == "tests/support/kafka/libs" and lock.pyspark_version is None
+    assert {"kafka_2.13", "kafka-tools", "kafka-clients"} <= {jar.artifact for jar in lock.jars}
+    assert jvm_deps.check(kafka_lock) == []
+    assert set((lock.jars_dir() / jvm_deps.MANIFEST).read_text().split()) == {j.file_name for j in lock.jars}
+    assert not [p.name for p in JARS.glob("kafka_2.13-*.jar")], "the broker is never on Spark's classpath"
+
+
+def test_a_folder_lock_installs_into_its_folder_without_pyspark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jar = jvm_deps.LockedJar("org.example", "tiny", "1.0", hashlib.sha256(b"tiny").hexdigest())
+    repo = tmp_path / "repo" / "org" / "example" / "tiny" / "1.0"
+    repo.mkdir(parents=True)
+    (repo / jar.file_name).write_bytes(b"tiny")
+    lock_file = tmp_path / "jvm-deps-x.lock"
+    lock_file.write_text(f"# folder {tmp_path / 'libs'}\n{jar.coordinates} sha256:{jar.sha256}\n")
+    monkeypatch.setenv("HUBFLOW_JAR_CACHE", str(tmp_path / "cache"))
+    assert jvm_deps.install(lock_file, repo=(tmp_path / "repo").as_uri()) == ["tiny-1.0.jar"]
+    assert (tmp_path / "libs" / "tiny-1.0.jar").read_bytes() == b"tiny"
+    assert jvm_deps.check(lock_file) == []
+    (tmp_path / "libs" / "tiny-1.0.jar").write_bytes(b"damaged")
+    assert jvm_deps.check(lock_file) == [
+        f"{jar.coordinates}: {tmp_path / 'libs' / 'tiny-1.0.jar'} does not have the locked SHA-256"
+    ]
