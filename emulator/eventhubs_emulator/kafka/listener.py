@@ -21,6 +21,7 @@ from ..store import Broker
 from . import handlers
 from .groups import GroupCoordinator
 from .protocol import (
+    FAILED_AUTHENTICATION_DELAY,
     FLEXIBLE_FROM,
     MAX_REQUEST_BYTES,
     MAX_UNAUTHENTICATED_REQUEST_BYTES,
@@ -106,6 +107,8 @@ class KafkaServer:
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 response = await self._serve(frame, state, port)
+                if state.failed_auth:  # the answer held back, then sent, then the close (as Kafka)
+                    await asyncio.sleep(FAILED_AUTHENTICATION_DELAY)
                 if response is not None:
                     writer.write(_SIZE.pack(len(response)) + response)
                     await writer.drain()

@@ -106,6 +106,11 @@ NODE_ID = 0
 MAX_UNAUTHENTICATED_REQUEST_BYTES = 512 * 1024
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 
+#: How long the answer to a failed SASL exchange is held back before it is sent and the connection
+#: closed, as Kafka's ``connection.failed.authentication.delay.ms`` (default 100; Apache Kafka 4.1
+#: answers a wrong password after 100-300 ms, then closes): it slows password guessing.
+FAILED_AUTHENTICATION_DELAY = 0.1
+
 #: Longest a Fetch waits for data (its MaxWaitMs is capped to this).
 MAX_FETCH_WAIT_MS = 30_000
 

@@ -1,0 +1,62 @@
+"""Hand-built Kafka requests over a plain socket (the classic encoding), for answers a client library
+hides: the SASL exchange's error code and message, when it comes, and whether the server then closes."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from dataclasses import dataclass
+
+
+def request(api_key: int, version: int, correlation_id: int, body: bytes, client_id: bytes = b"raw") -> bytes:
+    """A size-prefixed request with header v1 (api key, version, correlation id, client id)."""
+    payload = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_frame(sock: socket.socket) -> bytes | None:
+    """One size-prefixed response, or None when the server closed first."""
+    data = b""
+    for wanted in (4, None):
+        size = 4 if wanted else struct.unpack(">i", data)[0]
+        chunk = b""
+        while len(chunk) < size:
+            more = sock.recv(size - len(chunk))
+            if not more:
+                return None
+            chunk += more
+        data = chunk
+    return data
+
+
+@dataclass(frozen=True)
+class SaslAnswer:
+    handshake_error: int
+    error: int
+    message: str | None
+    seconds: float  # from the SaslAuthenticate request to its answer
+    closed: bool  # the server closed the connection right after the answer
+
+
+def sasl_plain(bootstrap: str, user: str, password: str) -> SaslAnswer:
+    """SaslHandshake v1 (PLAIN) then SaslAuthenticate v1 with ``user``/``password``."""
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request(17, 1, 1, struct.pack(">h", 5) + b"PLAIN"))
+        handshake = read_frame(sock)
+        assert handshake is not None, "closed before the SaslHandshake answer"
+        (handshake_error,) = struct.unpack_from(">h", handshake, 4)
+        token = b"\0" + user.encode() + b"\0" + password.encode()
+        started = time.monotonic()
+        sock.sendall(request(36, 1, 2, struct.pack(">i", len(token)) + token))
+        answer = read_frame(sock)
+        seconds = time.monotonic() - started
+        assert answer is not None, "closed before the SaslAuthenticate answer"
+        error, size = struct.unpack_from(">hh", answer, 4)
+        message = answer[8 : 8 + size].decode() if size >= 0 else None
+        closed = False
+        if error:
+            sock.settimeout(5)
+            closed = sock.recv(1) == b""
+        return SaslAnswer(handshake_error, error, message, seconds, closed)

@@ -1,0 +1,245 @@
+"""The same kafka-python 3.0.12 client tests against Apache Kafka 4.1 (KRaft) and the emulator's Kafka
+endpoint (``server`` is each in turn, tests/kafka/conftest.py): what a client sees must agree, except
+where Event Hubs documents a difference (tests/kafka/test_service_differences.py, docs/emulator.md).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import errors as kafka_errors
+
+from . import raw
+from .conftest import KafkaServer
+
+pytestmark = pytest.mark.integration
+
+DEADLINE = 30.0  # seconds: a bound on waits for conditions (2 loaded cores), not a speed
+
+
+def produce(server: KafkaServer, topic: str, records: list[dict[str, Any]]) -> list[Any]:
+    """Send ``records`` (keyword arguments of ``KafkaProducer.send``) one by one; their metadata."""
+    producer = KafkaProducer(**server.config(acks="all", linger_ms=0))
+    try:
+        return [producer.send(topic, **record).get(timeout=DEADLINE) for record in records]
+    finally:
+        producer.close()
+
+
+def consume(server: KafkaServer, tps: list[TopicPartition], expected: int, **overrides: Any) -> list[Any]:
+    """Read ``tps`` from their beginning (manual assignment) until ``expected`` records, then a bit more."""
+    consumer = KafkaConsumer(**server.config(**overrides))
+    try:
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        records: list[Any] = []
+        deadline = time.monotonic() + DEADLINE
+        while len(records) < expected and time.monotonic() < deadline:
+            records.extend(r for batch in consumer.poll(timeout_ms=500).values() for r in batch)
+        records.extend(r for batch in consumer.poll(timeout_ms=200).values() for r in batch)
+        return records
+    finally:
+        consumer.close()
+
+
+def test_records_round_trip_with_keys_headers_and_partitions(server: KafkaServer) -> None:
+    topic = server.topic(4)
+    sent = [
+        {
+            "value": f"v{i}".encode(),
+            "key": f"k{i}".encode(),
+            "partition": i % 4,
+            "headers": [("n", str(i).encode()), ("kind", b"conformance")],
+        }
+        for i in range(8)
+    ]
+    sent.append({"value": b"no-key", "partition": 3})  # a null key and no headers
+    meta = produce(server, topic, sent)
+    assert [(m.topic, m.partition, m.offset) for m in meta] == [
+        (topic, 0, 0),
+        (topic, 1, 0),
+        (topic, 2, 0),
+        (topic, 3, 0),
+        (topic, 0, 1),
+        (topic, 1, 1),
+        (topic, 2, 1),
+        (topic, 3, 1),
+        (topic, 3, 2),
+    ], "offsets start at 0 and count up per partition"
+
+    records = consume(server, [TopicPartition(topic, p) for p in range(4)], expected=9)
+    got = sorted((r.partition, r.offset, r.key, r.value, list(r.headers)) for r in records)
+    want = sorted(
+        (m.partition, m.offset, s.get("key"), s["value"], list(s.get("headers", [])))
+        for m, s in zip(meta, sent, strict=True)
+    )
+    assert got == want, "each record once, with its key, value and headers, at its partition and offset"
+
+
+def test_list_offsets_earliest_latest_and_by_timestamp(server: KafkaServer) -> None:
+    topic = server.topic(1)
+    tp = TopicPartition(topic, 0)
+    metas, before = [], []
+    for i in range(3):
+        now = time.time() * 1000
+        if metas:  # a timestamp strictly after the previous record's (same clock: loopback)
+            while now <= metas[-1].timestamp:
+                now = time.time() * 1000
+        before.append(int(now) + 1 if now > int(now) else int(now))
+        metas.extend(produce(server, topic, [{"value": f"t{i}".encode()}]))
+    consumer = KafkaConsumer(**server.config())
+    try:
+        assert consumer.beginning_offsets([tp]) == {tp: 0}
+        assert consumer.end_offsets([tp]) == {tp: 3}
+        for i in (1, 2):
+            found = consumer.offsets_for_times({tp: before[i]})[tp]
+            assert found is not None and found.offset == i, (i, before, [m.timestamp for m in metas])
+        assert consumer.offsets_for_times({tp: 0})[tp].offset == 0
+        later = max(m.timestamp for m in metas) + 60_000
+        assert consumer.offsets_for_times({tp: later})[tp] is None, "no record at or after: none"
+    finally:
+        consumer.close()
+
+
+def test_metadata_names_one_reachable_broker_leading_every_partition(server: KafkaServer) -> None:
+    topic = server.topic(4)
+    admin = KafkaAdminClient(**server.config())
+    try:
+        cluster = admin.describe_cluster()
+        [broker] = cluster["brokers"]
+        assert f"{broker['host']}:{broker['port']}" == server.bootstrap
+        [described] = admin.describe_topics([topic])
+        assert described["error_code"] == 0 and not described["is_internal"]
+        partitions = sorted(described["partitions"], key=lambda p: p["partition_index"])
+        assert [p["partition_index"] for p in partitions] == [0, 1, 2, 3]
+        assert {p["leader_id"] for p in partitions} == {broker["broker_id"]}
+        assert all(p["replica_nodes"] == [broker["broker_id"]] and p["error_code"] == 0 for p in partitions)
+    finally:
+        admin.close()
+
+
+def test_an_unknown_topic_is_unknown_topic_or_partition(server: KafkaServer) -> None:
+    admin = KafkaAdminClient(**server.config())
+    try:
+        [described] = admin.describe_topics(["no-such-topic"])
+        assert described["error_code"] == kafka_errors.UnknownTopicOrPartitionError.errno
+    finally:
+        admin.close()
+    producer = KafkaProducer(**server.config(max_block_ms=3_000))
+    try:
+        with pytest.raises(kafka_errors.KafkaTimeoutError):  # the topic never appears in Metadata
+            producer.send("no-such-topic", b"x").get(timeout=DEADLINE)
+    finally:
+        producer.close()
+
+
+def test_a_wrong_password_is_answered_with_sasl_authentication_failed_then_closed(
+    server: KafkaServer,
+) -> None:
+    """SaslAuthenticate with a wrong key: SASL_AUTHENTICATION_FAILED (58), held back by at least
+    Kafka's ``connection.failed.authentication.delay.ms`` (100 ms), then the connection closes; the
+    right password passes. kafka-python 3.0.12 then never bootstraps (it retries until its timeout)."""
+    wrong = server.password.replace("SharedAccessKey=", "SharedAccessKey=x")
+    refused = raw.sasl_plain(server.bootstrap, "$ConnectionString", wrong)
+    assert (refused.handshake_error, refused.error, refused.closed) == (0, 58, True), refused
+    assert refused.message is not None and refused.message.startswith("Authentication failed"), refused
+    assert refused.seconds >= 0.09, "the failure's answer is held back"
+    accepted = raw.sasl_plain(server.bootstrap, "$ConnectionString", server.password)
+    assert (accepted.handshake_error, accepted.error, accepted.closed) == (0, 0, False), accepted
+    with pytest.raises(kafka_errors.KafkaTimeoutError):
+        KafkaAdminClient(**server.config(password=wrong, bootstrap_timeout_ms=1_500))
+
+
+def test_a_group_member_commits_and_another_consumer_fetches_the_committed_offsets(
+    server: KafkaServer,
+) -> None:
+    topic = server.topic(2)
+    produce(server, topic, [{"value": f"g{i}".encode(), "partition": i % 2} for i in range(6)])
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+    consumer = KafkaConsumer(
+        **server.config(group_id="cg-commit", enable_auto_commit=False, auto_offset_reset="earliest")
+    )
+    try:
+        consumer.subscribe([topic])
+        records: list[Any] = []
+        deadline = time.monotonic() + DEADLINE
+        while len(records) < 6 and time.monotonic() < deadline:
+            records.extend(r for batch in consumer.poll(timeout_ms=500).values() for r in batch)
+        assert consumer.assignment() == set(tps), "a group of one is given every partition"
+        assert sorted(r.value for r in records) == [f"g{i}".encode() for i in range(6)]
+        consumer.commit({tps[0]: _offset(2), tps[1]: _offset(3)})
+    finally:
+        consumer.close()
+    check = KafkaConsumer(**server.config(group_id="cg-commit", enable_auto_commit=False))
+    other = KafkaConsumer(**server.config(group_id="cg-other", enable_auto_commit=False))
+    try:
+        assert [check.committed(tp) for tp in tps] == [2, 3]
+        assert [other.committed(tp) for tp in tps] == [None, None], "each group keeps its own offsets"
+    finally:
+        check.close()
+        other.close()
+
+
+def _offset(offset: int) -> Any:
+    from kafka.structs import OffsetAndMetadata
+
+    return OffsetAndMetadata(offset, "", -1)
+
+
+def test_two_members_share_the_partitions_and_one_takes_over_when_the_other_leaves(
+    server: KafkaServer,
+) -> None:
+    """JoinGroup/SyncGroup/Heartbeat/LeaveGroup: two subscribed consumers, each polling in its own thread
+    as applications do, split four partitions; when one closes, the other rebalances and gets all four."""
+    topic = server.topic(4)
+    settings = {
+        "group_id": "cg-shared",
+        "session_timeout_ms": 10_000,
+        "heartbeat_interval_ms": 300,
+        "max_poll_interval_ms": 10_000,  # the rebalance timeout: a bound, not a wait
+    }
+    assigned: dict[int, set[int]] = {0: set(), 1: set()}
+    stop = {0: threading.Event(), 1: threading.Event()}
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            consumer = KafkaConsumer(**server.config(**settings))
+            try:
+                consumer.subscribe([topic])
+                while not stop[index].is_set():
+                    consumer.poll(timeout_ms=100)
+                    assigned[index] = {tp.partition for tp in consumer.assignment()}
+            finally:
+                consumer.close()
+        except BaseException as exc:  # shown by the test, not lost in the thread
+            errors.append(exc)
+
+    threads = {i: threading.Thread(target=run, args=(i,), daemon=True) for i in (0, 1)}
+    for thread in threads.values():
+        thread.start()
+    try:
+
+        def split() -> bool:
+            a, b = assigned[0], assigned[1]
+            return bool(a) and bool(b) and a | b == {0, 1, 2, 3} and not a & b
+
+        deadline = time.monotonic() + DEADLINE
+        while not split() and time.monotonic() < deadline and not errors:
+            time.sleep(0.05)
+        assert split() and not errors, (assigned, errors)
+
+        stop[1].set()
+        threads[1].join(timeout=DEADLINE)
+        deadline = time.monotonic() + DEADLINE
+        while assigned[0] != {0, 1, 2, 3} and time.monotonic() < deadline and not errors:
+            time.sleep(0.05)
+        assert assigned[0] == {0, 1, 2, 3} and not errors, (assigned, errors)
+    finally:
+        for i in (0, 1):
+            stop[i].set()
+            threads[i].join(timeout=DEADLINE)
