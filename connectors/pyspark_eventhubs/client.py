@@ -29,9 +29,28 @@ def _credential(options: EventHubsOptions) -> Any:
         raise EventHubsClientError(
             "eventhubs.useAadAuth=true needs azure-identity: pip install 'hubflow-connectors[aad]'."
         ) from None
+    extra = _authority_kwargs()
     if options.tenant_id and options.client_id and options.client_secret:
-        return ClientSecretCredential(options.tenant_id, options.client_id, options.client_secret)
-    return DefaultAzureCredential()
+        return ClientSecretCredential(options.tenant_id, options.client_id, options.client_secret, **extra)
+    return DefaultAzureCredential(**extra)
+
+
+def _authority_kwargs() -> dict[str, Any]:
+    """``disable_instance_discovery`` when ``AZURE_AUTHORITY_HOST`` names a host MSAL does not know.
+
+    MSAL asks ``login.microsoftonline.com`` to vouch for such a host (instance discovery), which fails
+    for a private authority (an on-premises or local Entra ID stand-in); the user naming the host in
+    the environment is the trust. Azure's public and sovereign clouds keep the check.
+    """
+    from urllib.parse import urlsplit
+
+    authority = os.environ.get("AZURE_AUTHORITY_HOST", "").strip()
+    if not authority:
+        return {}
+    from msal.authority import WELL_KNOWN_AUTHORITY_HOSTS
+
+    host = (urlsplit(authority if "://" in authority else f"https://{authority}").hostname or "").lower()
+    return {} if host in WELL_KNOWN_AUTHORITY_HOSTS else {"disable_instance_discovery": True}
 
 
 def _common_kwargs(options: EventHubsOptions) -> dict[str, Any]:

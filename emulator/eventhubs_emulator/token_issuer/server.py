@@ -83,6 +83,9 @@ class TokenIssuer:
         self._federation_key = federation_public_key(self.folder)
         self.tokens_issued = 0  # successful token requests (tests count refreshes with it)
         self.tokens_by_client: Counter[str] = Counter()  # ... and per client id
+        # (client id, endpoint, User-Agent) of every token handed out: tells a JVM's requests
+        # (hadoop-azure: "Java/...") from Python's (azure-identity: "azsdk-python-identity/...")
+        self.token_requests: list[tuple[str, str, str]] = []
         # A fault the service must refuse (tests): one of FAULTS, or None for good tokens.
         self.fault: str | None = None
         self._lock = threading.Lock()
@@ -149,7 +152,7 @@ class TokenIssuer:
 
     # -- tokens ----------------------------------------------------------------------------------
 
-    def _mint(self, resource: str, client_id: str) -> tuple[str, int]:
+    def _mint(self, resource: str, client_id: str, route: str = "", agent: str = "") -> tuple[str, int]:
         """A token for ``resource`` as :attr:`fault` says; the ``expires_on`` the client sees is always
         the normal one, so a faulty token reaches the service instead of being refused by the client."""
         claims = {"appid": client_id, "azp": client_id}
@@ -165,6 +168,7 @@ class TokenIssuer:
         with self._lock:
             self.tokens_issued += 1
             self.tokens_by_client[client_id] += 1
+            self.token_requests.append((client_id, route, agent))
         return token, expires
 
     def _check_assertion(self, assertion: str, client: RegisteredClient) -> Answer | None:
@@ -234,7 +238,8 @@ class TokenIssuer:
             return self.directory.tenant_error(segments[0]) or (200, self._jwks())
         if method == "POST" and segments[1:] in (["oauth2", "v2.0", "token"], ["oauth2", "token"]):
             form = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
-            return self.directory.tenant_error(segments[0]) or self._token(form, v2=len(segments) == 4)
+            agent = str(headers.get("User-Agent") or "")
+            return self.directory.tenant_error(segments[0]) or self._token(form, agent, v2=len(segments) == 4)
         return 404, {"error": "not_found", "error_description": f"no endpoint {method} {parts.path}"}
 
     def _app_service(self, query: dict[str, str], headers: Any) -> Answer:
@@ -246,7 +251,7 @@ class TokenIssuer:
         if not resource:
             return 400, {"statusCode": 400, "message": "the 'resource' parameter is required"}
         identity = query.get("client_id") or "emulator-managed-identity"
-        token, expires = self._mint(resource, identity)
+        token, expires = self._mint(resource, identity, "app-service", str(headers.get("User-Agent") or ""))
         return 200, {
             "access_token": token,
             "expires_on": str(expires),
@@ -276,7 +281,7 @@ class TokenIssuer:
         identity = self.directory.managed_identity(query.get("client_id"))
         if identity is None:
             return _imds_error("Identity not found")
-        token, expires = self._mint(resource, identity)
+        token, expires = self._mint(resource, identity, "imds", str(headers.get("User-Agent") or ""))
         return 200, {
             "access_token": token,
             "client_id": identity,
@@ -314,7 +319,7 @@ class TokenIssuer:
         jwk.update({"kid": self.keys.key_id, "use": "sig", "issuer": self.keys.issuer})
         return {"keys": [jwk]}
 
-    def _token(self, form: dict[str, str], *, v2: bool) -> Answer:
+    def _token(self, form: dict[str, str], agent: str, *, v2: bool) -> Answer:
         if v2:
             scope = form.get("scope", "").split()
             resources = [s.removesuffix("/.default") for s in scope if s.endswith("/.default")]
@@ -343,7 +348,7 @@ class TokenIssuer:
         client, refusal = self.directory.authenticate(form, self._check_assertion)
         if refusal or client is None:
             return refusal or entra_error(500, "server_error", 90000, "no client")
-        token, expires = self._mint(resource, client.client_id)
+        token, expires = self._mint(resource, client.client_id, "v2" if v2 else "v1", agent)
         lifetime = int(self.lifetime)
         body: dict[str, Any] = {
             "token_type": "Bearer",

@@ -1,0 +1,168 @@
+"""The connector's ``eventhubs.useAadAuth`` with production identities other than a managed one,
+each found by ``DefaultAzureCredential`` in the environment as on a cluster: a service principal
+(``AZURE_CLIENT_ID``/``AZURE_CLIENT_SECRET``/``AZURE_TENANT_ID``, EnvironmentCredential) and a
+Kubernetes workload identity (``AZURE_FEDERATED_TOKEN_FILE``, WorkloadIdentityCredential), both
+asking the local Entra ID at ``AZURE_AUTHORITY_HOST`` over HTTPS. The issuer and the emulator share
+one CA, which azure-identity trusts through ``REQUESTS_CA_BUNDLE`` (requests' variable) and the
+connector through ``eventhubs.connectionVerify``.
+
+The fast receiver, the management session and a sink producer run past the first token's expiry on
+the same links (the emulator detaches a link whose token lapses), every event received once, in
+order; the issuer counts each identity's token requests. A wrong client secret fails with Entra ID's
+reason (AADSTS7000215) in the connector's error, and the secret nowhere in it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyspark_eventhubs.client import producer_client
+from pyspark_eventhubs.fast_receiver import FastPartitionReceiver
+from pyspark_eventhubs.hub_metadata import HubMetadata
+from pyspark_eventhubs.options import parse_options
+from tests.connector.test_entra_id_stream import aad_options
+
+pytestmark = pytest.mark.integration
+
+#: As in test_entra_id_renewal.py: the shortest lifetime azure-identity renews in time, plus a margin.
+LIFETIME = 36
+SECRET = "sp-secret-do-not-log-7Qx"
+SUBJECT = "system:serviceaccount:streams:copy-job"
+IDENTITY_VARS = (
+    "AZURE_CLIENT_ID",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_TENANT_ID",
+    "AZURE_FEDERATED_TOKEN_FILE",
+    "AZURE_AUTHORITY_HOST",
+    "IDENTITY_ENDPOINT",
+    "IDENTITY_HEADER",
+    "MSI_ENDPOINT",
+    "AZURE_POD_IDENTITY_AUTHORITY_HOST",
+)
+
+
+@dataclass
+class Stack:
+    emu: Any
+    issuer: Any
+    folder: Path
+
+
+@pytest.fixture
+def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+    """The emulator (TLS port, trusting the issuer) and the issuer as an HTTPS authority, one CA."""
+    from eventhubs_emulator import EmulatorConfig
+    from eventhubs_emulator.token_issuer import RegisteredClient, TokenIssuer
+    from tests.support.emulator import Emulator
+
+    for name in IDENTITY_VARS:
+        monkeypatch.delenv(name, raising=False)
+    issuer = TokenIssuer(
+        tmp_path / "token-issuer",
+        lifetime=LIFETIME,
+        tls_dir=tmp_path / "tls",
+        clients=[
+            RegisteredClient("copy-job-sp", client_secret=SECRET),
+            RegisteredClient("copy-job-wi", federated_subject=SUBJECT),
+        ],
+    ).start()
+    config = EmulatorConfig.many_hubs(
+        {"hub1": 1},
+        tls_port=0,
+        tls_dir=str(tmp_path / "tls"),
+        entra_id_issuer_dir=str(tmp_path / "token-issuer"),
+    )
+    try:
+        emu = Emulator(config, port=0).start()
+    except BaseException:
+        issuer.stop()
+        raise
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "tls" / "ca.pem"))
+    monkeypatch.setenv("AZURE_AUTHORITY_HOST", issuer.base_url)
+    monkeypatch.setenv("AZURE_TENANT_ID", issuer.tenant_id)
+    yield Stack(emu, issuer, tmp_path)
+    emu.stop()
+    issuer.stop()
+
+
+def _read_and_write_past_the_first_token(emu: Any) -> None:
+    """Send, receive and ask for bounds for LIFETIME + 6 s on the same links: every event once."""
+    from azure.eventhub import EventData
+
+    options = parse_options(aad_options(emu, "hub1"))
+    producer = producer_client(options)
+    metadata = HubMetadata(options)
+    receiver = FastPartitionReceiver(options, "0", 0, options.prefetch_count)
+    received: list[str] = []
+    sent: list[str] = []
+    try:
+        started = time.monotonic()
+        first_link = first_sender = None
+        while time.monotonic() - started < LIFETIME + 6:
+            bodies = [f"ev-{len(sent) + i}" for i in range(5)]
+            batch = producer.create_batch(partition_id="0")
+            for body in bodies:
+                batch.add(EventData(body))
+            producer.send_batch(batch)
+            sent.extend(bodies)
+            while len(received) < len(sent):
+                rows = receiver.receive(len(sent) - len(received), 30)
+                assert rows is not None, f"no events within 30 s after {len(received)}"
+                received.extend(bytes(b).decode() for b in rows.column("body").to_pylist())
+            sender = producer._producers["0"]._handler._link
+            if first_link is None:
+                first_link, first_sender = receiver._link, sender
+            assert sender is first_sender, "the sink's producer link stayed open"
+            assert metadata.bounds()["0"].latest == len(sent)
+            time.sleep(1)
+        assert receiver._link is first_link, "the receiver kept its link"
+    finally:
+        receiver.close()
+        metadata.close()
+        producer.close()
+    assert received == sent, "every event once, in order"
+
+
+def test_a_service_principal_from_the_environment_reads_and_writes_with_renewing_tokens(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AZURE_CLIENT_ID", "copy-job-sp")
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", SECRET)
+    _read_and_write_past_the_first_token(stack.emu)
+    # one token per connection at first, each renewed at least once past LIFETIME
+    assert stack.issuer.tokens_by_client["copy-job-sp"] >= 4, dict(stack.issuer.tokens_by_client)
+    assert set(stack.issuer.tokens_by_client) == {"copy-job-sp"}, "no other identity was used"
+
+    # a wrong secret: the connector's error carries Entra ID's reason, not the secret
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", "a-wrong-secret-value")
+    metadata = HubMetadata(parse_options(aad_options(stack.emu, "hub1")))
+    try:
+        with pytest.raises(Exception) as refused:
+            metadata.bounds()
+    finally:
+        metadata.close()
+    message = f"{refused.value} {refused.value.__cause__ or ''}"
+    assert "AADSTS7000215" in message and "Invalid client secret" in message, message
+    assert "a-wrong-secret-value" not in message and SECRET not in message
+
+
+@pytest.mark.slow
+def test_a_workload_identity_reads_and_writes_with_renewing_tokens(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eventhubs_emulator.token_issuer import federated_token
+
+    token_file = stack.folder / "azure-identity-token"
+    # the webhook's projected token; it outlives the access tokens it is traded for
+    token_file.write_text(federated_token(stack.issuer.folder, SUBJECT, lifetime=3600))
+    monkeypatch.setenv("AZURE_CLIENT_ID", "copy-job-wi")
+    monkeypatch.setenv("AZURE_FEDERATED_TOKEN_FILE", str(token_file))
+    _read_and_write_past_the_first_token(stack.emu)
+    assert stack.issuer.tokens_by_client["copy-job-wi"] >= 4, dict(stack.issuer.tokens_by_client)
+    assert set(stack.issuer.tokens_by_client) == {"copy-job-wi"}
