@@ -4,8 +4,13 @@ same AMQP-sent events and lands the same rows; its checkpoint holds no secret.""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import signal
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +126,148 @@ def test_one_function_reads_the_same_rows_through_kafka_as_through_amqp(
     for row in kafka:
         per_partition[row[0]] = max(per_partition.get(row[0], -1), row[1] + 1)
     assert last == {"hub1": per_partition}
-    # the connection string (in the JAAS config) is in no checkpoint file
+    # the connection string (in the JAAS config) is in no checkpoint file, and masked in the plan
     key = hub.connection_string.split("SharedAccessKey=")[1].split(";")[0]
     for path in checkpoint.rglob("*"):
         if path.is_file():
             assert key not in path.read_bytes().decode("utf-8", "replace"), path
+    plan = _source_plan(spark, _source("eventhubs_kafka", bootstrap))
+    assert "kafka.sasl.jaas.config=*********(redacted)" in plan and "subscribe=hub1" in plan, plan
+    assert key not in plan
+
+
+#: Each event's identity, body and the number its body carries (a UDF: the module reaches executors).
+NUMBERED = """
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+
+@F.udf(LongType())
+def event_number(body):
+    return int(bytes(body).decode().rsplit("-", 1)[1])
+
+
+def numbered(telemetry):
+    return telemetry.select("partition", "sequenceNumber", "body", event_number("body").alias("number"))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_kafka_source_pipeline_killed_9_resumes_with_each_event_once_and_no_secret_anywhere(
+    spark: Any,
+    kafka_hub: tuple[EmulatedHub, str],
+    tmp_path: Path,
+    pipelines: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kill -9 of ``spark-submit jobs/pipeline.py`` reading through Spark's Kafka source into Delta,
+    after its first commit; an availableNow rerun does the rest. Its driver and task log, event log
+    (what the UI's SQL and environment tabs show) and checkpoint hold no part of the secret."""
+    from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV
+    from hubflow_jobs.pipeline.job import load_pipeline, ship_module
+    from hubflow_jobs.pipeline.streams import start_pipeline
+    from hubflow_jobs.runtime.runner import run_job
+    from hubflow_jobs.runtime.stop import StopRequest
+    from hubflow_plugins.core.health import check_health, committed_sequence_numbers
+
+    from . import helpers
+
+    hub, bootstrap = kafka_hub
+    write_module(pipelines, "kafka_numbered", NUMBERED)
+    output = tmp_path / "lake" / "numbered"
+    source = {**_source("eventhubs_kafka", bootstrap), "max_events_per_trigger": 100}
+    sections: dict[str, Any] = {
+        "sources": {"telemetry": source},
+        "sinks": {"numbered": {"kind": "delta", "output_path": str(output)}},
+    }
+    sent = hub.send_numbered(0, 500)
+    events_dir = tmp_path / "spark-events"
+    events_dir.mkdir()
+    streaming = pipeline_config(
+        tmp_path,
+        "kafka_numbered",
+        trigger={"processingTime": "1 second"},
+        **sections,
+        spark_conf={
+            "spark.sql.shuffle.partitions": 2,
+            "spark.ui.enabled": False,
+            "spark.eventLog.enabled": True,
+            "spark.eventLog.dir": str(events_dir),
+            "spark.eventLog.compress": False,  # so that a grep reads it
+            "spark.eventLog.buffer.kb": "1k",  # written as it goes: the driver is killed
+        },
+    )
+    env = {ENV_VAR: hub.connection_string, PIPELINES_DIR_ENV: str(pipelines)}
+    checkpoint = tmp_path / "checkpoints" / "kafka_numbered"
+    log = tmp_path / "killed.log"
+    driver = helpers.spark_submit(
+        streaming,
+        log,
+        script=helpers.JOBS_DIR / "pipeline.py",
+        extra_env=env,
+        script_args=["--pipeline", "kafka_numbered:numbered"],
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not helpers.log_ids(checkpoint / "commits"):
+            assert driver.poll() is None, f"the run ended ({driver.returncode}): {helpers.last_log_line(log)}"
+            assert time.monotonic() < deadline, "no batch committed in time"
+            time.sleep(0.02)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    assert driver.returncode == -signal.SIGKILL
+    committed = helpers.log_ids(checkpoint / "commits")
+    assert 1 <= len(committed) < 5, f"the kill must leave batches to do; committed {committed}"
+
+    monkeypatch.setenv(ENV_VAR, hub.connection_string)
+    again = pipeline_config(tmp_path, "kafka_numbered", trigger={"availableNow": True}, **sections)
+    config, binding = load_pipeline("kafka_numbered:numbered", str(again))
+    ship_module(spark, binding)
+    code, reason = run_job(spark, config, functools.partial(start_pipeline, binding=binding), StopRequest())
+    assert code == EXIT_OK, reason
+
+    rows = spark.read.format("delta").load(str(output)).collect()
+    identities = [(r["partition"], r["sequenceNumber"]) for r in rows]
+    assert len(identities) == len(set(identities)), "an event was written twice"
+    assert sorted(bytes(r["body"]) for r in rows) == sorted(sent)
+    for r in rows:
+        assert bytes(r["body"]) == f"event-{r['number']}".encode() and r["partition"] == str(r["number"] % 2)
+    batches = helpers.log_ids(checkpoint / "commits")
+    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    recorded = [
+        json.loads(line)["txn"]["version"]
+        for commit in sorted((output / "_delta_log").glob("*.json"))
+        for line in commit.read_text().splitlines()
+        if json.loads(line).get("txn", {}).get("appId") == query_id
+    ]
+    assert recorded == batches == list(range(len(batches))), "each batch committed to the table once"
+
+    # the health sensor's reading of Spark's Kafka offsets: the next sequence number per partition
+    latest = ("hub1", {"0": 250, "1": 250})
+    report = check_health(str(checkpoint), stalled_after=timedelta(hours=1), latest=latest)
+    assert committed_sequence_numbers(report.report, "hub1") == {"0": 250, "1": 250}
+    assert (report.failed, report.lag) == (False, {"0": 0, "1": 0}), report.reason
+    behind = check_health(
+        str(checkpoint), stalled_after=timedelta(hours=1), latest=("hub1", {"0": 260, "1": 253})
+    )
+    assert behind.lag == {"0": 10, "1": 3}
+
+    secret = hub.connection_string.split("SharedAccessKey=")[1].split(";")[0]
+    written = [log, *events_dir.rglob("*"), *checkpoint.rglob("*")]
+    assert any(path.name.startswith("events_") for path in written), "no event log was written"
+    for path in written:
+        if path.is_file():
+            assert secret not in path.read_bytes().decode("utf-8", "replace"), f"the key leaked into {path}"
+    event_log = "".join(p.read_text(errors="replace") for p in events_dir.rglob("events_*"))
+    assert "SparkListenerSQLExecutionStart" in event_log and "KafkaScan" in event_log, "the batches' plans"
+
+
+def _source_plan(spark: Any, source: dict[str, Any]) -> str:
+    """The analyzed plan of the source's stream, options and all (as explain() and the UI print it)."""
+    from hubflow_jobs.pipeline.declarations import EventHubsKafkaSource
+    from hubflow_jobs.pipeline.streams import read_source
+
+    frame = read_source(spark, EventHubsKafkaSource.model_validate(source))
+    return frame._jdf.queryExecution().toString()
