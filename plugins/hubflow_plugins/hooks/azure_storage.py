@@ -1,32 +1,37 @@
-"""The storage account of a job as an Airflow connection of the Microsoft Azure provider's types.
+"""The storage account of a job: an Airflow connection of the Microsoft Azure provider's types.
 
 A job's checkpoint, status folder, landing and lake live in Azure storage; the registry names the
-Airflow connection that reaches it (``storage_conn_id``). The connection is read the way the
-provider's ``WasbHook`` reads its ``wasb`` connections (and ``adls`` ones the same way), in the same
-order, so an existing one works as is:
+Airflow connection that reaches it (``storage_conn_id``). The connection is the provider's
+(``apache-airflow-providers-microsoft-azure``): type ``wasb`` (Azure Blob Storage) or ``adls``
+(Azure Data Lake Storage V2), entered in Airflow's connection form, the CLI, ``AIRFLOW_CONN_*`` or a
+secrets backend. :class:`AzureStorageHook` is the provider's ``WasbHook`` (its connection form and
+``get_conn()``: the provider's ``BlobServiceClient``, or for an ``adls`` connection the
+``AzureDataLakeStorageV2Hook``'s ``DataLakeServiceClient``) plus the one thing the provider lacks:
+the connection as a :class:`hubflow_jobs.storage.azure.AzureStorageAccess`, which fsspec/adlfs,
+the Blob SDK and a job's Spark driver (hadoop-azure) all take.
 
-* ``extra.connection_string`` — a storage connection string; it wins over everything else;
-* ``extra.tenant_id`` — a service principal: ``login``/``password`` are its client id and secret
-  (the account then comes from ``host`` or ``extra.account_name``);
-* ``extra.shared_access_key`` — the account key;
-* ``extra.sas_token`` — a SAS;
-* ``password`` (or ``extra.account_key``) — the account key;
-* none of these: a managed identity (``extra.managed_identity_client_id`` picks a user-assigned
-  one), or a Kubernetes workload identity with ``extra.workload_identity_tenant_id``;
-* the account: ``login``, or ``host`` (the account name, its ``https://<account>.blob.core.windows.net``
-  URL, or a path-style emulator URL such as Azurite's), or ``extra.account_name``;
-* ``extra.blob_endpoint`` — the Blob service URL when it is not ``https://<account>.blob.core.windows.net``
-  (Azurite, private endpoints; ``extra.account_host`` names a custom host the same way);
-* ``extra.client_secret_auth_config.authority`` (or ``extra.authority_host``) — another Entra ID host.
+The credential is the one the provider's ``get_conn()`` picks, in the provider's order
+(``tests/plugins/hooks/test_azure_storage.py`` checks it against the provider's own clients):
+
+* ``wasb``: ``extra.connection_string``; ``extra.tenant_id`` (a service principal: ``login`` and
+  ``password`` are its client id and secret); ``extra.shared_access_key``; ``extra.sas_token``;
+  ``password``; ``extra.account_key``; otherwise a managed identity
+  (``extra.managed_identity_client_id`` picks a user-assigned one) or, with
+  ``extra.workload_identity_tenant_id``, a Kubernetes workload identity;
+* ``adls``: ``extra.connection_string``; ``extra.tenant_id``; ``password``; otherwise a managed or
+  workload identity, as above.
+
+The account: for ``wasb`` the provider's account URL (``host``: ``https://<account>.blob.core.windows.net``
+or a path-style emulator URL such as Azurite's ``http://127.0.0.1:10000/devstoreaccount1``, else
+``login``); for ``adls`` ``host`` (the account name) or ``extra.account_url``. hubflow also takes
+``extra.account_name``, a bare account name in a ``wasb`` connection's ``host``,
+``extra.blob_endpoint`` (or ``extra.account_host``) for a private endpoint or an emulator, and
+``extra.client_secret_auth_config.authority`` (or ``extra.authority_host``) for another Entra ID host.
 
 Every secret is registered with Airflow's log masker before it is used. Airflow-side code gets the
 job's access with :func:`use_job_storage` (archive, backups, status folder and checkpoint reads open
 their URLs through :func:`hubflow_jobs.storage.azure.url_to_fs`); the driver receives it only through
 its environment (:func:`job_storage_env`, ``hubflow_jobs.storage.azure.STORAGE_ACCESS_ENV``).
-
-The provider itself is not installed (docs/deployment.md, "Storage credentials"): it would add 49
-packages to the image for the connection form; the ``wasb``/``adls`` connection types are entered
-by the CLI, the environment or a secrets backend.
 """
 
 from __future__ import annotations
@@ -34,29 +39,38 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow.sdk import BaseHook
+from airflow.providers.microsoft.azure.hooks.data_lake import AzureDataLakeStorageV2Hook
+from airflow.providers.microsoft.azure.hooks.wasb import WasbHook
+from airflow.providers.microsoft.azure.utils import get_field, parse_blob_account_url
 
 from hubflow_jobs.storage.azure import AzureStorageAccess, StorageAccessError, env_for, use_access
 
 
-class AzureStorageHook(BaseHook):
-    """Turns an Airflow connection into the storage access every hubflow client uses."""
+class AzureStorageHook(WasbHook):
+    """The provider's ``WasbHook`` for a job's storage connection, giving hubflow's storage access too.
+
+    :param storage_conn_id: the ``wasb`` or ``adls`` connection (a job's ``storage_conn_id``).
+    :param public_read: as ``WasbHook``'s: ``get_conn()`` reads anonymously.
+    """
 
     conn_name_attr = "storage_conn_id"
     default_conn_name = "hubflow_storage_default"
-    conn_type = "wasb"
-    hook_name = "Azure storage (hubflow)"
 
-    def __init__(self, storage_conn_id: str = default_conn_name, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, storage_conn_id: str = default_conn_name, public_read: bool = False) -> None:
+        super().__init__(wasb_conn_id=storage_conn_id, public_read=public_read)
         self.storage_conn_id = storage_conn_id
 
     def get_conn(self) -> Any:
-        return self.get_connection(self.storage_conn_id)
+        """The provider's client of the account: ``WasbHook``'s ``BlobServiceClient``, or for an
+        ``adls`` connection ``AzureDataLakeStorageV2Hook``'s ``DataLakeServiceClient``."""
+        if self.get_connection(self.conn_id).conn_type == "adls":
+            adls = AzureDataLakeStorageV2Hook(adls_conn_id=self.conn_id, public_read=self.public_read)
+            return adls.get_conn()
+        return super().get_conn()
 
     def access(self) -> AzureStorageAccess:
         """The connection as an :class:`AzureStorageAccess`, its secrets masked in every log."""
-        conn = self.get_conn()
+        conn = self.get_connection(self.storage_conn_id)
         try:
             access = access_from_connection(
                 conn_type=conn.conn_type or self.conn_type,
@@ -64,6 +78,7 @@ class AzureStorageHook(BaseHook):
                 login=conn.login,
                 password=conn.password,
                 extra=conn.extra_dejson or {},
+                conn_id=self.storage_conn_id,
             )
         except (StorageAccessError, ValueError) as exc:
             raise ValueError(f"Airflow connection {self.storage_conn_id!r}: {_without_input(exc)}") from None
@@ -112,44 +127,51 @@ def job_storage_env(job: Any) -> dict[str, str]:
 
 
 def access_from_connection(
-    *, conn_type: str, host: str | None, login: str | None, password: str | None, extra: dict[str, Any]
+    *,
+    conn_type: str,
+    host: str | None,
+    login: str | None,
+    password: str | None,
+    extra: dict[str, Any],
+    conn_id: str = "",
 ) -> AzureStorageAccess:
-    """The storage access a connection's fields describe (see the module docstring)."""
+    """The storage access a connection's fields describe, the credential chosen in the order of the
+    provider's ``get_conn()`` for the connection's type (see the module docstring)."""
+    adls = conn_type == "adls"
 
     def field(name: str) -> Any:
-        for key in (name, f"extra__{conn_type}__{name}"):
-            value = extra.get(key)
-            if value not in (None, ""):
-                return value
-        return None
+        # the provider's reader: the plain name, else the older ``extra__<type>__<name>``
+        return get_field(conn_id=conn_id, conn_type=conn_type, extras=extra, field_name=name) or None
 
     connection_string = field("connection_string")
-    pasted = password or ""
-    if not connection_string and ("AccountKey=" in pasted or "SharedAccessSignature=" in pasted):
-        connection_string = pasted  # a whole connection string pasted into the password
     if connection_string:
         _mask([connection_string])
         return AzureStorageAccess(connection_string=connection_string)
     tenant_id = field("tenant_id")
-    host_account, host_endpoint = _account_from_host(host)
-    account = field("account_name") or host_account or (login if not tenant_id else None)
+    sas_token = None if adls else field("sas_token")
+    sas_url = sas_token if isinstance(sas_token, str) and sas_token.startswith("https") else None
+    account, endpoint = _account(
+        host=sas_url or (field("account_url") if adls else None) or host,
+        login=None if tenant_id else login,  # with tenant_id, login is the service principal
+    )
+    account = field("account_name") or account
     if not account:
         raise StorageAccessError(
-            "names no storage account: set login (or host, or extra.account_name) to the account name"
+            "names no storage account: set "
+            + ("host to the account name" if adls else "login (or host) to the account name or URL")
+            + " (or extra.account_name)"
             + (" (with tenant_id set, login is the service principal's client id)" if tenant_id else "")
         )
     values: dict[str, Any] = {"account_name": account}
-    # The provider's order (WasbHook.get_conn): service principal, shared key, SAS, the password as
-    # a key, extra.account_key, then a managed or workload identity.
-    key = field("shared_access_key") or (password if not tenant_id else None) or field("account_key")
     if tenant_id:
         values.update(tenant_id=tenant_id, client_id=login or field("client_id"), client_secret=password)
-    elif field("shared_access_key"):
+    elif not adls and field("shared_access_key"):
         values["account_key"] = field("shared_access_key")
-    elif field("sas_token"):
-        values["sas_token"] = field("sas_token")
-    elif key:
-        values["account_key"] = key
+    elif sas_token:
+        # a whole SAS URL (the provider's account_url=sas_token) carries the token in its query
+        values["sas_token"] = urlsplit(sas_url).query if sas_url else sas_token
+    elif password or (not adls and field("account_key")):
+        values["account_key"] = password or field("account_key")
     elif field("workload_identity_tenant_id"):
         values.update(
             workload_identity=True,
@@ -167,26 +189,32 @@ def access_from_connection(
     endpoint = (
         field("blob_endpoint")
         or (f"https://{field('account_host')}" if field("account_host") else None)
-        or host_endpoint
+        or endpoint
     )
     if endpoint:
         values["blob_endpoint"] = endpoint
     return AzureStorageAccess(**{k: v for k, v in values.items() if v is not None})
 
 
-def _account_from_host(host: str | None) -> tuple[str | None, str | None]:
-    """The account and Blob endpoint a connection's host names: a bare account name (``adls``), an
-    account URL ``https://<account>.blob.core.windows.net`` (``wasb``) or a path-style emulator URL
-    ``http://127.0.0.1:10000/<account>`` (which is also the endpoint)."""
-    if not host:
+def _account(*, host: str | None, login: str | None) -> tuple[str | None, str | None]:
+    """The account and, for a path-style emulator URL, the Blob endpoint a connection names.
+
+    ``host`` is an account URL (``https://<account>.blob.core.windows.net``, a DNS name without the
+    scheme, or a path-style emulator URL such as ``http://127.0.0.1:10000/devstoreaccount1``, which
+    is then the endpoint too) or a bare account name (``adls``); without it, the provider's account
+    URL from ``login``.
+    """
+    host = (host or "").strip()
+    if host and "://" not in host and "." not in host.strip("/"):
+        return host.strip("/"), None
+    if not host and not login:
         return None, None
-    host = host.strip().rstrip("/")
-    if "://" not in host:
-        return (host, None) if "." not in host else (host.split(".", 1)[0] or None, None)
-    parts = urlsplit(host)
+    # the provider's account URL (WasbHook.get_conn); a URL with a scheme is taken as written
+    url = host if "://" in host else parse_blob_account_url(host or None, login)
+    parts = urlsplit(url)
     path = parts.path.strip("/")
     if path:  # path-style: an emulator
-        return path.split("/", 1)[0], host
+        return path.split("/", 1)[0], url.rstrip("/")
     return (parts.hostname or "").split(".", 1)[0] or None, None
 
 

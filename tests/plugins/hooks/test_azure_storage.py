@@ -213,3 +213,134 @@ def test_spark_redaction_masks_every_azure_secret_key_and_keeps_the_connectors_w
     # the session sets this one pattern last, over the connector's: it must mask all the connector does
     words = CONNECTOR_REGEX.removeprefix("(?i)").split("|")
     assert set(words) <= set(SPARK_REDACTION_REGEX.removeprefix("(?i)").split("|"))
+
+
+SAS = "sv=2024-08-04&ss=b&srt=sco&sp=rwdlac&se=2030-01-01T00:00:00Z&sig=S1G"
+#: Connections of every kind a user enters in the provider's form (or the CLI), each read by both the
+#: provider's own get_conn() and hubflow's access(): they must pick the same credential and account.
+PROVIDER_CASES = {
+    "wasb-key-in-password": {"conn_type": "wasb", "login": "lakeacct", "password": KEY},
+    "wasb-shared-access-key-beats-password": {
+        "conn_type": "wasb",
+        "login": "lakeacct",
+        "password": "older-key",
+        "extra": {"shared_access_key": KEY, "sas_token": SAS},
+    },
+    "wasb-sas-beats-password": {
+        "conn_type": "wasb",
+        "login": "lakeacct",
+        "password": KEY,
+        "extra": {"sas_token": SAS},
+    },
+    "wasb-sas-url": {
+        "conn_type": "wasb",
+        "login": "lakeacct",
+        "extra": {"sas_token": f"https://lakeacct.blob.core.windows.net/?{SAS}"},
+    },
+    "wasb-extra-account-key": {"conn_type": "wasb", "login": "lakeacct", "extra": {"account_key": KEY}},
+    "wasb-old-form-prefix": {
+        "conn_type": "wasb",
+        "login": "lakeacct",
+        "extra": {"extra__wasb__sas_token": SAS},
+    },
+    "wasb-connection-string-beats-all": {
+        "conn_type": "wasb",
+        "login": "otheracct",
+        "password": "older-key",
+        "extra": {
+            "connection_string": f"DefaultEndpointsProtocol=https;AccountName=lakeacct;AccountKey={KEY};"
+            "EndpointSuffix=core.windows.net",
+            "sas_token": SAS,
+        },
+    },
+    "wasb-service-principal": {
+        "conn_type": "wasb",
+        "host": "https://lakeacct.blob.core.windows.net/",
+        "login": "app-id",
+        "password": "app-secret",
+        "extra": {"tenant_id": "tenant-1", "shared_access_key": KEY},
+    },
+    "wasb-managed-identity": {
+        "conn_type": "wasb",
+        "login": "lakeacct",
+        "extra": {"managed_identity_client_id": "mi-1"},
+    },
+    "wasb-workload-identity": {
+        "conn_type": "wasb",
+        "host": "lakeacct.blob.core.windows.net",
+        "extra": {"managed_identity_client_id": "wi-1", "workload_identity_tenant_id": "tenant-1"},
+    },
+    "wasb-emulator-url": {
+        "conn_type": "wasb",
+        "host": "http://127.0.0.1:10000/devstoreaccount1",
+        "login": "devstoreaccount1",
+        "password": KEY,
+    },
+    "adls-key": {"conn_type": "adls", "host": "lakeacct", "password": KEY},
+    "adls-service-principal": {
+        "conn_type": "adls",
+        "host": "lakeacct",
+        "login": "app-id",
+        "password": "app-secret",
+        "extra": {"tenant_id": "tenant-1"},
+    },
+    # the provider's adls hook reads no SAS, shared_access_key or extra.account_key: without a password
+    # it uses a managed identity, and so does hubflow
+    "adls-no-sas": {
+        "conn_type": "adls",
+        "host": "lakeacct",
+        "extra": {"sas_token": SAS, "shared_access_key": KEY, "account_key": KEY},
+    },
+}
+
+
+def _providers_choice(client: object) -> tuple[str, str | None]:
+    """The credential kind (and secret) the provider's client was built with."""
+    from urllib.parse import unquote, urlsplit
+
+    from azure.core.credentials import AzureSasCredential
+    from azure.identity import ClientSecretCredential, DefaultAzureCredential
+
+    credential = getattr(client, "credential", None)
+    if getattr(credential, "account_key", None):
+        return "key", credential.account_key
+    if isinstance(credential, AzureSasCredential):
+        return "sas", credential.signature
+    if credential is None and "sig=" in client.url:  # a SAS URL: the token is the URL's query
+        return "sas", unquote(urlsplit(client.url).query)  # the SDK quotes the SAS's ':'s
+    if isinstance(credential, ClientSecretCredential):
+        return "service principal", None
+    assert isinstance(credential, DefaultAzureCredential), type(credential)
+    return "identity", None
+
+
+def _hubflows_choice(access: AzureStorageAccess) -> tuple[str, str | None]:
+    from urllib.parse import unquote
+
+    if access.account_key is not None:
+        return "key", access.account_key.get_secret_value()
+    if access.sas_token is not None:
+        return "sas", unquote(access.sas_token.get_secret_value())
+    if access.client_secret is not None:
+        return "service principal", None
+    return "identity", None
+
+
+@pytest.mark.parametrize("document", PROVIDER_CASES.values(), ids=PROVIDER_CASES.keys())
+def test_the_hook_picks_the_credential_and_account_the_providers_own_client_uses(
+    document: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hubflow_plugins.hooks.azure_storage import AzureStorageHook
+
+    _connection(monkeypatch, "lake_storage", **document)
+    hook = AzureStorageHook("lake_storage")
+    client = hook.get_conn()  # the provider's: WasbHook's BlobServiceClient, or the ADLS hook's client
+    expected = "DataLakeServiceClient" if document["conn_type"] == "adls" else "BlobServiceClient"
+    assert type(client).__name__ == expected
+
+    access = hook.access()
+
+    assert _hubflows_choice(access) == _providers_choice(client)
+    assert access.account_name == client.account_name
+    if document["conn_type"] == "wasb":
+        assert access.blob_account_url == client.primary_endpoint.split("?")[0].rstrip("/")
