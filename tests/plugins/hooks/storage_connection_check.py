@@ -1,0 +1,43 @@
+"""Read a storage connection from Airflow's metadata database with hubflow's hook, and use it.
+
+Run by ``test_storage_connection_form.py`` in a child process with the test Airflow home's
+environment and ``_AIRFLOW_PROCESS_CONTEXT=server`` (the connection comes from the metadata database,
+as in the API server, where the status page reads a job's storage). Arguments: the connection id and
+an ``abfs://`` URL of Azurite to write and read back through the access. Prints one JSON document,
+which says too whether every secret of the access is registered with Airflow's masker (what hides
+it in task logs: processes of Airflow's services do not mask their own log lines).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from hubflow_jobs.storage.azure import forget_accesses, url_to_fs, use_access
+from hubflow_plugins.hooks.azure_storage import AzureStorageHook
+
+
+def main(conn_id: str, url: str) -> None:
+    hook = AzureStorageHook(conn_id)
+    access = hook.access()
+    # the masker task logs go through (airflow.sdk.log.mask_logs)
+    from airflow.sdk._shared.secrets_masker import redact
+
+    masked = bool(access.secrets()) and all(redact(f"<{s}>") == "<***>" for s in access.secrets())
+    forget_accesses()
+    use_access(access)
+    fs, path = url_to_fs(url)
+    fs.pipe_file(path, b"written with the connection\n")
+    kind = "key" if access.account_key else "sas" if access.sas_token else "other"
+    document = {
+        "account_name": access.account_name,
+        "kind": kind,
+        "blob_endpoint": access.blob_endpoint,
+        "read_back": fs.cat_file(path).decode(),
+        "masked": masked,
+    }
+    print(json.dumps(document), flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
