@@ -218,6 +218,12 @@ def as_eventhubs_rows(frame: Any) -> Any:
     )
 
 
+def interval_rows(spark: Any, source: EventHubsKafkaSourceConfig, start: datetime, end: datetime) -> Any:
+    """The events of ``source``'s hub enqueued in ``[start, end)`` as a batch of the ``eventhubs`` kind's
+    rows, read through Spark's Kafka source by timestamp (a backfill's input)."""
+    return as_eventhubs_rows(spark.read.format("kafka").options(**source.interval_options(start, end)).load())
+
+
 def _fields(connection_string: str) -> dict[str, str]:
     """``Key=Value;...`` with lower-case keys (values keep their ``=``)."""
     fields = {}

@@ -178,8 +178,8 @@ def test_what_cannot_backfill_is_named_before_spark_starts(tmp_path: Path) -> No
     delta = {"orders": {"kind": "delta", "path": str(tmp_path / "t")}}
     problem = backfill_problem(_config(tmp_path, sources=delta), bind(_orders, "m:f", ["orders"]))
     assert problem == (
-        "job p: a pipeline backfills an interval of one source of kind eventhubs or files; "
-        "its sources are orders (delta)"
+        "job p: a pipeline backfills an interval of one source of kind eventhubs, eventhubs_kafka or "
+        "files; its sources are orders (delta)"
     )
     two = {
         "telemetry": {"kind": "eventhubs", "connection_string_env": ENV_VAR},

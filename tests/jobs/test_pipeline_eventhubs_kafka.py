@@ -10,7 +10,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,16 @@ def test_one_function_reads_the_same_rows_through_kafka_as_through_amqp(
     for row in kafka:
         per_partition[row[0]] = max(per_partition.get(row[0], -1), row[1] + 1)
     assert last == {"hub1": per_partition}
+    # ... which the checkpoint inspector and the health sensor read: no lag, then the events sent since
+    from hubflow_plugins.core.health import check_health
+
+    health = check_health(str(checkpoint), stalled_after=timedelta(hours=1), latest=("hub1", per_partition))
+    assert (health.verdict, health.failed, health.lag) == ("healthy", False, dict.fromkeys(per_partition, 0))
+    ahead = {partition: n + 5 for partition, n in per_partition.items()}
+    lagging = check_health(
+        str(checkpoint), stalled_after=timedelta(hours=1), latest=("hub1", ahead), max_lag_events=3
+    )
+    assert lagging.failed and lagging.lag == dict.fromkeys(per_partition, 5), lagging.reason
     # the connection string (in the JAAS config) is in no checkpoint file, and masked in the plan
     key = hub.connection_string.split("SharedAccessKey=")[1].split(";")[0]
     for path in checkpoint.rglob("*"):
@@ -262,6 +272,74 @@ def test_a_kafka_source_pipeline_killed_9_resumes_with_each_event_once_and_no_se
             assert secret not in path.read_bytes().decode("utf-8", "replace"), f"the key leaked into {path}"
     event_log = "".join(p.read_text(errors="replace") for p in events_dir.rglob("events_*"))
     assert "SparkListenerSQLExecutionStart" in event_log and "KafkaScan" in event_log, "the batches' plans"
+
+
+#: Each event's number, tagged with ``params.tag``.
+TAGGED = """
+from pyspark.sql import functions as F
+
+
+def tagged(telemetry, params):
+    number = F.substring_index(F.col("body").cast("string"), "-", -1).cast("long")
+    tag = F.lit(params["tag"]).alias("tag")
+    return telemetry.select("enqueuedTime", "partition", "sequenceNumber", number.alias("number"), tag)
+"""
+
+
+def _after(moment: datetime) -> datetime:
+    """The whole second after ``moment``, once it has passed."""
+    boundary = moment.replace(microsecond=0) + timedelta(seconds=1)
+    time.sleep(max(0.0, (boundary - datetime.now(UTC)).total_seconds()) + 0.2)
+    return boundary
+
+
+@pytest.mark.slow
+def test_a_kafka_source_pipeline_backfills_an_interval_by_timestamp_each_event_once(
+    spark: Any,
+    kafka_hub: tuple[EmulatedHub, str],
+    tmp_path: Path,
+    pipelines: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hubflow_jobs.backfill import BackfillRefused
+    from hubflow_jobs.pipeline.backfill import backfill_pipeline
+    from hubflow_jobs.pipeline.job import load_pipeline
+
+    hub, bootstrap = kafka_hub
+    monkeypatch.setenv(ENV_VAR, hub.connection_string)
+    write_module(pipelines, "kafka_tagged", TAGGED)
+    output = tmp_path / "lake" / "tagged"
+
+    def config(tag: str) -> Path:
+        return pipeline_config(
+            tmp_path,
+            "kafka_tagged",
+            sources={"telemetry": {**_source("eventhubs_kafka", bootstrap), "max_events_per_trigger": 1000}},
+            sinks={"tagged": {"kind": "delta", "output_path": str(output)}},
+            params={"tag": tag},
+        )
+
+    hub.send_numbered(0, 10)  # before the interval
+    start = _after(datetime.now(UTC))
+    hub.send_numbered(100, 30)
+    end = _after(datetime.now(UTC))
+    hub.send_numbered(200, 10)  # after it
+    assert run_on_session(spark, "kafka_tagged:tagged", config("v1"))[0] == EXIT_OK
+
+    loaded, binding = load_pipeline("kafka_tagged:tagged", str(config("v2")))
+    for _ in range(2):  # a rerun replaces the interval again
+        counts = backfill_pipeline(spark, loaded, binding, start, end)
+        assert counts["read"] == 30
+        rows = spark.read.format("delta").load(str(output)).select("number", "tag").collect()
+        assert sorted((r["number"], r["tag"]) for r in rows) == sorted(
+            [(n, "v1") for n in [*range(10), *range(200, 210)]] + [(n, "v2") for n in range(100, 130)]
+        )
+
+    later_start = _after(datetime.now(UTC))
+    hub.send_numbered(300, 4)
+    later_end = _after(datetime.now(UTC))
+    with pytest.raises(BackfillRefused, match="its query has not yet read partitions"):
+        backfill_pipeline(spark, loaded, binding, later_start, later_end)
 
 
 def _source_plan(spark: Any, source: dict[str, Any]) -> str:

@@ -5,7 +5,9 @@ A pipeline can backfill (:func:`backfill_problem`, checked before Spark starts) 
 source and writes lake sinks. Its function runs on a batch of the interval's input (a pipeline
 function works on batch DataFrames as on streams):
 
-* an ``eventhubs`` source (here): the events enqueued in ``[start, end)``. Each Delta sink's frame
+* an ``eventhubs`` or ``eventhubs_kafka`` source (here): the events enqueued in ``[start, end)``
+  (the Kafka source's offsets by timestamp bound them; its checkpoint's offsets are sequence numbers
+  too). Each Delta sink's frame
   keeps the events' identity, :data:`IDENTITY_COLUMNS`, by which the interval's rows are found
   (``enqueuedTime``) and checked (``partition``, ``sequenceNumber``). Before anything is written,
   for every Delta sink: its query has committed past the interval (read from its checkpoint, so a
@@ -34,7 +36,12 @@ from hubflow_jobs.backfill import (
 )
 from hubflow_jobs.lake.tables import delta_table_exists
 from hubflow_jobs.pipeline.binding import Binding, sink_frames
-from hubflow_jobs.pipeline.declarations import EventHubsSource, FilesSource, PipelineConfig
+from hubflow_jobs.pipeline.declarations import (
+    EventHubsKafkaSource,
+    EventHubsSource,
+    FilesSource,
+    PipelineConfig,
+)
 from hubflow_jobs.pipeline.file_backfill import backfill_files_interval
 from hubflow_jobs.pipeline.interval_writes import sink_writes, write_interval
 
@@ -52,11 +59,12 @@ def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
             "run it on an interval; backfill is for functions that return DataFrames"
         )
     kinds = {name: source.kind for name, source in config.sources.items()}
-    if len(kinds) != 1 or not isinstance(next(iter(config.sources.values())), EventHubsSource | FilesSource):
+    backfills = EventHubsSource | EventHubsKafkaSource | FilesSource
+    if len(kinds) != 1 or not isinstance(next(iter(config.sources.values())), backfills):
         declared = ", ".join(f"{name} ({kind})" for name, kind in kinds.items())
         return (
-            f"job {config.name}: a pipeline backfills an interval of one source of kind eventhubs or "
-            f"files; its sources are {declared}"
+            f"job {config.name}: a pipeline backfills an interval of one source of kind eventhubs, "
+            f"eventhubs_kafka or files; its sources are {declared}"
         )
     (name, source), *_ = config.sources.items()
     if isinstance(source, FilesSource) and source.interval_folder is None:
@@ -119,8 +127,13 @@ def _backfill_events(
 
     subject = f"job {config.name} backfill [{start.isoformat()}, {end.isoformat()})"
     (source_name, source), *_ = config.sources.items()
-    hub = parse_options(source.spark_options()).eventhub_name
-    events = interval_events(spark, source, start, end).persist()
+    if isinstance(source, EventHubsKafkaSource):
+        from hubflow_jobs.eventhubs_kafka import interval_rows
+
+        hub, events = source.topic(), interval_rows(spark, source, start, end).persist()
+    else:
+        hub = parse_options(source.spark_options()).eventhub_name
+        events = interval_events(spark, source, start, end).persist()
     try:
         ids = events.select("partition", "sequenceNumber")
         last = {
