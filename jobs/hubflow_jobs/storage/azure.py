@@ -120,7 +120,15 @@ class AzureStorageAccess(BaseModel):
       ``AZURE_FEDERATED_TOKEN_FILE`` in the driver's environment); or none of them: a managed
       identity (``client_id`` picks a user-assigned one);
     * ``authority_host`` — the Entra ID host tokens come from when it is not
-      ``https://login.microsoftonline.com`` (sovereign clouds; a local token issuer in tests);
+      ``https://login.microsoftonline.com`` (sovereign clouds; a local token issuer in tests). A host
+      MSAL does not know is used without instance discovery (MSAL would ask
+      ``login.microsoftonline.com`` to vouch for it): naming it is the trust;
+    * ``msi_endpoint`` — a managed identity's token endpoint for Spark (hadoop-azure's
+      ``MsiTokenProvider``, IMDS form) when it is not ``http://169.254.169.254/metadata/identity/oauth2/token``;
+      the Python side's azure-identity finds IMDS through ``AZURE_POD_IDENTITY_AUTHORITY_HOST``
+      (or App Service's ``IDENTITY_ENDPOINT``) instead;
+    * ``federated_token_file`` — a workload identity's federated token file when the driver's
+      ``AZURE_FEDERATED_TOKEN_FILE`` does not name it (read again at every token renewal);
     * ``connection_string`` — instead of the above (``AccountName=...;AccountKey=...``);
     * ``blob_endpoint`` — the Blob service URL when it is not ``https://<account>.blob.core.windows.net``
       (Azurite: ``http://127.0.0.1:10000/devstoreaccount1``, path-style; private endpoints).
@@ -136,6 +144,8 @@ class AzureStorageAccess(BaseModel):
     client_secret: SecretStr | None = None
     workload_identity: bool = False
     authority_host: str | None = None
+    msi_endpoint: str | None = None
+    federated_token_file: str | None = None
     blob_endpoint: str | None = None
 
     @model_validator(mode="before")
@@ -189,6 +199,21 @@ class AzureStorageAccess(BaseModel):
                 f"storage account {self.account_name}: a workload identity needs tenant_id and client_id "
                 "and no other credential"
             )
+        if self.msi_endpoint is not None and (ways or self.workload_identity):
+            raise StorageAccessError(
+                f"storage account {self.account_name}: msi_endpoint ({self.msi_endpoint}) is for a managed "
+                "identity; remove it, or remove the other credential"
+            )
+        if self.msi_endpoint is not None and urlsplit(self.msi_endpoint).scheme not in ("http", "https"):
+            raise StorageAccessError(
+                f"storage account {self.account_name}: msi_endpoint {self.msi_endpoint!r} is not an http(s) "
+                "URL; write e.g. http://169.254.169.254/metadata/identity/oauth2/token"
+            )
+        if self.federated_token_file is not None and not self.workload_identity:
+            raise StorageAccessError(
+                f"storage account {self.account_name}: federated_token_file is for a workload identity "
+                "(workload_identity with tenant_id and client_id)"
+            )
         return self
 
     # -- what each client needs ---------------------------------------------------------------
@@ -207,6 +232,12 @@ class AzureStorageAccess(BaseModel):
             or "https://login.microsoftonline.com"
         )
         return host.rstrip("/")
+
+    @property
+    def token_file(self) -> str | None:
+        """A workload identity's federated token file (``federated_token_file``, else
+        ``AZURE_FEDERATED_TOKEN_FILE`` of this process)."""
+        return self.federated_token_file or os.environ.get("AZURE_FEDERATED_TOKEN_FILE") or None
 
     @property
     def is_emulator(self) -> bool:
@@ -249,14 +280,21 @@ class AzureStorageAccess(BaseModel):
             return self.sas_token.get_secret_value().lstrip("?")
         secret = self.client_secret.get_secret_value() if self.client_secret is not None else None
         kind = "principal" if secret else "workload" if self.workload_identity else "managed"
-        return _token_credential(kind, self.tenant_id, self.client_id, secret, self.authority)
+        token_file = self.token_file if kind == "workload" else None
+        return _token_credential(kind, self.tenant_id, self.client_id, secret, self.authority, token_file)
 
     def hadoop_conf(self) -> dict[str, str]:
         """Hadoop settings (``fs.azure.*``) for Spark's ABFS driver to reach this account.
 
-        Per-account keys for ``<account>.dfs.core.windows.net``. An emulator endpoint (Azurite) also
-        gets the settings that make ABFS speak plain HTTP to the Blob endpoint of a flat-namespace
-        account at that host and port (``fs.azure.abfs.endpoint`` is global: one emulator per job).
+        Per-account keys for ``<account>.dfs.core.windows.net``. An identity gets hadoop-azure's token
+        provider for it: ``ClientCredsTokenProvider`` (a service principal: the v1 token endpoint
+        ``<authority>/<tenant>/oauth2/token``), ``WorkloadIdentityTokenProvider`` (a client assertion
+        read from the token file, posted to ``<authority>/<tenant>/oauth2/v2.0/token``) or
+        ``MsiTokenProvider`` (IMDS, or ``msi_endpoint``). Each asks for a new token when the one it has
+        has less than 5 minutes left (``AccessTokenProvider.FIVE_MINUTES``). An emulator endpoint
+        (Azurite) also gets the settings that make ABFS speak plain HTTP to the Blob endpoint of a
+        flat-namespace account at that host and port (``fs.azure.abfs.endpoint`` is global: one
+        emulator per job).
         """
         host = f"{self.account_name}{_DFS_SUFFIX}"
         conf: dict[str, str] = {}
@@ -283,16 +321,20 @@ class AzureStorageAccess(BaseModel):
                 )
                 conf[f"fs.azure.account.oauth2.msi.tenant.{host}"] = self.tenant_id or ""
                 conf[f"fs.azure.account.oauth2.client.id.{host}"] = self.client_id or ""
-                conf[f"fs.azure.account.oauth2.msi.authority.{host}"] = self.authority
-                token_file = os.environ.get("AZURE_FEDERATED_TOKEN_FILE")
-                if token_file:  # set by the workload identity webhook in the driver's pod
+                conf[f"fs.azure.account.oauth2.msi.authority.{host}"] = f"{self.authority}/"
+                token_file = self.token_file  # the workload identity webhook sets it in the pod
+                if token_file:
                     conf[f"fs.azure.account.oauth2.token.file.{host}"] = token_file
             else:
                 conf[f"fs.azure.account.oauth.provider.type.{host}"] = (
                     "org.apache.hadoop.fs.azurebfs.oauth2.MsiTokenProvider"
                 )
+                if self.msi_endpoint:
+                    conf[f"fs.azure.account.oauth2.msi.endpoint.{host}"] = self.msi_endpoint
                 if self.tenant_id:
                     conf[f"fs.azure.account.oauth2.msi.tenant.{host}"] = self.tenant_id
+                    # hadoop-azure sends <authority><tenant> as IMDS's "authority" parameter
+                    conf[f"fs.azure.account.oauth2.msi.authority.{host}"] = f"{self.authority}/"
                 if self.client_id:
                     conf[f"fs.azure.account.oauth2.client.id.{host}"] = self.client_id
         if self.is_emulator:
@@ -324,9 +366,23 @@ class AzureStorageAccess(BaseModel):
         return values + ([connection_string] if connection_string else [])
 
 
+def known_to_msal(authority: str) -> bool:
+    """True when MSAL knows ``authority``'s host (Azure's public and sovereign clouds); MSAL asks
+    ``login.microsoftonline.com`` to vouch for any other host (instance discovery), which fails
+    for a private authority, so hubflow turns that off for a host the user named."""
+    from msal.authority import WELL_KNOWN_AUTHORITY_HOSTS
+
+    return (urlsplit(authority).hostname or "").lower() in WELL_KNOWN_AUTHORITY_HOSTS
+
+
 @functools.lru_cache(maxsize=32)
 def _token_credential(
-    kind: str, tenant_id: str | None, client_id: str | None, secret: str | None, authority: str
+    kind: str,
+    tenant_id: str | None,
+    client_id: str | None,
+    secret: str | None,
+    authority: str,
+    token_file: str | None = None,
 ) -> Any:
     """One azure-identity credential per identity in this process: it caches its token and asks for
     a new one before the old expires, so every client sharing it renews together."""
@@ -334,11 +390,15 @@ def _token_credential(
 
     if kind == "principal":
         return identity.ClientSecretCredential(
-            tenant_id or "", client_id or "", secret or "", authority=authority
+            tenant_id or "",
+            client_id or "",
+            secret or "",
+            authority=authority,
+            disable_instance_discovery=not known_to_msal(authority),
         )
     if kind == "workload":
         return identity.WorkloadIdentityCredential(
-            tenant_id=tenant_id, client_id=client_id, authority=authority
+            tenant_id=tenant_id, client_id=client_id, authority=authority, token_file_path=token_file
         )
     if client_id:
         return identity.ManagedIdentityCredential(client_id=client_id)
