@@ -5,8 +5,8 @@ endpoint azure-identity calls unmodified). The job's ``storage_conn_id`` names a
 with no secret; the Airflow side writes and reads the job's status folder through it, its tokens
 renew when they lapse, and an expired token is refused (so the storage really checks them).
 
-Spark's side of an identity is not run here: hadoop-azure's ``MsiTokenProvider`` asks an IMDS-style
-endpoint (``Metadata: true``, api-version 2018-02-01), which the issuer (App Service's form) refuses.
+Spark's side of each identity (hadoop-azure's token providers, the issuer's IMDS form and authority)
+is run in test_job_storage_identities.py.
 """
 
 from __future__ import annotations
