@@ -345,3 +345,32 @@ def test_an_eventhubs_kafka_source_is_the_connection_strings_kafka_endpoint_with
         message = _error(tmp_path, sources={"telemetry": {**source, **keys}})
         assert message.startswith(f"jobs config error: sources.telemetry.{key}: "), message
         assert problem in message, message
+
+
+def test_the_eventhubs_kafka_example_of_docs_pipelines_md_loads_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+
+    import yaml
+
+    doc = (Path(__file__).parents[2] / "docs" / "pipelines.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", doc, re.S) if "kind: eventhubs_kafka" in b)
+    sources = yaml.safe_load(block)["sources"]
+    service = (
+        "Endpoint=sb://ns1.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=s;EntityPath=hub"
+    )
+    monkeypatch.setenv("TELEMETRY_EVENTHUBS_CONNECTION", service)
+    options = _load(tmp_path, sources=sources).sources["events"].spark_options()
+    assert (options["kafka.bootstrap.servers"], options["failOnDataLoss"]) == (
+        "ns1.servicebus.windows.net:9093",
+        "true",
+    )
+    # the commented line, for the emulator
+    local = yaml.safe_load(block.replace("# kafka_bootstrap_servers", "kafka_bootstrap_servers"))["sources"]
+    monkeypatch.setenv("TELEMETRY_EVENTHUBS_CONNECTION", service + ";UseDevelopmentEmulator=true")
+    options = _load(tmp_path, sources=local).sources["events"].spark_options()
+    assert (options["kafka.bootstrap.servers"], options["kafka.security.protocol"]) == (
+        "127.0.0.1:9093",
+        "SASL_PLAINTEXT",
+    )

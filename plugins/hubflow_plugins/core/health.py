@@ -184,7 +184,9 @@ def finished_without_input(status: dict[str, Any] | None) -> bool:
 def committed_sequence_numbers(report: dict[str, Any], hub: str) -> dict[str, int]:
     """Per partition, the end sequence number of the newest committed batch for ``hub``.
 
-    Offsets are the Event Hubs connector's checkpoint JSON ``{"<hub>": {"0": <seq>, ...}}``.
+    Offsets are the Event Hubs connector's checkpoint JSON ``{"<hub>": {"0": <seq>, ...}}``, or Spark's
+    Kafka source's (a ``kind: eventhubs_kafka`` source): the same shape and numbers, an Event Hubs
+    Kafka offset being the event's sequence number.
     """
     return _end_sequence_numbers(report, hub, "committed_end_offset")
 
