@@ -9,6 +9,7 @@ the user through azure-identity's error; no secret is in any of them.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -216,3 +217,34 @@ def test_the_command_line_reads_clients_from_a_file_and_names_a_bad_entry(tmp_pa
     assert done.returncode == 2
     assert "clients[0] (app) needs exactly one of client_secret, federated_subject or managed" in done.stderr
     assert '"s"' not in done.stderr
+
+
+def test_the_command_line_serves_an_https_authority_for_the_clients_in_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from azure.identity import ClientSecretCredential
+
+    clients = tmp_path / "clients.json"
+    clients.write_text(json.dumps({"clients": [{"client_id": "cli-app", "client_secret": SECRET}]}))
+    command = [
+        *(sys.executable, "-m", "eventhubs_emulator.token_issuer", "--dir", str(tmp_path / "i")),
+        *("--https", "--clients", str(clients), "--lifetime", "60"),
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        lines = [process.stdout.readline() for _ in range(9)]  # blocks until it listens
+        printed = dict(re.findall(r"([A-Z_]+)=(\S+)", "".join(x for x in lines if "export " in x)))
+        assert SECRET not in "".join(lines) and lines[-1].strip() == "Registered clients: cli-app"
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", printed["REQUESTS_CA_BUNDLE"])
+        token = ClientSecretCredential(
+            printed["AZURE_TENANT_ID"],
+            "cli-app",
+            SECRET,
+            authority=printed["AZURE_AUTHORITY_HOST"],
+            disable_instance_discovery=True,
+        ).get_token(STORAGE)
+        assert 50 <= token.expires_on - time.time() <= 61
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0
