@@ -340,7 +340,26 @@ def one_line(error: BaseException, limit: int = 600) -> str:
     """
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     text = f"{type(error).__name__}: {lines[0] if lines else repr(error)}"
+    cause = _java_root_cause(error)
+    if cause:
+        text = f"{text} {cause}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _java_root_cause(error: BaseException) -> str | None:
+    """For a Py4JJavaError (whose first line is only "An error occurred while calling o204.load."):
+    the innermost Java cause's class and message, e.g. hadoop-azure's token refusal, or None."""
+    java = getattr(error, "java_exception", None)
+    if java is None:
+        return None
+    try:
+        cause, seen = java, 0
+        while cause.getCause() is not None and seen < 20:
+            cause, seen = cause.getCause(), seen + 1
+        text = str(cause.toString()).strip()
+    except Exception:  # the JVM is gone: the first line is all there is
+        return None
+    return f"caused by {text.splitlines()[0]}" if text else None
 
 
 def _stop_session_quietly(spark: Any) -> None:

@@ -1,0 +1,34 @@
+"""The one-line reason a job gives for a failure names the Java cause, not only the Py4J call.
+
+A query that cannot start on the JVM side (hadoop-azure refused a token, a class is missing) reaches
+Python as a Py4JJavaError whose first line is only "An error occurred while calling o204.load.";
+the run's last log line and status carry the innermost Java cause's class and message. Real JVM
+Throwables (the shared session's JVM), wrapped as Py4J wraps a thrown one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hubflow_jobs.runtime.runner import one_line
+
+
+def test_a_py4j_error_is_reported_with_its_innermost_java_cause(spark: Any) -> None:
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark._jvm
+    refusal = jvm.java.io.IOException("HTTP Error 401; AADToken: token refused by the authority")
+    outer = jvm.java.lang.RuntimeException("Failed to initialize filesystem", refusal)
+    error = Py4JJavaError("An error occurred while calling o204.load.\n", outer)
+
+    line = one_line(error)
+
+    assert line.startswith("Py4JJavaError: An error occurred while calling o204.load.")
+    assert line.endswith(
+        "caused by java.io.IOException: HTTP Error 401; AADToken: token refused by the authority"
+    ), line
+    assert "Failed to initialize" not in line, "the innermost cause, not the wrapper"
+
+
+def test_other_errors_keep_their_first_line() -> None:
+    assert one_line(ValueError("bad value\nmore detail")) == "ValueError: bad value"
