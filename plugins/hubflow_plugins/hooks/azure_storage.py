@@ -39,7 +39,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow.providers.microsoft.azure.hooks.data_lake import AzureDataLakeStorageV2Hook
 from airflow.providers.microsoft.azure.hooks.wasb import WasbHook
 from airflow.providers.microsoft.azure.utils import get_field, parse_blob_account_url
 
@@ -64,6 +63,10 @@ class AzureStorageHook(WasbHook):
         """The provider's client of the account: ``WasbHook``'s ``BlobServiceClient``, or for an
         ``adls`` connection ``AzureDataLakeStorageV2Hook``'s ``DataLakeServiceClient``."""
         if self.get_connection(self.conn_id).conn_type == "adls":
+            # imported here: the module costs about a second (the Data Lake SDKs), and DAG files
+            # import this one
+            from airflow.providers.microsoft.azure.hooks.data_lake import AzureDataLakeStorageV2Hook
+
             adls = AzureDataLakeStorageV2Hook(adls_conn_id=self.conn_id, public_read=self.public_read)
             return adls.get_conn()
         return super().get_conn()

@@ -12,7 +12,6 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from hubflow_jobs.durations import parse_duration
 from hubflow_plugins.core.registry import load_registry
-from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.run_context import is_backfill_run, is_true
 
@@ -55,6 +54,8 @@ class ArchiveOperator(BaseOperator):
                 "folder, so there is nothing to archive"
             )
         dry_run = is_true(self.dry_run)
+        from hubflow_plugins.hooks.azure_storage import use_job_storage
+
         job = use_job_storage(load_registry().job(self.job_name))
         paths = job.paths
         if not paths.landing_root or not paths.archive_root:
@@ -93,6 +94,7 @@ class CheckpointBackupRetentionOperator(BaseOperator):
 
     def execute(self, context: Any) -> list[str]:
         from hubflow_plugins.core.checkpoint_backups import checkpoint_backups_root, purge_checkpoint_backups
+        from hubflow_plugins.hooks.azure_storage import use_job_storage
 
         job = use_job_storage(load_registry().job(self.job_name))
         older_than = parse_duration(self.older_than or job.checkpoint_backup_retention)
@@ -141,6 +143,8 @@ class DeltaMaintenanceOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
 
         dry_run = is_true(self.dry_run)
+        from hubflow_plugins.hooks.azure_storage import use_job_storage
+
         job = use_job_storage(load_registry().job(self.job_name))
         tables = job.paths.delta_tables
         if not tables:

@@ -22,7 +22,6 @@ from hubflow_plugins.core.lake_assets import (
     versions_of_run,
 )
 from hubflow_plugins.core.registry import RegisteredJob, RegistryError, load_registry
-from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.notifications.job_alerts import run_alert_cycle
 from hubflow_plugins.run_context import backfill_window
@@ -65,6 +64,8 @@ class SparkJobOperator(BaseOperator):
         self._hook: Any = None
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from hubflow_plugins.hooks.azure_storage import use_job_storage
+
         job = use_job_storage(load_registry().job(self.job_name))
         try:
             tables = job_tables(job.paths.delta_tables, job.paths.parquet_outputs)
@@ -164,6 +165,8 @@ class SparkJobOperator(BaseOperator):
         from hubflow_jobs.status import StatusFolder
 
         try:
+            from hubflow_plugins.hooks.azure_storage import use_job_storage
+
             job = use_job_storage(load_registry().job(self.job_name))
             StatusFolder(job.paths.status_dir).request_stop("Airflow task killed", by=f"task {self.task_id}")
             time.sleep(self.stop_grace)

@@ -17,7 +17,6 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from hubflow_plugins.core.registry import RegisteredJob, load_registry
 from hubflow_plugins.core.supervision import STREAMING_ACTIONS, Step
-from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.run_context import is_true, requested_by
 
@@ -93,6 +92,8 @@ class StreamingJobOperator(BaseOperator):
         if self.action not in STREAMING_ACTIONS:
             raise AirflowFailException(f"unknown action {self.action!r}; expected one of {STREAMING_ACTIONS}")
         dry_run = is_true(self.dry_run)
+        from hubflow_plugins.hooks.azure_storage import use_job_storage
+
         job = use_job_storage(load_registry().job(self.job_name))
         who = requested_by(context)
         control = JobControl(job.name, job.paths.status_dir, heartbeat_timeout=job.heartbeat_timeout)

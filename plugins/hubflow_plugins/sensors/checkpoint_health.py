@@ -16,7 +16,6 @@ from hubflow_jobs.durations import parse_duration
 from hubflow_jobs.status import JobState
 from hubflow_plugins.core.health import FAILING, HEALTHY, HealthCheck
 from hubflow_plugins.core.registry import load_registry
-from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.run_context import is_backfill_run
 
 
@@ -101,6 +100,8 @@ class CheckpointHealthSensor(BaseSensorOperator):
         # Judge once here: most checks answer at once (a supervisor's always does: every verdict is
         # accepted or failing), and a deferral would cost a trigger and a second start of the task.
         # Only a check that must wait hands the wait to the triggerer.
+        from hubflow_plugins.hooks.azure_storage import use_job_storage
+
         job = use_job_storage(load_registry().job(self.job_name))
         check = self._health_check(job)
         if self._judge(job, check):
@@ -126,6 +127,8 @@ class CheckpointHealthSensor(BaseSensorOperator):
         return event
 
     def poke(self, context: Any) -> bool:
+        from hubflow_plugins.hooks.azure_storage import use_job_storage
+
         job = use_job_storage(load_registry().job(self.job_name))
         return self._judge(job, self._health_check(job))
 

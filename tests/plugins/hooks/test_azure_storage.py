@@ -6,6 +6,7 @@ Azurite-backed runs of the same path: tests/azure/test_job_storage_connection.py
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -344,3 +345,31 @@ def test_the_hook_picks_the_credential_and_account_the_providers_own_client_uses
     assert access.account_name == client.account_name
     if document["conn_type"] == "wasb":
         assert access.blob_account_url == client.primary_endpoint.split("?")[0].rstrip("/")
+
+
+def test_parsing_the_dags_imports_none_of_the_azure_sdks() -> None:
+    """The provider's hook module imports the Blob, Data Lake and identity SDKs (about a second on a
+    loaded machine): the DAG files, the operators and the status page plugin import the hook only
+    when a task runs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, hubflow_plugins.dag_factory, hubflow_status_plugin\n"
+        "import hubflow_plugins.operators.cleanup, hubflow_plugins.operators.spark_job\n"
+        "import hubflow_plugins.operators.streaming_job, hubflow_plugins.sensors.checkpoint_health\n"
+        "import hubflow_plugins.triggers.checkpoint_health\n"
+        "heavy = ('azure.', 'airflow.providers.microsoft.azure.hooks')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))"
+    )
+    root = Path(__file__).resolve().parents[3]
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": f"{root / 'plugins'}:{root / 'jobs'}:{root / 'dags'}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
