@@ -390,3 +390,26 @@ def test_spark_kafka_sink_writes_events_the_sdk_reads_back_over_amqp(
     )
     assert [g[:2] for g in got] == [e[:2] for e in expected]  # each row once, in its partition
     assert got == expected
+
+
+def test_kafka_rows_take_the_last_of_a_repeated_header_and_an_empty_map_without_headers(spark: Any) -> None:
+    """A Kafka producer may repeat a header (an AMQP event cannot): the last value wins, as the
+    service's Kafka-to-AMQP mapping keeps it; a record without headers has empty properties."""
+    from hubflow_jobs.eventhubs_kafka import as_eventhubs_rows
+
+    schema = (
+        "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+        "timestampType int, headers array<struct<key: string, value: binary>>"
+    )
+    records = [
+        (None, b"a", "hub1", 0, 7, None, 1, [("k", b"1"), ("x", b"y"), ("k", b"2"), ("k", b"3")]),
+        (b"pk", b"b", "hub1", 1, 8, None, 1, None),
+    ]
+    rows = {r["body"]: r for r in as_eventhubs_rows(spark.createDataFrame(records, schema)).collect()}
+    assert rows[b"a"]["properties"] == {"k": "3", "x": "y"}
+    assert (rows[b"b"]["properties"], rows[b"b"]["partitionKey"], rows[b"b"]["sequenceNumber"]) == (
+        {},
+        "pk",
+        8,
+    )
+    assert (rows[b"a"]["partition"], rows[b"a"]["offset"], rows[b"a"]["systemProperties"]) == ("0", None, {})

@@ -1,0 +1,195 @@
+"""Catch-up speed, hubflow's connector over AMQP vs Spark's Kafka source over the Kafka endpoint
+(issue #30 item 3).
+
+The same ``--events`` events (``--size``-byte body, 3 application properties, 4 partitions, sent
+over AMQP) in one emulator process with its Kafka port, read two ways by one Spark session on
+``local[2]`` (equal cores), each a new ``availableNow`` query into parquet with the same columns:
+
+* ``amqp``: ``format("eventhubs")`` (hubflow's connector, the fast receive path), what ``kind:
+  eventhubs`` reads;
+* ``kafka``: ``format("kafka")`` with hubflow's client settings, its rows mapped to the connector's
+  columns (:func:`hubflow_jobs.eventhubs_kafka.as_eventhubs_rows`), what ``kind: eventhubs_kafka``
+  reads.
+
+Each side gets a per-trigger limit of all events (one batch). Timed from ``start()`` to the end of
+``awaitTermination()``; rows are counted where they landed, by distinct (partition, sequenceNumber),
+and a wrong count stops the benchmark. The emulator's CPU time (user + system, from /proc) during
+each run is reported per path. Both sides are warmed up on a small hub first; sides alternate which
+goes first in each of ``--reps`` repetitions; the summary gives the median and min-max rows/s, the
+kafka/amqp ratios and the load average.
+
+Usage: ``.venv/bin/python bench/kafka_vs_connector.py [--events 1000000] [--size 200] [--reps 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "jobs"))
+
+from connector_catchup import PARTITIONS, fill_hub
+from connector_throughput import PROPERTIES
+from harness import connector_spark, run_until_done, spread
+
+from eventhubs_emulator import EmulatorConfig
+from eventhubs_emulator.launcher import EmulatorProcess, start_emulator_process
+
+SIDES = ("amqp", "kafka")
+WARM_EVENTS = 4000
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the emulator binds it a moment later)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its threads and children so far."""
+    import psutil
+
+    process = psutil.Process(pid)
+    total = 0.0
+    for each in [process, *process.children(recursive=True)]:
+        times = each.cpu_times()
+        total += times.user + times.system
+    return total
+
+
+def reader(spark: Any, side: str, conn: str, bootstrap: str, events: int) -> Any:
+    """The streaming DataFrame of ``side`` over the hub of ``conn``, in the connector's columns."""
+    if side == "amqp":
+        from pyspark_eventhubs import EventPosition
+
+        return (
+            spark.readStream.format("eventhubs")
+            .option("eventhubs.connectionString", conn)
+            .option("eventhubs.startingPosition", EventPosition.start_of_stream().to_json())
+            .option("maxEventsPerTrigger", str(events))
+            .load()
+        )
+    from hubflow_jobs.eventhubs_kafka import as_eventhubs_rows, client_options
+
+    hub = conn.split("EntityPath=")[1].split(";")[0]
+    return as_eventhubs_rows(
+        spark.readStream.format("kafka")
+        .options(**client_options(conn, bootstrap))
+        .option("subscribe", hub)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(events))
+        .option("includeHeaders", "true")
+        .load()
+    )
+
+
+def run(
+    spark: Any, side: str, conn: str, bootstrap: str, events: int, workdir: Path, tag: str, emulator_pid: int
+) -> tuple[float, float]:
+    """(rows/s, emulator CPU seconds) of one availableNow query of ``side``; checks what landed."""
+    out, checkpoint = workdir / f"{tag}-out", workdir / f"{tag}-ckpt"
+    cpu_before = cpu_seconds(emulator_pid)
+    elapsed, _ = run_until_done(
+        reader(spark, side, conn, bootstrap, events)
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True),
+        side,
+    )
+    cpu = cpu_seconds(emulator_pid) - cpu_before
+    landed = spark.read.parquet(str(out))
+    rows = landed.count()
+    distinct = landed.select("partition", "sequenceNumber").distinct().count()
+    if rows != events or distinct != events:
+        raise RuntimeError(f"{side}: {rows} rows ({distinct} distinct) in parquet, expected {events}")
+    return rows / elapsed, cpu
+
+
+def start(workdir: Path) -> tuple[EmulatorProcess, str]:
+    """The emulator CLI with the bench and warm-up hubs and a Kafka port; it and the bootstrap address."""
+    port = free_port()
+    config = EmulatorConfig.many_hubs({"bench": PARTITIONS, "warm": PARTITIONS}, kafka_port=port)
+    return start_emulator_process(config, workdir), f"127.0.0.1:{port}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000, help="events in all (4 partitions)")
+    parser.add_argument("--size", type=int, default=200, help="event body size in bytes")
+    parser.add_argument("--reps", type=int, default=3, help="alternating repetitions")
+    args = parser.parse_args()
+    rates: dict[str, list[float]] = {side: [] for side in SIDES}
+    cpu: dict[str, list[float]] = {side: [] for side in SIDES}
+    ratios: list[float] = []
+    loads: list[float] = []
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        emulator, bootstrap = start(workdir)
+        pid, conns = emulator.process.pid, emulator.connection_strings
+        try:
+            started = time.perf_counter()
+            fill_hub(conns["bench"], args.events, args.size)
+            fill_hub(conns["warm"], WARM_EVENTS, args.size)
+            print(
+                f"sent {args.events:,} events over AMQP in {time.perf_counter() - started:.0f} s", flush=True
+            )
+            spark = connector_spark(
+                "local[2]",
+                {
+                    "spark.python.worker.reuse": "true",
+                    "spark.sql.shuffle.partitions": "2",
+                    "spark.python.authenticate.socketTimeout": "120s",
+                },
+            )
+            for side in SIDES:  # warm-up, not timed
+                run(spark, side, conns["warm"], bootstrap, WARM_EVENTS, workdir, f"warm-{side}", pid)
+            for rep in range(args.reps):
+                order = SIDES if rep % 2 == 0 else SIDES[::-1]
+                got = {}
+                for side in order:
+                    rate, seconds = run(
+                        spark, side, conns["bench"], bootstrap, args.events, workdir, f"{rep}-{side}", pid
+                    )
+                    got[side] = rate
+                    rates[side].append(rate)
+                    cpu[side].append(seconds)
+                    loads.append(os.getloadavg()[0])
+                ratios.append(got["kafka"] / got["amqp"])
+                print(
+                    f"rep {rep + 1} ({' -> '.join(order)}): "
+                    + ", ".join(
+                        f"{side} {got[side]:,.0f} rows/s (emulator CPU {cpu[side][-1]:.1f} s)"
+                        for side in SIDES
+                    )
+                    + f"; kafka/amqp {ratios[-1]:.2f}; load {loads[-1]:.1f}",
+                    flush=True,
+                )
+            spark.stop()
+        finally:
+            emulator.stop()
+
+    print(
+        f"\n{args.events:,} events, {args.size} B + {len(PROPERTIES)} properties, {PARTITIONS} partitions, "
+        f"local[2], availableNow -> parquet, {args.reps} reps alternating; "
+        f"load average {min(loads):.1f}-{max(loads):.1f} (2 cores)"
+    )
+    print("| Path | rows/s, median (min-max) | emulator CPU s per run, median (min-max) |")
+    print("|---|---|---|")
+    names = {"amqp": "hubflow connector over AMQP", "kafka": "Spark's Kafka source over the Kafka endpoint"}
+    for side in SIDES:
+        print(f"| {names[side]} | {spread(rates[side])} | {spread(cpu[side], '{:.1f}')} |")
+    print(f"| Kafka / AMQP | **{spread(ratios, '{:.2f}')}** | |")
+
+
+if __name__ == "__main__":
+    main()
