@@ -134,31 +134,29 @@ def _post_as_the_form_does(api: Api, conn_id: str, azurite: Azurite, password: s
     return answer.text + shown.text
 
 
-@pytest.mark.parametrize(
-    ("field", "kind"), [("password", "key"), ("shared_access_key", "key"), ("sas_token", "sas")]
-)
+#: The form's field a credential is entered in, and the kind of access it must give.
+FORM_FIELDS = {"password": "key", "shared_access_key": "key", "sas_token": "sas"}
+
+
 def test_a_wasb_connection_posted_as_the_form_does_is_read_into_the_right_access(
-    field: str, kind: str, api: Api, azurite: Azurite
+    api: Api, azurite: Azurite
 ) -> None:
     """The account key in the form's "Blob Storage Key" (password) or "Blob Storage Shared Access
-    Key" field, or an account SAS in its "SAS Token" field."""
-    conn_id = f"lake_storage_{field}"
-    secret = _account_sas() if kind == "sas" else ACCOUNT_KEY
-    if field == "password":
-        answers = _post_as_the_form_does(api, conn_id, azurite, password=secret)
-    else:
-        answers = _post_as_the_form_does(api, conn_id, azurite, password="", **{field: secret})
-    container = azurite.new_container()
+    Key" field, or an account SAS in its "SAS Token" field: one connection each."""
+    sas = _account_sas()
+    secrets = {field: sas if kind == "sas" else ACCOUNT_KEY for field, kind in FORM_FIELDS.items()}
+    answers, arguments = "", []
+    for field, secret in secrets.items():
+        conn_id = f"lake_storage_{field}"
+        if field == "password":
+            answers += _post_as_the_form_does(api, conn_id, azurite, password=secret)
+        else:
+            answers += _post_as_the_form_does(api, conn_id, azurite, password="", **{field: secret})
+        arguments += [conn_id, azurite.url(azurite.new_container(), "probe.txt")]
 
     # read from the metadata database by hubflow's hook, as in the api-server (the status page)
     child = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.plugins.hooks.storage_connection_check",
-            conn_id,
-            azurite.url(container, "probe.txt"),
-        ],
+        [sys.executable, "-m", "tests.plugins.hooks.storage_connection_check", *arguments],
         env={**api.env, "_AIRFLOW_PROCESS_CONTEXT": "server"},
         cwd=REPO_ROOT,
         capture_output=True,
@@ -167,17 +165,19 @@ def test_a_wasb_connection_posted_as_the_form_does_is_read_into_the_right_access
         check=False,
     )
     assert child.returncode == 0, child.stderr[-3000:]
-    assert json.loads(child.stdout.strip().splitlines()[-1]) == {
-        "account_name": ACCOUNT,
-        "kind": kind,
-        "blob_endpoint": azurite.blob_endpoint,
-        "read_back": "written with the connection\n",
-        "masked": True,
-    }
+    read = json.loads(child.stdout.strip().splitlines()[-1])
+    for field, kind in FORM_FIELDS.items():
+        assert read[f"lake_storage_{field}"] == {
+            "account_name": ACCOUNT,
+            "kind": kind,
+            "blob_endpoint": azurite.blob_endpoint,
+            "read_back": "written with the connection\n",
+            "masked": True,
+        }, field
     for text, where in (
         (answers, "the REST API's answers"),
         (child.stdout + child.stderr, "the reading process's output"),
         (api.log.read_text(errors="replace"), "the api-server's log"),
     ):
-        for part in (secret, *(p for p in secret.split("&") if p.startswith("sig="))):
-            assert part not in text, f"{where} hold the {kind}"
+        for part in (ACCOUNT_KEY, sas, *(p for p in sas.split("&") if p.startswith("sig="))):
+            assert part not in text, f"{where} hold a key or SAS"
