@@ -165,17 +165,31 @@ def test_a_group_member_commits_and_another_consumer_fetches_the_committed_offse
     )
     try:
         consumer.subscribe([topic])
+        started = time.monotonic()
         records: list[Any] = []
+        while not consumer.assignment() and time.monotonic() < started + DEADLINE:
+            records.extend(r for batch in consumer.poll(timeout_ms=100).values() for r in batch)
+        # Kafka's group.initial.rebalance.delay.ms (3 s): a new group's first rebalance waits for more members
+        assert time.monotonic() - started >= 2.9, "the first rebalance waits the initial delay"
+        assert consumer.assignment() == set(tps), "a group of one is given every partition"
         deadline = time.monotonic() + DEADLINE
         while len(records) < 6 and time.monotonic() < deadline:
             records.extend(r for batch in consumer.poll(timeout_ms=500).values() for r in batch)
-        assert consumer.assignment() == set(tps), "a group of one is given every partition"
         assert sorted(r.value for r in records) == [f"g{i}".encode() for i in range(6)]
         consumer.commit({tps[0]: _offset(2), tps[1]: _offset(3)})
     finally:
         consumer.close()
     check = KafkaConsumer(**server.config(group_id="cg-commit", enable_auto_commit=False))
     other = KafkaConsumer(**server.config(group_id="cg-other", enable_auto_commit=False))
+    admin = KafkaAdminClient(**server.config())
+    try:
+        listed = {g["group_id"]: g["protocol_type"] for g in admin.list_groups()}
+        assert listed.get("cg-commit") == "consumer", listed
+        group = admin.describe_groups(["cg-commit", "cg-never"])
+        assert (group["cg-commit"]["group_state"], group["cg-commit"]["members"]) == ("Empty", []), group
+        assert group["cg-never"]["group_state"] == "Dead", group
+    finally:
+        admin.close()
     try:
         assert [check.committed(tp) for tp in tps] == [2, 3]
         assert [other.committed(tp) for tp in tps] == [None, None], "each group keeps its own offsets"
@@ -232,6 +246,24 @@ def test_two_members_share_the_partitions_and_one_takes_over_when_the_other_leav
         while not split() and time.monotonic() < deadline and not errors:
             time.sleep(0.05)
         assert split() and not errors, (assigned, errors)
+        admin = KafkaAdminClient(**server.config())
+        try:  # Stable once no member is rejoining (a rebalance may follow the split)
+            deadline = time.monotonic() + DEADLINE
+            group = admin.describe_groups(["cg-shared"])["cg-shared"]
+            while group["group_state"] != "Stable" and time.monotonic() < deadline:
+                time.sleep(0.05)
+                group = admin.describe_groups(["cg-shared"])["cg-shared"]
+        finally:
+            admin.close()
+        assert (group["group_state"], group["protocol_type"], group["error"]) == (
+            "Stable",
+            "consumer",
+            None,
+        ), group
+        assert group["protocol_data"] in ("range", "roundrobin"), group
+        assert [m["client_host"] for m in group["members"]] == ["/127.0.0.1", "/127.0.0.1"], group
+        given = [m["member_assignment"]["assigned_partitions"] for m in group["members"]]
+        assert sorted(p for a in given for t in a for p in t["partitions"]) == [0, 1, 2, 3], given
 
         stop[1].set()
         threads[1].join(timeout=DEADLINE)

@@ -132,7 +132,7 @@ class KafkaBroker:
             "transaction.state.log.min.isr": "1",
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
+            # group.initial.rebalance.delay.ms stays Kafka's 3000, as the emulator's
             "log.flush.interval.messages": str(2**62),
         }
         lines = [f"{key}={value.replace(chr(92), chr(92) * 2)}" for key, value in settings.items()]

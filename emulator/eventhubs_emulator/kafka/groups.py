@@ -17,7 +17,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from .protocol import ErrorCode
+from .protocol import GROUP_INITIAL_REBALANCE_DELAY, ErrorCode
 
 log = logging.getLogger("eventhubs_emulator.kafka")
 
@@ -36,19 +36,25 @@ class Member:
     join: asyncio.Future | None = None  # answered when the rebalance completes
     sync: asyncio.Future | None = None  # answered when the leader's assignment arrives
     assignment: bytes = b""
+    client_id: str = ""
+    client_host: str = ""
 
 
 class Group:
     """One consumer group's membership."""
 
-    def __init__(self, group_id: str) -> None:
+    def __init__(self, group_id: str, initial_delay: float = 0.0) -> None:
         self.group_id = group_id
+        self.initial_delay = initial_delay
+        self._initial: asyncio.TimerHandle | None = None  # the first rebalance's delay, while it runs
+        self._initial_ends = 0.0  # the latest it may end (its start plus the rebalance timeout)
         self.state = EMPTY
         self.generation = 0
         self.members: dict[str, Member] = {}
         self.leader = ""
         self.protocol_type = ""
         self.protocol = ""
+        self.pending: set[str] = set()  # member ids handed out by MEMBER_ID_REQUIRED, not yet joined
         self._deadline: asyncio.TimerHandle | None = None
 
     def expire_sessions(self) -> None:
@@ -78,17 +84,33 @@ class Group:
         for member in self.members.values():
             if member.sync is not None and not member.sync.done():
                 member.sync.set_result({"error_code": ErrorCode.REBALANCE_IN_PROGRESS})
+        loop = asyncio.get_running_loop()
+        timeout = max(m.rebalance_timeout_ms for m in self.members.values()) / 1000
+        first = self.state == EMPTY and self.initial_delay > 0
         if self.state != JOINING:
             self.state = JOINING
-            timeout = max(m.rebalance_timeout_ms for m in self.members.values()) / 1000
             self._cancel_deadline()
-            self._deadline = asyncio.get_running_loop().call_later(timeout, self._rebalance_deadline)
+            self._deadline = loop.call_later(timeout, self._rebalance_deadline)
+        if first:
+            self._initial_ends = time.monotonic() + timeout
+        if self._initial_ends > time.monotonic():  # the first rebalance: wait for more members
+            if self._initial is not None:
+                self._initial.cancel()
+            delay = min(self.initial_delay, self._initial_ends - time.monotonic())
+            self._initial = loop.call_later(delay, self._initial_delay_over)
+        self._maybe_complete_join()
+
+    def _initial_delay_over(self) -> None:
+        self._initial, self._initial_ends = None, 0.0
         self._maybe_complete_join()
 
     def _cancel_deadline(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+        if self._initial is not None:
+            self._initial.cancel()
+            self._initial, self._initial_ends = None, 0.0
 
     def _rebalance_deadline(self) -> None:
         self._deadline = None
@@ -100,7 +122,11 @@ class Group:
             self.state = EMPTY
 
     def _maybe_complete_join(self) -> None:
-        if self.state != JOINING or any(m.join is None for m in self.members.values()):
+        if (
+            self.state != JOINING
+            or self._initial is not None
+            or any(m.join is None for m in self.members.values())
+        ):
             return
         self._cancel_deadline()
         members = list(self.members.values())
@@ -139,16 +165,58 @@ class Group:
 class GroupCoordinator:
     """Every consumer group of the endpoint."""
 
-    def __init__(self) -> None:
+    def __init__(self, initial_delay: float = GROUP_INITIAL_REBALANCE_DELAY) -> None:
         self.groups: dict[str, Group] = {}
+        self.initial_delay = initial_delay
         self._ids = itertools.count(1)
 
     def group(self, group_id: str) -> Group:
         """The group, made on first use."""
-        return self.groups.setdefault(group_id, Group(group_id))
+        if group_id not in self.groups:
+            self.groups[group_id] = Group(group_id, self.initial_delay)
+        return self.groups[group_id]
 
-    async def join(self, req: dict, client_id: str) -> dict:
-        """JoinGroup: wait for the rebalance to complete and answer with this member's part."""
+    def describe(self, group_id: str, has_offsets: bool) -> dict:
+        """DescribeGroups' entry for one group: Kafka's state names; a group known only by its committed
+        offsets is Empty, an unknown one Dead; protocol, metadata and assignments only when Stable."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            group.expire_sessions()
+        if group is None or (not group.members and not group.protocol_type):
+            state = EMPTY if group is not None or has_offsets else "Dead"
+            return {
+                "error_code": ErrorCode.NONE,
+                "group_id": group_id,
+                "group_state": state,
+                "protocol_type": "",
+                "protocol_data": "",
+                "members": [],
+            }
+        stable = group.state == STABLE
+        members = [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": dict(m.protocols).get(group.protocol, b"") if stable else b"",
+                "member_assignment": m.assignment if stable else b"",
+            }
+            for m in group.members.values()
+        ]
+        return {
+            "error_code": ErrorCode.NONE,
+            "group_id": group_id,
+            "group_state": group.state,
+            "protocol_type": group.protocol_type,
+            "protocol_data": group.protocol if stable else "",
+            "members": members,
+        }
+
+    async def join(self, req: dict, client_id: str, client_host: str = "", version: int = 0) -> dict:
+        """JoinGroup: wait for the rebalance to complete and answer with this member's part.
+
+        From v4 a member without an id is first given one with MEMBER_ID_REQUIRED and joins again with
+        it (KIP-394, as Kafka does): only then does it count as a member of the rebalance."""
         if not req["group_id"]:
             return {"error_code": ErrorCode.INVALID_GROUP_ID, "members": []}
         group = self.group(req["group_id"])
@@ -156,10 +224,14 @@ class GroupCoordinator:
         if group.members and req["protocol_type"] != group.protocol_type:
             return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "members": []}
         member_id = req["member_id"]
-        if member_id and member_id not in group.members:
+        if member_id and member_id not in group.members and member_id not in group.pending:
             return {"error_code": ErrorCode.UNKNOWN_MEMBER_ID, "members": []}
         if not member_id:
             member_id = f"{client_id or 'consumer'}-{next(self._ids)}"
+            if version >= 4:
+                group.pending.add(member_id)
+                return {"error_code": ErrorCode.MEMBER_ID_REQUIRED, "member_id": member_id, "members": []}
+        group.pending.discard(member_id)
         group.protocol_type = req["protocol_type"]
         member = group.members.get(member_id)
         rebalance_ms = (
@@ -168,6 +240,7 @@ class GroupCoordinator:
         protocols = [(p["name"], p["metadata"] or b"") for p in req["protocols"]]
         if member is None:
             member = Member(member_id, protocols, req["session_timeout_ms"], rebalance_ms)
+            member.client_id, member.client_host = client_id, client_host
             group.members[member_id] = member
         else:
             member.protocols, member.last_seen = protocols, time.monotonic()

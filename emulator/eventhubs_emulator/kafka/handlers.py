@@ -36,6 +36,7 @@ class ClientState:
     handshake_done: bool = False
     authenticated: bool = False
     failed_auth: bool = False  # the connection closes after the failure response
+    client_host: str = ""  # as Kafka shows it: "/" and the peer's address
 
 
 @dataclass
@@ -265,7 +266,7 @@ def offset_fetch(ctx: Context, version: int, req: dict) -> dict:
 
 async def join_group(ctx: Context, version: int, req: dict) -> dict:
     """JoinGroup: answered when the group's rebalance completes (``groups``)."""
-    return await ctx.groups.join(req, ctx.client_id)
+    return await ctx.groups.join(req, ctx.client_id, ctx.state.client_host, version)
 
 
 async def sync_group(ctx: Context, version: int, req: dict) -> dict:
@@ -281,6 +282,25 @@ def heartbeat(ctx: Context, version: int, req: dict) -> dict:
 def leave_group(ctx: Context, version: int, req: dict) -> dict:
     """LeaveGroup: the member goes; the rest rebalance."""
     return ctx.groups.leave(req)
+
+
+def describe_groups(ctx: Context, version: int, req: dict) -> dict:
+    """DescribeGroups: each group's state and members (what kafka-consumer-groups --describe shows)."""
+    with_offsets = {group for group, _, _ in ctx.committed}
+    return {"groups": [ctx.groups.describe(g, g in with_offsets) for g in req["groups"]]}
+
+
+def list_groups(ctx: Context, version: int, req: dict) -> dict:
+    """ListGroups: every group with members or committed offsets."""
+    names = {g for g, group in ctx.groups.groups.items() if group.members} | {g for g, _, _ in ctx.committed}
+    listed = [
+        {
+            "group_id": name,
+            "protocol_type": getattr(ctx.groups.groups.get(name), "protocol_type", "") or "consumer",
+        }
+        for name in sorted(names)
+    ]
+    return {"error_code": ErrorCode.NONE, "groups": listed}
 
 
 def list_offsets(ctx: Context, version: int, req: dict) -> dict:

@@ -53,6 +53,8 @@ _HANDLERS: dict[ApiKey, Callable[..., Any]] = {
     ApiKey.SYNC_GROUP: handlers.sync_group,
     ApiKey.HEARTBEAT: handlers.heartbeat,
     ApiKey.LEAVE_GROUP: handlers.leave_group,
+    ApiKey.DESCRIBE_GROUPS: handlers.describe_groups,
+    ApiKey.LIST_GROUPS: handlers.list_groups,
 }
 
 
@@ -90,7 +92,7 @@ class KafkaServer:
         peer = writer.get_extra_info("peername")
         sockname = writer.get_extra_info("sockname")
         port = sockname[1] if sockname else 0
-        state = handlers.ClientState()
+        state = handlers.ClientState(client_host=f"/{peer[0]}" if peer else "")
         self.writers.add(writer)
         try:
             while True:

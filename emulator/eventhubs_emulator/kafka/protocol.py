@@ -20,6 +20,8 @@ class ApiKey(IntEnum):
     HEARTBEAT = 12
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     INIT_PRODUCER_ID = 22
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
@@ -41,6 +43,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.HEARTBEAT: (0, 3),
     ApiKey.LEAVE_GROUP: (0, 2),
     ApiKey.SYNC_GROUP: (0, 3),
+    ApiKey.DESCRIBE_GROUPS: (0, 4),
+    ApiKey.LIST_GROUPS: (0, 2),
     ApiKey.SASL_HANDSHAKE: (1, 1),
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
@@ -60,6 +64,8 @@ FLEXIBLE_FROM: dict[ApiKey, int | None] = {
     ApiKey.HEARTBEAT: 4,
     ApiKey.LEAVE_GROUP: 4,
     ApiKey.SYNC_GROUP: 4,
+    ApiKey.DESCRIBE_GROUPS: 5,
+    ApiKey.LIST_GROUPS: 3,
     ApiKey.SASL_HANDSHAKE: None,
     ApiKey.API_VERSIONS: 3,
     ApiKey.SASL_AUTHENTICATE: 2,
@@ -90,6 +96,7 @@ class ErrorCode(IntEnum):
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     SASL_AUTHENTICATION_FAILED = 58
     UNSUPPORTED_COMPRESSION_TYPE = 76
+    MEMBER_ID_REQUIRED = 79
     INVALID_RECORD = 87
 
 
@@ -110,6 +117,11 @@ MAX_REQUEST_BYTES = 8 * 1024 * 1024
 #: closed, as Kafka's ``connection.failed.authentication.delay.ms`` (default 100; Apache Kafka 4.1
 #: answers a wrong password after 100-300 ms, then closes): it slows password guessing.
 FAILED_AUTHENTICATION_DELAY = 0.1
+
+#: How long the first rebalance of an empty consumer group waits for more members (extended by as much
+#: per member joining meanwhile, up to the rebalance timeout): Kafka's group.initial.rebalance.delay.ms
+#: default. Without it, members that start together each trigger a rebalance of their own.
+GROUP_INITIAL_REBALANCE_DELAY = 3.0
 
 #: Longest a Fetch waits for data (its MaxWaitMs is capped to this).
 MAX_FETCH_WAIT_MS = 30_000

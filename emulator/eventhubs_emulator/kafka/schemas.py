@@ -276,6 +276,45 @@ HEARTBEAT_RESPONSE = (Field("throttle_time_ms", "int32", (1, _V), default=0), Fi
 LEAVE_GROUP_REQUEST = (Field("group_id", "string"), Field("member_id", "string", (0, 2)))
 LEAVE_GROUP_RESPONSE = (Field("throttle_time_ms", "int32", (1, _V), default=0), Field("error_code", "int16"))
 
+DESCRIBE_GROUPS_REQUEST = (
+    Field("groups", "array", item="string"),
+    Field("include_authorized_operations", "bool", (3, _V), default=False),
+)
+DESCRIBE_GROUPS_RESPONSE = (
+    Field("throttle_time_ms", "int32", (1, _V), default=0),
+    Field(
+        "groups",
+        "array",
+        fields=(
+            Field("error_code", "int16"),
+            Field("group_id", "string"),
+            Field("group_state", "string"),
+            Field("protocol_type", "string"),
+            Field("protocol_data", "string"),
+            Field(
+                "members",
+                "array",
+                fields=(
+                    Field("member_id", "string"),
+                    Field("group_instance_id", "string", (4, _V), nullable_from=4),
+                    Field("client_id", "string"),
+                    Field("client_host", "string"),
+                    Field("member_metadata", "bytes"),
+                    Field("member_assignment", "bytes"),
+                ),
+            ),
+            Field("authorized_operations", "int32", (3, _V), default=-2147483648),
+        ),
+    ),
+)
+
+LIST_GROUPS_REQUEST: tuple[Field, ...] = ()
+LIST_GROUPS_RESPONSE = (
+    Field("throttle_time_ms", "int32", (1, _V), default=0),
+    Field("error_code", "int16"),
+    Field("groups", "array", fields=(Field("group_id", "string"), Field("protocol_type", "string"))),
+)
+
 OFFSET_COMMIT_REQUEST = (
     Field("group_id", "string"),
     Field("generation_id", "int32", (1, _V), default=-1),
@@ -406,6 +445,8 @@ SCHEMAS: dict[ApiKey, tuple[tuple[Field, ...], tuple[Field, ...]]] = {
     ApiKey.SYNC_GROUP: (SYNC_GROUP_REQUEST, SYNC_GROUP_RESPONSE),
     ApiKey.HEARTBEAT: (HEARTBEAT_REQUEST, HEARTBEAT_RESPONSE),
     ApiKey.LEAVE_GROUP: (LEAVE_GROUP_REQUEST, LEAVE_GROUP_RESPONSE),
+    ApiKey.DESCRIBE_GROUPS: (DESCRIBE_GROUPS_REQUEST, DESCRIBE_GROUPS_RESPONSE),
+    ApiKey.LIST_GROUPS: (LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE),
     ApiKey.OFFSET_COMMIT: (OFFSET_COMMIT_REQUEST, OFFSET_COMMIT_RESPONSE),
     ApiKey.OFFSET_FETCH: (OFFSET_FETCH_REQUEST, OFFSET_FETCH_RESPONSE),
 }
