@@ -171,15 +171,12 @@ def _identity(
         return {"conn_type": "wasb", "login": ACCOUNT, "extra": extra}, None, federated
     # a managed identity: IMDS on a VM; the Airflow side's azure-identity finds it by this variable
     monkeypatch.setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", issuer.base_url)
-    extra = {"blob_endpoint": azurite.blob_endpoint, "managed_identity_client_id": "lake-mi"}
-    # the connection hook does not map msi_endpoint yet: the driver gets the access itself
-    access = AzureStorageAccess(
-        account_name=ACCOUNT,
-        client_id="lake-mi",
-        msi_endpoint=issuer.imds_endpoint,
-        blob_endpoint=azurite.blob_endpoint,
-    )
-    return {"conn_type": "wasb", "login": ACCOUNT, "extra": extra}, access, None
+    extra = {
+        "blob_endpoint": azurite.blob_endpoint,
+        "managed_identity_client_id": "lake-mi",
+        "msi_endpoint": issuer.imds_endpoint,  # hadoop-azure's IMDS address (a VM's is the default)
+    }
+    return {"conn_type": "wasb", "login": ACCOUNT, "extra": extra}, None, None
 
 
 def _lake_orders(blobs: Any) -> list[int]:

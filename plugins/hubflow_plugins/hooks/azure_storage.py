@@ -180,9 +180,10 @@ def access_from_connection(
             workload_identity=True,
             tenant_id=field("workload_identity_tenant_id"),
             client_id=field("managed_identity_client_id") or login,
+            federated_token_file=field("federated_token_file"),
         )
-    elif field("managed_identity_client_id"):
-        values["client_id"] = field("managed_identity_client_id")
+    else:  # a managed identity: the system-assigned one, or the user-assigned one named
+        values.update(client_id=field("managed_identity_client_id"), msi_endpoint=field("msi_endpoint"))
     auth_config = field("client_secret_auth_config")
     authority = field("authority_host") or (
         auth_config.get("authority") if isinstance(auth_config, dict) else None

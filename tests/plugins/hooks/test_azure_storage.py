@@ -179,8 +179,41 @@ def test_the_providers_order_decides_between_credentials() -> None:
                 f"fs.azure.account.oauth2.token.file.{HOST}": TOKEN_FILE,
             },
         ),
+        (
+            {
+                "conn_type": "wasb",
+                "login": "lakeacct",
+                "extra": {"managed_identity_client_id": "mi-1", "msi_endpoint": "http://169.254.169.254/x"},
+            },
+            {
+                f"fs.azure.account.oauth.provider.type.{HOST}": PROVIDERS + "MsiTokenProvider",
+                f"fs.azure.account.oauth2.msi.endpoint.{HOST}": "http://169.254.169.254/x",
+            },
+        ),
+        (
+            {
+                "conn_type": "wasb",
+                "login": "lakeacct",
+                "extra": {
+                    "workload_identity_tenant_id": "tenant-1",
+                    "managed_identity_client_id": "wi-1",
+                    "federated_token_file": "/var/run/other/token",
+                },
+            },
+            {
+                f"fs.azure.account.oauth.provider.type.{HOST}": PROVIDERS + "WorkloadIdentityTokenProvider",
+                f"fs.azure.account.oauth2.token.file.{HOST}": "/var/run/other/token",
+            },
+        ),
     ],
-    ids=["sas", "service-principal", "managed-identity", "workload-identity"],
+    ids=[
+        "sas",
+        "service-principal",
+        "managed-identity",
+        "workload-identity",
+        "managed-identity-msi-endpoint",
+        "workload-identity-token-file",
+    ],
 )
 def test_each_credential_kind_reaches_the_drivers_hadoop_settings(
     document: dict, settings: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
