@@ -1,12 +1,15 @@
-"""The same kafka-python 3.0.12 client tests against Apache Kafka 4.1 (KRaft) and the emulator's Kafka
-endpoint (``server`` is each in turn, tests/kafka/conftest.py): what a client sees must agree, except
-where Event Hubs documents a difference (tests/kafka/test_service_differences.py, docs/emulator.md).
+"""The same client tests against Apache Kafka 4.1 (KRaft) and the emulator's Kafka endpoint (``server``
+is each in turn, tests/kafka/conftest.py): what a client sees must agree, except where Event Hubs
+documents a difference (docs/emulator.md, "Kafka endpoint"). The clients: kafka-python 3.0.12, and
+Java's kafka-clients (what Spark's Kafka source and sink use) through Apache Kafka's own console
+producer, console consumer and consumer-groups tool. One module, so that one broker serves them all.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ from kafka import errors as kafka_errors
 
 from . import raw
 from .conftest import KafkaServer
+from .java_tools import run_tool
 
 pytestmark = pytest.mark.integration
 
@@ -123,18 +127,15 @@ def test_metadata_names_one_reachable_broker_leading_every_partition(server: Kaf
 
 
 def test_an_unknown_topic_is_unknown_topic_or_partition(server: KafkaServer) -> None:
+    """Metadata without auto-creation (the admin client's) names an unknown topic UNKNOWN_TOPIC_OR_PARTITION;
+    what a producer's Metadata (with auto-creation) does differs: test_service_differences.py."""
     admin = KafkaAdminClient(**server.config())
     try:
         [described] = admin.describe_topics(["no-such-topic"])
         assert described["error_code"] == kafka_errors.UnknownTopicOrPartitionError.errno
+        assert "no-such-topic" not in admin.list_topics(), "and it was not created"
     finally:
         admin.close()
-    producer = KafkaProducer(**server.config(max_block_ms=3_000))
-    try:
-        with pytest.raises(kafka_errors.KafkaTimeoutError):  # the topic never appears in Metadata
-            producer.send("no-such-topic", b"x").get(timeout=DEADLINE)
-    finally:
-        producer.close()
 
 
 def test_a_wrong_password_is_answered_with_sasl_authentication_failed_then_closed(
@@ -275,3 +276,96 @@ def test_two_members_share_the_partitions_and_one_takes_over_when_the_other_leav
         for i in (0, 1):
             stop[i].set()
             threads[i].join(timeout=DEADLINE)
+
+
+def test_console_producer_consumer_and_consumer_groups_tool(server: KafkaServer, tmp_path: Path) -> None:
+    topic = server.topic(2)
+    config = str(server.java_config(tmp_path / "client.properties"))
+    lines = [f"n:{i},kind:java\tk{i}\tv{i}" for i in range(6)]
+    produced = run_tool(
+        tmp_path,
+        "org.apache.kafka.tools.ConsoleProducer",
+        "--bootstrap-server",
+        server.bootstrap,
+        "--topic",
+        topic,
+        "--producer.config",
+        config,
+        "--property",
+        "parse.key=true",
+        "--property",
+        "parse.headers=true",
+        stdin="\n".join(lines) + "\n",
+    )
+    assert produced.returncode == 0, produced.stderr[-3000:]
+
+    consumed = run_tool(
+        tmp_path,
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        "--bootstrap-server",
+        server.bootstrap,
+        "--topic",
+        topic,
+        "--consumer.config",
+        config,
+        "--group",
+        "java-group",
+        "--from-beginning",
+        "--max-messages",
+        "6",
+        "--timeout-ms",
+        "60000",
+        "--property",
+        "print.key=true",
+        "--property",
+        "print.headers=true",
+        "--property",
+        "print.partition=true",
+        "--property",
+        "print.offset=true",
+    )
+    assert consumed.returncode == 0, consumed.stderr[-3000:]
+    rows = [line.split("\t") for line in consumed.stdout.splitlines() if line.startswith("Partition:")]
+    assert sorted(row[2:] for row in rows) == sorted([f"n:{i},kind:java", f"k{i}", f"v{i}"] for i in range(6))
+    by_partition: dict[str, list[int]] = {}
+    for row in rows:
+        by_partition.setdefault(row[0], []).append(int(row[1].removeprefix("Offset:")))
+    assert all(offsets == list(range(len(offsets))) for offsets in by_partition.values()), by_partition
+
+    described = run_tool(
+        tmp_path,
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        "--bootstrap-server",
+        server.bootstrap,
+        "--command-config",
+        config,
+        "--describe",
+        "--group",
+        "java-group",
+    )
+    assert described.returncode == 0, described.stderr[-3000:]
+    table = [line.split() for line in described.stdout.splitlines() if line.startswith("java-group")]
+    committed = {int(row[2]): (int(row[3]), int(row[4]), int(row[5])) for row in table}
+    assert committed == {
+        p: (len(o), len(o), 0) for p, o in ((int(k[10:]), v) for k, v in by_partition.items())
+    }, described.stdout
+
+
+@pytest.mark.slow  # the wire answer is checked on both servers in the default run (raw SASL above)
+def test_the_java_client_fails_fast_on_a_wrong_password(server: KafkaServer, tmp_path: Path) -> None:
+    wrong = KafkaServer(
+        server.kind, server.bootstrap, server.password.replace("SharedAccessKey=", "SharedAccessKey=x")
+    )
+    config = str(wrong.java_config(tmp_path / "wrong.properties"))
+    listed = run_tool(
+        tmp_path,
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        "--bootstrap-server",
+        server.bootstrap,
+        "--command-config",
+        config,
+        "--list",
+        "--timeout",
+        "60000",
+    )
+    assert "SaslAuthenticationException" in listed.stderr + listed.stdout, listed.stderr[-3000:]

@@ -199,8 +199,14 @@ def init_producer_id(ctx: Context, version: int, req: dict) -> dict:
 
 def find_coordinator(ctx: Context, version: int, req: dict) -> dict:
     """This endpoint coordinates every consumer group (key type 0); transactions have no coordinator."""
-    if req["key_type"] != 0:
-        return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": "transactions are not served"}
+    if req["key_type"] != 0:  # a transactional id: refused as InitProducerId refuses it (no transactions)
+        return {
+            "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "error_message": "transactions are not served",
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
     broker = {"node_id": NODE_ID, "host": ctx.host, "port": ctx.port}
     return {"error_code": ErrorCode.NONE, "error_message": None, **broker}
 
