@@ -1,6 +1,7 @@
 """The same client tests against Apache Kafka 4.1 (KRaft) and the emulator's Kafka endpoint (``server``
 is each in turn, tests/kafka/conftest.py): what a client sees must agree, except where Event Hubs
-documents a difference (docs/emulator.md, "Kafka endpoint"). The clients: kafka-python 3.0.12, and
+documents a difference (docs/emulator.md, "Kafka endpoint"): those tests, at the end, assert Kafka's
+behaviour on the broker beside the service's on the emulator. The clients: kafka-python 3.0.12, and
 Java's kafka-clients (what Spark's Kafka source and sink use) through Apache Kafka's own console
 producer, console consumer and consumer-groups tool. One module, so that one broker serves them all.
 """
@@ -128,7 +129,7 @@ def test_metadata_names_one_reachable_broker_leading_every_partition(server: Kaf
 
 def test_an_unknown_topic_is_unknown_topic_or_partition(server: KafkaServer) -> None:
     """Metadata without auto-creation (the admin client's) names an unknown topic UNKNOWN_TOPIC_OR_PARTITION;
-    what a producer's Metadata (with auto-creation) does differs: test_service_differences.py."""
+    what a producer's Metadata (with auto-creation) does differs (test_a_producer_does_not_create_a_topic)."""
     admin = KafkaAdminClient(**server.config())
     try:
         [described] = admin.describe_topics(["no-such-topic"])
@@ -369,3 +370,73 @@ def test_the_java_client_fails_fast_on_a_wrong_password(server: KafkaServer, tmp
         "60000",
     )
     assert "SaslAuthenticationException" in listed.stderr + listed.stdout, listed.stderr[-3000:]
+
+
+# Where Event Hubs differs from Apache Kafka by the service's documentation and the emulator reproduces
+# the service (docs/emulator.md, "Kafka endpoint", lists each with its source).
+
+
+def test_a_producer_does_not_create_a_topic(server: KafkaServer) -> None:
+    """Kafka creates a topic a producer names (auto.create.topics.enable, default true); Event Hubs never
+    creates an event hub through the Kafka protocol: the producer only ever sees it unknown."""
+    topic = f"auto-{server.kind}"
+    producer = KafkaProducer(**server.config(max_block_ms=1_000, acks="all"))
+    try:
+        if server.kind == "kafka":
+            assert producer.send(topic, b"x").get(timeout=DEADLINE).offset == 0
+        else:
+            with pytest.raises(kafka_errors.KafkaTimeoutError):
+                producer.send(topic, b"x").get(timeout=DEADLINE)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(**server.config())
+    try:
+        assert (topic in consumer.topics()) == (server.kind == "kafka")
+    finally:
+        consumer.close()
+
+
+def test_compressed_batches(server: KafkaServer) -> None:
+    """Kafka stores a gzip batch; the emulator refuses every compressed batch with
+    UNSUPPORTED_COMPRESSION_TYPE (the service's compression support is by tier: docs/emulator.md)."""
+    topic = server.topic(1)
+    producer = KafkaProducer(**server.config(acks="all", compression_type="gzip", retries=0))
+    try:
+        future = producer.send(topic, b"z" * 1000, partition=0)
+        if server.kind == "kafka":
+            assert future.get(timeout=DEADLINE).offset == 0
+        else:
+            with pytest.raises(kafka_errors.UnsupportedCompressionTypeError):
+                future.get(timeout=DEADLINE)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(**server.config())
+    try:
+        tp = TopicPartition(topic, 0)
+        assert consumer.end_offsets([tp])[tp] == (1 if server.kind == "kafka" else 0)
+    finally:
+        consumer.close()
+
+
+def test_transactional_producers(server: KafkaServer) -> None:
+    """Kafka runs transactions; the emulator (as the Standard tier) refuses a transactional id."""
+    topic = server.topic(1)
+    producer = KafkaProducer(**server.config(transactional_id=f"tx-{server.kind}", max_block_ms=20_000))
+    try:
+        if server.kind == "kafka":
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send(topic, b"in-tx", partition=0)
+            producer.commit_transaction()
+        else:
+            with pytest.raises(kafka_errors.TransactionalIdAuthorizationFailedError):
+                producer.init_transactions()
+    finally:
+        producer.close(timeout=5)
+    consumer = KafkaConsumer(**server.config(isolation_level="read_committed"))
+    try:
+        tp = TopicPartition(topic, 0)
+        # a committed transaction ends with its control record: 2 offsets for 1 record
+        assert consumer.end_offsets([tp])[tp] == (2 if server.kind == "kafka" else 0)
+    finally:
+        consumer.close()

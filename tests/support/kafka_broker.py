@@ -124,7 +124,7 @@ class KafkaBroker:
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": _jaas(USERNAME, PASSWORD, server=True),
             "log.dirs": str(self.work_dir / "data"),
             "num.partitions": "1",
-            # auto.create.topics.enable stays Kafka's true (Event Hubs differs: test_service_differences.py)
+            # auto.create.topics.enable stays Kafka's true (Event Hubs differs: test_conformance.py)
             "offsets.topic.replication.factor": "1",
             "offsets.topic.num.partitions": "1",
             "transaction.state.log.replication.factor": "1",
