@@ -43,6 +43,63 @@ def sasl_plain(bootstrap: str, user: str, password: str) -> SaslAnswer:
     """SaslHandshake v1 (PLAIN) then SaslAuthenticate v1 with ``user``/``password``."""
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
+        return _sasl_plain(sock, user, password)
+
+
+def _string(value: str) -> bytes:
+    data = value.encode()
+    return struct.pack(">h", len(data)) + data
+
+
+def _read_string(data: bytes, at: int) -> tuple[str, int]:
+    (size,) = struct.unpack_from(">h", data, at)
+    return data[at + 2 : at + 2 + size].decode(), at + 2 + size
+
+
+def join_group_v4(bootstrap: str, password: str, group: str, member_id: str = "") -> tuple[int, str]:
+    """One JoinGroup v4 (after SASL PLAIN) for a consumer with the range protocol: (error code, the
+    member id answered)."""
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        assert _sasl_plain(sock, "$ConnectionString", password).error == 0
+        # FindCoordinator v1 until the group has one (a fresh Kafka makes its offsets topic first)
+        deadline = time.monotonic() + 30
+        while True:
+            sock.sendall(request(10, 1, 3, _string(group) + b"\x00"))
+            found = read_frame(sock)
+            assert found is not None, "closed before the FindCoordinator answer"
+            (coordinator_error,) = struct.unpack_from(">h", found, 8)
+            if coordinator_error == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert coordinator_error == 0, f"no coordinator for {group}: error {coordinator_error}"
+        subscription = struct.pack(">hi", 0, 1) + _string("t") + struct.pack(">i", 0)
+        body = (
+            _string(group)
+            + struct.pack(">ii", 10_000, 10_000)
+            + _string(member_id)
+            + _string("consumer")
+            + struct.pack(">i", 1)
+            + _string("range")
+            + struct.pack(">i", len(subscription))
+            + subscription
+        )
+        while True:  # a coordinator still loading its groups answers 14-16: ask again
+            sock.sendall(request(11, 4, 4, body))
+            answer = read_frame(sock)
+            assert answer is not None, "closed before the JoinGroup answer"
+            (error,) = struct.unpack_from(">h", answer, 8)  # after correlation id and throttle time
+            if error not in (14, 15, 16) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        _, at = _read_string(answer, 14)  # protocol name, after the generation id
+        _, at = _read_string(answer, at)  # leader
+        answered, _ = _read_string(answer, at)
+        return error, answered
+
+
+def _sasl_plain(sock: socket.socket, user: str, password: str) -> SaslAnswer:
+    if True:
         sock.sendall(request(17, 1, 1, struct.pack(">h", 5) + b"PLAIN"))
         handshake = read_frame(sock)
         assert handshake is not None, "closed before the SaslHandshake answer"

@@ -156,6 +156,14 @@ def test_a_wrong_password_is_answered_with_sasl_authentication_failed_then_close
         KafkaAdminClient(**server.config(password=wrong, bootstrap_timeout_ms=1_500))
 
 
+def test_join_group_v4_without_a_member_id_is_given_one_with_member_id_required(server: KafkaServer) -> None:
+    """KIP-394: from JoinGroup v4, a member without an id gets MEMBER_ID_REQUIRED (79) and an id to join
+    with; an id the group never gave is UNKNOWN_MEMBER_ID (25)."""
+    error, member_id = raw.join_group_v4(server.bootstrap, server.password, "cg-kip394")
+    assert error == 79 and member_id, (error, member_id)
+    assert raw.join_group_v4(server.bootstrap, server.password, "cg-kip394", "never-given")[0] == 25
+
+
 def test_a_group_member_commits_and_another_consumer_fetches_the_committed_offsets(
     server: KafkaServer,
 ) -> None:
