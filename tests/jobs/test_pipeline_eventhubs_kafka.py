@@ -78,7 +78,7 @@ def send_with_properties(hub: EmulatedHub, count: int, first: int = 0) -> set[st
 
 
 def _source(kind: str, bootstrap: str) -> dict[str, Any]:
-    source: dict[str, Any] = {"kind": kind, "connection_string_env": ENV_VAR, "max_events_per_trigger": 25}
+    source: dict[str, Any] = {"kind": kind, "connection_string_env": ENV_VAR, "max_events_per_trigger": 40}
     if kind == "eventhubs_kafka":
         source["kafka_bootstrap_servers"] = bootstrap
     return source
