@@ -330,6 +330,10 @@ def test_an_eventhubs_kafka_source_is_the_connection_strings_kafka_endpoint_with
     without_port = _load(tmp_path, sources={"telemetry": {**source, "eventhub_name": "hub2"}})
     with pytest.raises(ValueError, match="set kafka_bootstrap_servers to the address it prints"):
         without_port.sources["telemetry"].spark_options()
+    monkeypatch.setenv(ENV_VAR, "Endpoint=sb://ns1.servicebus.windows.net/;EntityPath=hub")  # Entra ID
+    entra = _load(tmp_path, sources={"telemetry": source}).sources["telemetry"]
+    with pytest.raises(ValueError, match="needs OAUTHBEARER, which hubflow does not set up yet"):
+        entra.spark_options()
 
     mistakes = {
         "consumer_group": ({"consumer_group": "cg1"}, "set options.groupIdPrefix"),
