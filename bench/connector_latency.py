@@ -1,5 +1,12 @@
 """End-to-end latency of ``format("eventhubs")`` against Spark's own ``rate`` source, same sink, same run.
 
+With ``--kafka`` a third side reads the same hub with Spark's Kafka source over the emulator's Kafka
+endpoint, with hubflow's client settings and the rows mapped as ``kind: eventhubs_kafka`` maps them
+(issue #30 item 3: the road users would pick instead); its latency is the Kafka record's
+``timestamp``, which the emulator stamps on arrival as it does ``enqueuedTime``. Each run also
+reports the emulator process's CPU (share of one core) so the server is seen not to be the
+bottleneck.
+
 A steady stream of ``--rate`` events/s (round-robin over ``--partitions`` partitions of one
 emulated hub, sent by one SDK producer process that runs for the whole benchmark) is read with
 ``trigger(processingTime="0 seconds")`` into a parquet sink on ``local[2]``. The reference is
@@ -14,16 +21,15 @@ the moment the row became due). Batches that started before ``--warmup`` seconds
 query's first committed batch with rows are left out (start-up is not what is measured). Per-batch
 durations come from Spark's own progress (``durationMs``).
 
-The two sides alternate (eventhubs first in odd repetitions, rate first in even ones) for
-``--reps`` repetitions; the summary gives the median over repetitions and the min-max, and the
-ratio eventhubs / rate.
+The sides rotate which goes first in each of ``--reps`` repetitions; the summary gives the median
+over repetitions and the min-max, and the ratios eventhubs / rate (and eventhubs / kafka).
 
 With ``--available-now N`` it then times N ``Trigger.AvailableNow`` runs of the connector in the
 same (warm) session: wall time outside any trigger (planning set-up, query start and stop) and
 the first batch.
 
 Usage: ``.venv/bin/python bench/connector_latency.py [--rate 1000] [--partitions 4] [--seconds 40]
-[--reps 3] [--available-now 3] [--min-events-per-task N]``
+[--reps 3] [--kafka] [--available-now 3] [--min-events-per-task N]``
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import socket
 import statistics
 import sys
 import tempfile
@@ -41,7 +48,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from harness import connector_spark, start_emulator
+sys.path.insert(0, str(Path(__file__).parents[1] / "jobs"))
+
+from harness import connector_spark
+
+from eventhubs_emulator import EmulatorConfig
+from eventhubs_emulator.launcher import start_emulator_process
 
 HUB = "latency"
 
@@ -100,10 +112,34 @@ def committed_latencies(out: Path, not_before_ms: float) -> list[float]:
     return latencies
 
 
-def run_side(spark: Any, side: str, conn: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """One measured query of one side; returns latency percentiles and per-batch duration medians."""
+def emulator_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the emulator process so far."""
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+def run_side(
+    spark: Any, side: str, conn: str, args: argparse.Namespace, workdir: Path, emulator: tuple[int, str]
+) -> dict[str, Any]:
+    """One measured query of one side; returns latency percentiles and per-batch duration medians.
+
+    ``emulator`` is the emulator's process id and its Kafka endpoint's address."""
+    emulator_pid, kafka_bootstrap = emulator
     body = f"cast(repeat('x', {args.body}) AS binary)"
-    if side == "eventhubs":
+    if side == "kafka":
+        from hubflow_jobs.eventhubs_kafka import as_eventhubs_rows, client_options
+
+        df = as_eventhubs_rows(
+            spark.readStream.format("kafka")
+            .options(**client_options(conn, kafka_bootstrap))
+            .option("subscribe", HUB)
+            .option("startingOffsets", "latest")
+            .option("includeHeaders", "true")
+            .load()
+        ).selectExpr("enqueuedTime AS timestamp", "sequenceNumber AS value", "body")
+    elif side == "eventhubs":
         df = (
             spark.readStream.format("eventhubs")
             .option("eventhubs.connectionString", conn)
@@ -121,6 +157,7 @@ def run_side(spark: Any, side: str, conn: str, args: argparse.Namespace, workdir
         )
     out, ckpt = workdir / f"{side}-out", workdir / f"{side}-ckpt"
     load_before = os.getloadavg()[0]
+    cpu_before, wall_before = emulator_cpu_seconds(emulator_pid), time.monotonic()
     query = (
         df.writeStream.format("parquet")
         .option("path", str(out))
@@ -157,6 +194,7 @@ def run_side(spark: Any, side: str, conn: str, args: argparse.Namespace, workdir
     finally:
         query.stop()
     load_after = os.getloadavg()[0]
+    emulator_cpu = (emulator_cpu_seconds(emulator_pid) - cpu_before) / (time.monotonic() - wall_before)
     if query.exception() is not None:
         raise RuntimeError(f"{side} query failed: {query.exception()}")
     batches = [
@@ -179,6 +217,7 @@ def run_side(spark: Any, side: str, conn: str, args: argparse.Namespace, workdir
         "latestOffset": median_duration("latestOffset"),
         "addBatch": median_duration("addBatch"),
         "triggerExecution": median_duration("triggerExecution"),
+        "emulatorCpu": 100 * emulator_cpu,
         "load": (load_before + load_after) / 2,
     }
 
@@ -247,25 +286,33 @@ METRICS = [
     ("latestOffset", "latestOffset median (ms)", "{:.0f}"),
     ("addBatch", "addBatch median (ms)", "{:.0f}"),
     ("triggerExecution", "triggerExecution median (ms)", "{:.0f}"),
+    ("emulatorCpu", "emulator CPU (% of a core)", "{:.0f}"),
 ]
+NAMES = {"eventhubs": "eventhubs", "rate": "rate source", "kafka": "Kafka source"}
 
 
 def summarize(results: dict[str, list[dict[str, Any]]]) -> str:
-    """A Markdown table: median over repetitions (min-max) per side, and the ratio of the medians."""
+    """A Markdown table: median over repetitions (min-max) per side, and the ratios of the medians."""
+    sides = list(results)
+    ratios = [("eventhubs", other) for other in ("rate", "kafka") if other in results]
     lines = [
-        "| per repetition: median (min-max) | eventhubs | rate source | eventhubs / rate |",
-        "|---|---|---|---|",
+        "| per repetition: median (min-max) | "
+        + " | ".join(NAMES[s] for s in sides)
+        + " | "
+        + " | ".join(f"eventhubs / {other}" for _, other in ratios)
+        + " |",
+        "|---" * (1 + len(sides) + len(ratios)) + "|",
     ]
     for key, label, fmt in METRICS:
         cells = []
         medians = {}
-        for side in ("eventhubs", "rate"):
+        for side in sides:
             values = [r[key] for r in results[side]]
             medians[side] = statistics.median(values)
             cells.append(f"{fmt.format(medians[side])} ({fmt.format(min(values))}-{fmt.format(max(values))})")
-        ratio = medians["eventhubs"] / medians["rate"] if medians["rate"] else float("inf")
-        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio:.2f} |")
-    for side in ("eventhubs", "rate"):
+        quotients = [f"{medians[a] / medians[b]:.2f}" if medians[b] else "-" for a, b in ratios]
+        lines.append(f"| {label} | " + " | ".join(cells + quotients) + " |")
+    for side in sides:
         rows = sum(r["rows"] for r in results[side])
         batches = sum(r["batches"] for r in results[side])
         lines.append(f"\n{side}: {rows} rows in {batches} measured batches over {len(results[side])} runs")
@@ -289,19 +336,27 @@ def main() -> None:
     parser.add_argument(
         "--available-now", type=int, default=0, help="also time this many Trigger.AvailableNow runs"
     )
+    parser.add_argument(
+        "--kafka", action="store_true", help="a third side: Spark's Kafka source over the Kafka endpoint"
+    )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup below on kill
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        emulator = start_emulator(workdir, {HUB: args.partitions})
+        with socket.socket() as probe:  # a free port for the emulator's Kafka endpoint
+            probe.bind(("127.0.0.1", 0))
+            kafka_port = probe.getsockname()[1]
+        config = EmulatorConfig.many_hubs({HUB: args.partitions}, kafka_port=kafka_port)
+        emulator = start_emulator_process(config, workdir)
         conn = emulator.connection_strings[HUB]
         spawn = mp.get_context("spawn")
         stop = spawn.Event()
         producer = spawn.Process(
             target=produce_steadily, args=(conn, args.rate, args.partitions, args.body, stop)
         )
-        results: dict[str, list[dict[str, Any]]] = {"eventhubs": [], "rate": []}
+        sides = ("eventhubs", "rate", "kafka") if args.kafka else ("eventhubs", "rate")
+        results: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
         try:
             producer.start()
             spark = connector_spark(
@@ -314,11 +369,18 @@ def main() -> None:
                 },
             )
             for rep in range(args.reps):
-                order = ("eventhubs", "rate") if rep % 2 == 0 else ("rate", "eventhubs")
+                order = sides[rep % len(sides) :] + sides[: rep % len(sides)]
                 for side in order:
                     for attempt in range(3):
                         try:
-                            result = run_side(spark, side, conn, args, workdir / f"rep{rep}-{attempt}")
+                            result = run_side(
+                                spark,
+                                side,
+                                conn,
+                                args,
+                                workdir / f"rep{rep}-{attempt}",
+                                (emulator.process.pid, f"127.0.0.1:{kafka_port}"),
+                            )
                             break
                         except RuntimeError as exc:
                             # Spark waits a fixed 10 s for a new Python process (the streaming
@@ -333,6 +395,7 @@ def main() -> None:
                         f"p99 {result['p99']:.2f} s, latestOffset {result['latestOffset']:.0f} ms, "
                         f"addBatch {result['addBatch']:.0f} ms, "
                         f"triggerExecution {result['triggerExecution']:.0f} ms, "
+                        f"emulator CPU {result['emulatorCpu']:.0f}%, "
                         f"{result['batches']} batches, load {result['load']:.1f}",
                         flush=True,
                     )
