@@ -78,10 +78,18 @@ EVENTHUBS_AUDIENCES = ("https://eventhubs.azure.net/", "https://eventhubs.azure.
 JWT_TOKEN_TYPE = "jwt"
 
 
-def verify_jwt(token: str, issuer: str, public_key_pem: str, scope: str, now: float | None = None) -> Grant:
+def verify_jwt(
+    token: str,
+    issuer: str,
+    public_key_pem: str,
+    scope: str,
+    now: float | None = None,
+    audiences: tuple[str, ...] = EVENTHUBS_AUDIENCES,
+) -> Grant:
     """Check an Entra ID access token (RS256) against the trusted issuer; return what it grants.
 
-    As on the service, the signature, ``iss``, ``aud`` (Event Hubs), ``exp`` and ``nbf`` are checked;
+    As on the service, the signature, ``iss``, ``aud`` (one of ``audiences``: Event Hubs' on AMQP; the
+    Kafka endpoint adds the namespace's), ``exp`` and ``nbf`` are checked;
     the descriptions start with the service's error names (``ExpiredToken: The token is expired.``).
     A JWT authorises by role, not by audience path: the grant covers ``scope``, the entity named by
     the put-token request (the namespace when empty).
@@ -108,10 +116,9 @@ def verify_jwt(token: str, issuer: str, public_key_pem: str, scope: str, now: fl
     if claims.get("iss") != issuer:
         raise TokenError(f"InvalidIssuer: Token issuer is invalid; expected '{issuer}'")
     audience = claims.get("aud")
-    if audience not in EVENTHUBS_AUDIENCES:
+    if audience not in audiences:
         raise TokenError(
-            f"InvalidAudience: The token audience '{audience}' is not valid; expected "
-            f"'{EVENTHUBS_AUDIENCES[0]}'"
+            f"InvalidAudience: The token audience '{audience}' is not valid; expected '{audiences[0]}'"
         )
     at = time.time() if now is None else now
     expiry = claims.get("exp")

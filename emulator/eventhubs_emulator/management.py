@@ -12,7 +12,16 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from .auth import JWT_TOKEN_TYPE, Grant, TokenError, audience_path, grant_covers, verify_jwt, verify_sas_token
+from .auth import (
+    EVENTHUBS_AUDIENCES,
+    JWT_TOKEN_TYPE,
+    Grant,
+    TokenError,
+    audience_path,
+    grant_covers,
+    verify_jwt,
+    verify_sas_token,
+)
 from .codec import Int, StringArray, Timestamp
 from .messages import (
     HUB_TYPE,
@@ -56,8 +65,11 @@ def put_token(broker: Broker, props: dict, token: Any) -> tuple[int, str, Grant 
     return 202, "Accepted", grant
 
 
-def verify_token(broker: Broker, token: Any, scope: str) -> Grant:
-    """Verify a SAS token or an Entra ID JWT (for ``scope``, the entity it is put for); raise TokenError."""
+def verify_token(
+    broker: Broker, token: Any, scope: str, audiences: tuple[str, ...] = EVENTHUBS_AUDIENCES
+) -> Grant:
+    """Verify a SAS token or an Entra ID JWT (for ``scope``, the entity it is put for; its ``aud`` one
+    of ``audiences``); raise TokenError. The Kafka endpoint's OAUTHBEARER checks tokens here too."""
     text = str(token)
     if text.startswith("SharedAccessSignature "):
         return verify_sas_token(text, broker.config.key_name, broker.config.key)
@@ -68,7 +80,7 @@ def verify_token(broker: Broker, token: Any, scope: str) -> Grant:
             "UserConfig.EmulatorExtras.EntraIdIssuerDir or --entra-id-issuer-dir)"
         )
     trust = issuer_trust(folder)
-    return verify_jwt(text, trust.issuer, trust.public_key_pem, scope)
+    return verify_jwt(text, trust.issuer, trust.public_key_pem, scope, audiences=audiences)
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,9 +1,11 @@
 """A Kafka client connection: size-prefixed frames, request headers, SASL gating, dispatch.
 
 Requests on one connection are answered in order, one at a time (as a Kafka broker does). Until the
-client has authenticated with SASL PLAIN only ApiVersions, SaslHandshake and SaslAuthenticate are
-served; anything else, a malformed frame or a size prefix over the limit closes the connection (with
-a log line naming the peer and the reason, never the frame's content).
+client has authenticated with SASL (PLAIN or OAUTHBEARER: sasl_handlers.py) only ApiVersions,
+SaslHandshake and SaslAuthenticate are served; anything else, a malformed frame or a size prefix
+over the limit closes the connection (with a log line naming the peer and the reason, never the
+frame's content). So does any other request after an OAUTHBEARER session's token has expired
+without the client re-authenticating.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..store import Broker
-from . import handlers
+from . import handlers, sasl_handlers
 from .groups import GroupCoordinator
 from .protocol import (
     FAILED_AUTHENTICATION_DELAY,
@@ -39,8 +41,8 @@ _SIZE = struct.Struct(">i")
 
 _HANDLERS: dict[ApiKey, Callable[..., Any]] = {
     ApiKey.API_VERSIONS: handlers.api_versions,
-    ApiKey.SASL_HANDSHAKE: handlers.sasl_handshake,
-    ApiKey.SASL_AUTHENTICATE: handlers.sasl_authenticate,
+    ApiKey.SASL_HANDSHAKE: sasl_handlers.sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl_handlers.sasl_authenticate,
     ApiKey.METADATA: handlers.metadata,
     ApiKey.PRODUCE: handlers.produce,
     ApiKey.FETCH: handlers.fetch,
@@ -92,7 +94,7 @@ class KafkaServer:
         peer = writer.get_extra_info("peername")
         sockname = writer.get_extra_info("sockname")
         port = sockname[1] if sockname else 0
-        state = handlers.ClientState(client_host=f"/{peer[0]}" if peer else "")
+        state = sasl_handlers.SaslClientState(client_host=f"/{peer[0]}" if peer else "")
         self.writers.add(writer)
         try:
             while True:
@@ -139,6 +141,8 @@ class KafkaServer:
             raise ClosingConnection(f"unsupported API key {key}") from None
         if not state.authenticated and api not in PRE_AUTH_APIS:
             raise ClosingConnection(f"{api.name} before SASL authentication")
+        if api not in PRE_AUTH_APIS and sasl_handlers.session_expired(state):
+            raise ClosingConnection(f"{api.name} after the SASL session expired (the token's lifetime)")
         lo, hi = SUPPORTED_VERSIONS[api]
         if not lo <= version <= hi:
             if api is ApiKey.API_VERSIONS:  # answered in v0 so that the client can pick a version

@@ -12,8 +12,9 @@ One server (plain HTTP, or HTTPS with the emulator's CA: ``tls_dir``) answers, i
   ``GET /{tenant}/discovery/v2.0/keys`` - what MSAL reads before asking for a token;
 * ``POST /{tenant}/oauth2/v2.0/token`` (``scope=<resource>/.default``) and ``POST /{tenant}/oauth2/token``
   (``resource=...``, hadoop-azure's ``ClientCredsTokenProvider``): ``client_credentials`` with a
-  ``client_secret`` or a ``client_assertion`` (a workload identity's federated token, signed by the
-  stand-in cluster's key, :func:`~.keys.federated_token`).
+  ``client_secret`` (in the form, or as HTTP Basic as Kafka's OAUTHBEARER login sends it) or a
+  ``client_assertion`` (a workload identity's federated token, signed by the stand-in cluster's
+  key, :func:`~.keys.federated_token`).
 
 MSAL asks ``login.microsoftonline.com`` to vouch for any authority host it does not know (instance
 discovery) unless the credential is made with ``disable_instance_discovery=True``; clients of this
@@ -23,6 +24,7 @@ tokens each client got (tests prove renewal with it). Secrets never reach a log 
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 import threading
@@ -32,7 +34,7 @@ from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from .authority import Directory, RegisteredClient, entra_error
 from .keys import (
@@ -238,6 +240,7 @@ class TokenIssuer:
             return self.directory.tenant_error(segments[0]) or (200, self._jwks())
         if method == "POST" and segments[1:] in (["oauth2", "v2.0", "token"], ["oauth2", "token"]):
             form = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+            form = {**_basic_credentials(headers), **form}  # a form's own client_id/secret win
             agent = str(headers.get("User-Agent") or "")
             return self.directory.tenant_error(segments[0]) or self._token(form, agent, v2=len(segments) == 4)
         return 404, {"error": "not_found", "error_description": f"no endpoint {method} {parts.path}"}
@@ -367,6 +370,19 @@ class TokenIssuer:
                 "access_token": token,
             }
         return 200, body
+
+
+def _basic_credentials(headers: Any) -> dict[str, str]:
+    """``client_id``/``client_secret`` from ``Authorization: Basic`` (RFC 6749 2.3.1's
+    client_secret_basic, which Entra ID takes and Kafka's OAuthBearerLoginCallbackHandler sends), or {}."""
+    scheme, _, value = str(headers.get("Authorization") or "").partition(" ")
+    if scheme.lower() != "basic":
+        return {}
+    try:
+        client_id, sep, secret = base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return {"client_id": unquote(client_id), "client_secret": unquote(secret)} if sep else {}
 
 
 def _imds_error(description: str, error: str = "invalid_request") -> Answer:
