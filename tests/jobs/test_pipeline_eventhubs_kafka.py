@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,17 @@ import pytest
 from hubflow_jobs import EXIT_OK
 
 from .helpers import EmulatedHub
-from .pipelines_support import pipeline_config, run_on_session, write_module
+from .pipelines_support import (
+    NUMBER_EVENTS,
+    check_events_once,
+    kill_after_first_commit,
+    numbered_events,
+    pipeline_config,
+    query_id,
+    recorded_batches,
+    run_on_session,
+    write_module,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +63,13 @@ def kafka_hub() -> Iterator[tuple[EmulatedHub, str]]:
     RECEIVERS.close_all()
 
 
+@pytest.fixture
+def kafka_env(kafka_hub: tuple[EmulatedHub, str], monkeypatch: pytest.MonkeyPatch) -> tuple[EmulatedHub, str]:
+    """``kafka_hub`` with its connection string in ``ENV_VAR``, where the sources' config points."""
+    monkeypatch.setenv(ENV_VAR, kafka_hub[0].connection_string)
+    return kafka_hub
+
+
 def send_with_properties(hub: EmulatedHub, count: int, first: int = 0) -> set[str]:
     """Send ``count`` events over AMQP, each with application properties and a partition key; their texts."""
     from azure.eventhub import EventData, EventHubProducerClient
@@ -84,6 +99,15 @@ def _source(kind: str, bootstrap: str) -> dict[str, Any]:
     return source
 
 
+def _assert_key_in_none(connection_string: str, paths: Iterable[Path]) -> str:
+    """The shared access key of ``connection_string``, after checking no file of ``paths`` holds it."""
+    key = connection_string.split("SharedAccessKey=")[1].split(";")[0]
+    for path in paths:
+        if path.is_file():
+            assert key not in path.read_bytes().decode("utf-8", "replace"), f"the key leaked into {path}"
+    return key
+
+
 def _run(spark: Any, tmp_path: Path, kind: str, bootstrap: str) -> tuple[list[tuple], Path]:
     base = tmp_path / kind
     base.mkdir()
@@ -101,14 +125,9 @@ def _run(spark: Any, tmp_path: Path, kind: str, bootstrap: str) -> tuple[list[tu
 
 
 def test_one_function_reads_the_same_rows_through_kafka_as_through_amqp(
-    spark: Any,
-    kafka_hub: tuple[EmulatedHub, str],
-    tmp_path: Path,
-    pipelines: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    spark: Any, kafka_env: tuple[EmulatedHub, str], tmp_path: Path, pipelines: Path
 ) -> None:
-    hub, bootstrap = kafka_hub
-    monkeypatch.setenv(ENV_VAR, hub.connection_string)
+    hub, bootstrap = kafka_env
     write_module(pipelines, "kafka_rows", ROWS)
     texts = send_with_properties(hub, 60)
 
@@ -137,29 +156,10 @@ def test_one_function_reads_the_same_rows_through_kafka_as_through_amqp(
     )
     assert lagging.failed and lagging.lag == dict.fromkeys(per_partition, 5), lagging.reason
     # the connection string (in the JAAS config) is in no checkpoint file, and masked in the plan
-    key = hub.connection_string.split("SharedAccessKey=")[1].split(";")[0]
-    for path in checkpoint.rglob("*"):
-        if path.is_file():
-            assert key not in path.read_bytes().decode("utf-8", "replace"), path
+    key = _assert_key_in_none(hub.connection_string, checkpoint.rglob("*"))
     plan = _source_plan(spark, _source("eventhubs_kafka", bootstrap))
     assert "kafka.sasl.jaas.config=*********(redacted)" in plan and "subscribe=hub1" in plan, plan
     assert key not in plan
-
-
-#: Each event's identity, body and the number its body carries (a UDF: the module reaches executors).
-NUMBERED = """
-from pyspark.sql import functions as F
-from pyspark.sql.types import LongType
-
-
-@F.udf(LongType())
-def event_number(body):
-    return int(bytes(body).decode().rsplit("-", 1)[1])
-
-
-def numbered(telemetry):
-    return telemetry.select("partition", "sequenceNumber", "body", event_number("body").alias("number"))
-"""
 
 
 @pytest.mark.slow
@@ -184,7 +184,7 @@ def test_a_kafka_source_pipeline_killed_9_resumes_with_each_event_once_and_no_se
     from . import helpers
 
     hub, bootstrap = kafka_hub
-    write_module(pipelines, "kafka_numbered", NUMBERED)
+    write_module(pipelines, "kafka_numbered", NUMBER_EVENTS)
     output = tmp_path / "lake" / "numbered"
     source = {**_source("eventhubs_kafka", bootstrap), "max_events_per_trigger": 100}
     sections: dict[str, Any] = {
@@ -218,18 +218,7 @@ def test_a_kafka_source_pipeline_killed_9_resumes_with_each_event_once_and_no_se
         extra_env=env,
         script_args=["--pipeline", "kafka_numbered:numbered"],
     )
-    try:
-        deadline = time.monotonic() + 300
-        while not helpers.log_ids(checkpoint / "commits"):
-            assert driver.poll() is None, f"the run ended ({driver.returncode}): {helpers.last_log_line(log)}"
-            assert time.monotonic() < deadline, "no batch committed in time"
-            time.sleep(0.02)
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(timeout=30)
-    assert driver.returncode == -signal.SIGKILL
-    committed = helpers.log_ids(checkpoint / "commits")
-    assert 1 <= len(committed) < 5, f"the kill must leave batches to do; committed {committed}"
+    kill_after_first_commit(driver, checkpoint, log)
 
     monkeypatch.setenv(ENV_VAR, hub.connection_string)
     again = pipeline_config(tmp_path, "kafka_numbered", trigger={"availableNow": True}, **sections)
@@ -238,20 +227,9 @@ def test_a_kafka_source_pipeline_killed_9_resumes_with_each_event_once_and_no_se
     code, reason = run_job(spark, config, functools.partial(start_pipeline, binding=binding), StopRequest())
     assert code == EXIT_OK, reason
 
-    rows = spark.read.format("delta").load(str(output)).collect()
-    identities = [(r["partition"], r["sequenceNumber"]) for r in rows]
-    assert len(identities) == len(set(identities)), "an event was written twice"
-    assert sorted(bytes(r["body"]) for r in rows) == sorted(sent)
-    for r in rows:
-        assert bytes(r["body"]) == f"event-{r['number']}".encode() and r["partition"] == str(r["number"] % 2)
+    check_events_once(numbered_events(spark, output), sent, hub.partitions)
     batches = helpers.log_ids(checkpoint / "commits")
-    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
-    recorded = [
-        json.loads(line)["txn"]["version"]
-        for commit in sorted((output / "_delta_log").glob("*.json"))
-        for line in commit.read_text().splitlines()
-        if json.loads(line).get("txn", {}).get("appId") == query_id
-    ]
+    recorded = recorded_batches(output, query_id(checkpoint))
     assert recorded == batches == list(range(len(batches))), "each batch committed to the table once"
 
     # the health sensor's reading of Spark's Kafka offsets: the next sequence number per partition
@@ -264,12 +242,9 @@ def test_a_kafka_source_pipeline_killed_9_resumes_with_each_event_once_and_no_se
     )
     assert behind.lag == {"0": 10, "1": 3}
 
-    secret = hub.connection_string.split("SharedAccessKey=")[1].split(";")[0]
     written = [log, *events_dir.rglob("*"), *checkpoint.rglob("*")]
     assert any(path.name.startswith("events_") for path in written), "no event log was written"
-    for path in written:
-        if path.is_file():
-            assert secret not in path.read_bytes().decode("utf-8", "replace"), f"the key leaked into {path}"
+    _assert_key_in_none(hub.connection_string, written)
     event_log = "".join(p.read_text(errors="replace") for p in events_dir.rglob("events_*"))
     assert "SparkListenerSQLExecutionStart" in event_log and "KafkaScan" in event_log, "the batches' plans"
 
@@ -295,18 +270,13 @@ def _after(moment: datetime) -> datetime:
 
 @pytest.mark.slow
 def test_a_kafka_source_pipeline_backfills_an_interval_by_timestamp_each_event_once(
-    spark: Any,
-    kafka_hub: tuple[EmulatedHub, str],
-    tmp_path: Path,
-    pipelines: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    spark: Any, kafka_env: tuple[EmulatedHub, str], tmp_path: Path, pipelines: Path
 ) -> None:
     from hubflow_jobs.backfill import BackfillRefused
     from hubflow_jobs.pipeline.backfill import backfill_pipeline
     from hubflow_jobs.pipeline.job import load_pipeline
 
-    hub, bootstrap = kafka_hub
-    monkeypatch.setenv(ENV_VAR, hub.connection_string)
+    hub, bootstrap = kafka_env
     write_module(pipelines, "kafka_tagged", TAGGED)
     output = tmp_path / "lake" / "tagged"
 

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -30,10 +27,17 @@ from . import helpers
 from .helpers import (
     JOBS_DIR,
     EmulatedHub,
-    last_log_line,
     log_ids,
     read_status,
     write_json_landing_file,
+)
+from .pipelines_support import (
+    NUMBER_EVENTS,
+    check_events_once,
+    kill_after_first_commit,
+    numbered_events,
+    query_id,
+    recorded_batches,
 )
 from .pipelines_support import pipeline_config as _config
 from .pipelines_support import run_on_session as _run
@@ -112,40 +116,9 @@ def start(context, params):
     return [first, counts]
 """
 
-#: Numbers each event with a Python UDF: its module must reach the executors (``ship_module``). The
-#: return type is a DataType: a DDL string ("long") needs a session when the module is imported.
-NUMBER_EVENTS = """
-from pyspark.sql import functions as F
-from pyspark.sql.types import LongType
-
-
-@F.udf(LongType())
-def event_number(body):
-    return int(bytes(body).decode().rsplit("-", 1)[1])
-
-
-def numbered(telemetry):
-    return telemetry.select("partition", "sequenceNumber", "body", event_number("body").alias("number"))
-"""
-
 
 def _local(uri: str) -> str:
     return unquote(urlparse(uri).path)
-
-
-def _query_id(checkpoint: Path) -> str:
-    return json.loads((checkpoint / "metadata").read_text(encoding="utf-8"))["id"]
-
-
-def _recorded_batches(table: Path, query_id: str) -> list[int]:
-    """The batch id each version of the Delta table records for the query (its ``txn``), in order."""
-    batches = []
-    for commit in sorted((table / "_delta_log").glob("*.json")):
-        for line in commit.read_text(encoding="utf-8").splitlines():
-            txn = json.loads(line).get("txn")
-            if txn and txn["appId"] == query_id:
-                batches.append(txn["version"])
-    return batches
 
 
 def _archived(archive: Path) -> set[str]:
@@ -163,24 +136,6 @@ def _committed_files(checkpoint: Path) -> set[str]:
             if entry["batchId"] in committed:
                 files.add(_local(entry["path"]))
     return files
-
-
-def _events(spark: Any, table: Path) -> list[tuple[str, int, bytes, int]]:
-    """(partition, sequenceNumber, body, number) of every row of the Delta table."""
-    frame = spark.read.format("delta").load(str(table))
-    rows = frame.select("partition", "sequenceNumber", "body", "number").collect()
-    return [(r["partition"], r["sequenceNumber"], bytes(r["body"]), r["number"]) for r in rows]
-
-
-def _check_events_once(
-    rows: list[tuple[str, int, bytes, int]], expected: set[bytes], partitions: int
-) -> None:
-    """Each expected event once by (partition, sequenceNumber), none other; numbers match bodies."""
-    identities = [(partition, sequence) for partition, sequence, _, _ in rows]
-    assert len(identities) == len(set(identities)), "an event was written twice"
-    assert sorted(body for _, _, body, _ in rows) == sorted(expected)
-    for partition, _, body, number in rows:
-        assert body == f"event-{number}".encode() and partition == str(number % partitions), (partition, body)
 
 
 def test_files_with_a_quarantine_land_each_record_once_and_resume_from_the_checkpoint(
@@ -226,9 +181,9 @@ def test_files_with_a_quarantine_land_each_record_once_and_resume_from_the_check
     ]
     checkpoint = tmp_path / "checkpoints" / "orders_quarantine"
     assert log_ids(checkpoint / "commits") == [0, 1], "one file per batch"
-    query = _query_id(checkpoint)
+    query = query_id(checkpoint)
     for table in (output, quarantine):
-        assert _recorded_batches(table, query) == [0, 1], f"one commit per batch in {table.name}"
+        assert recorded_batches(table, query) == [0, 1], f"one commit per batch in {table.name}"
     status = read_status(tmp_path, "orders_quarantine")
     assert status["state"] == "stopped" and status["query_id"] == query
     # Spark archives a batch's files when it plans the next batch: b.json waits for the next run.
@@ -242,7 +197,7 @@ def test_files_with_a_quarantine_land_each_record_once_and_resume_from_the_check
     assert sorted(ids) == sorted(expected | more), "the second run added only the new file"
     assert len(spark.read.format("delta").load(str(quarantine)).collect()) == 4
     assert log_ids(checkpoint / "commits") == [0, 1, 2]
-    assert _recorded_batches(output, query) == [0, 1, 2]
+    assert recorded_batches(output, query) == [0, 1, 2]
     assert _archived(archive) == {str(landing / "a.json"), str(landing / "b.json")}
     assert _archived(archive) <= _committed_files(checkpoint)
 
@@ -272,11 +227,11 @@ def test_an_event_hubs_source_filtered_lands_each_kept_event_once(
     code, reason = _run(spark, "runs_keep:keep", config)
 
     assert code == EXIT_OK, reason
-    _check_events_once(_events(spark, output), kept, eventhub.partitions)
+    check_events_once(numbered_events(spark, output), kept, eventhub.partitions)
     checkpoint = tmp_path / "checkpoints" / "kept_events"
     batches = log_ids(checkpoint / "commits")
     assert len(batches) >= 3, "max_events_per_trigger split the events into batches"
-    assert _recorded_batches(output, _query_id(checkpoint)) == batches
+    assert recorded_batches(output, query_id(checkpoint)) == batches
     progress = read_status(tmp_path, "kept_events")["last_progress"]
     assert progress["sources"][0]["end_offset"] == eventhub.expected_offsets(), "every event was read"
 
@@ -326,9 +281,9 @@ def test_two_sinks_from_one_function_each_hold_their_rows_once_with_their_own_ch
     assert log_ids(checkpoint / "commits") == [0, 1] and log_ids(helper / "commits") == [0, 1]
     assert log_ids(helper / "offsets") == [0, 1] and (helper / "sources" / "0").is_dir()
     assert not (checkpoint / "sinks" / "everything").exists(), "the first sink's query is the job's"
-    main_query = _query_id(checkpoint)
-    assert _query_id(helper) != main_query
-    assert _recorded_batches(everything, main_query) == [0, 1]
+    main_query = query_id(checkpoint)
+    assert query_id(helper) != main_query
+    assert recorded_batches(everything, main_query) == [0, 1]
     assert (fives / "_spark_metadata").is_dir() and not (fives / "_delta_log").exists()
     assert read_status(tmp_path, "orders_split")["query_id"] == main_query, (
         "status.json reports the job's query"
@@ -375,7 +330,7 @@ def test_a_function_that_takes_context_starts_its_own_queries_and_they_are_super
     assert log_ids(checkpoint / "commits") == [0, 1] and log_ids(
         checkpoint / "sinks" / "counts" / "commits"
     ) == [0, 1]
-    assert read_status(tmp_path, "own_queries")["query_id"] == _query_id(checkpoint), (
+    assert read_status(tmp_path, "own_queries")["query_id"] == query_id(checkpoint), (
         "status follows the first"
     )
 
@@ -440,18 +395,7 @@ def test_a_killed_spark_submit_driver_resumes_with_each_event_once(
         extra_env=env,
         script_args=["--pipeline", "runs_numbered:numbered"],
     )
-    try:
-        deadline = time.monotonic() + 300
-        while not log_ids(checkpoint / "commits"):
-            assert driver.poll() is None, f"the run ended (exit {driver.returncode}): {last_log_line(log)}"
-            assert time.monotonic() < deadline, "no batch committed in time"
-            time.sleep(0.02)
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(timeout=30)
-    assert driver.returncode == -signal.SIGKILL
-    committed = log_ids(checkpoint / "commits")
-    assert 1 <= len(committed) < 5, f"the kill must leave batches to do; committed {committed}"
+    committed = kill_after_first_commit(driver, checkpoint, log)
     text = log.read_text(encoding="utf-8")
     module = pipelines / "runs_numbered.py"
     assert f"job numbered_events runs pipeline runs_numbered:numbered ({module}): sources telemetry" in text
@@ -464,10 +408,10 @@ def test_a_killed_spark_submit_driver_resumes_with_each_event_once(
     code, reason = run_job(spark, config, functools.partial(start_pipeline, binding=binding), StopRequest())
 
     assert code == EXIT_OK, reason
-    _check_events_once(_events(spark, output), sent, eventhub.partitions)
+    check_events_once(numbered_events(spark, output), sent, eventhub.partitions)
     batches = log_ids(checkpoint / "commits")
     assert batches == list(range(len(batches))) and len(batches) > len(committed)
-    recorded = _recorded_batches(output, _query_id(checkpoint))
+    recorded = recorded_batches(output, query_id(checkpoint))
     assert recorded == batches, "each batch committed to the table once, none twice"
 
 
