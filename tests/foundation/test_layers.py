@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
         "hubflow_jobs.config",
         "hubflow_jobs.eventhubs_config",
         "hubflow_jobs.eventhubs_kafka",
+        "hubflow_jobs.eventhubs_kafka_sink",
         "hubflow_jobs.checkpoint_logs",
         "hubflow_jobs.landing_area",
         "hubflow_jobs.interval_folders",

@@ -126,7 +126,8 @@ def test_sink_checkpoints_the_first_sink_is_the_jobs_the_others_under_sinks(tmp_
         (
             "sinks",
             {"kind": "csv", "output_path": "/x"},
-            "jobs config error: sinks.lake.kind: 'csv' is not one of 'delta', 'parquet', 'eventhubs'",
+            "jobs config error: sinks.lake.kind: 'csv' is not one of 'delta', 'parquet', 'eventhubs', "
+            "'eventhubs_kafka'",
         ),
         ("sinks", {"output_path": "/x"}, "jobs config error: sinks.lake.kind: is required"),
     ],

@@ -37,6 +37,7 @@ from hubflow_jobs.backfill import (
 from hubflow_jobs.lake.tables import delta_table_exists
 from hubflow_jobs.pipeline.binding import Binding, sink_frames
 from hubflow_jobs.pipeline.declarations import (
+    HUB_SINKS,
     EventHubsKafkaSource,
     EventHubsSource,
     FilesSource,
@@ -73,7 +74,8 @@ def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
             f"job {config.name}: {key} is not set, so a backfill cannot tell which landing folder holds "
             "an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
         )
-    not_lake = [f"sinks.{name}.kind: {s.kind}" for name, s in config.sinks.items() if s.kind == "eventhubs"]
+    hubs = [(name, sink) for name, sink in config.sinks.items() if isinstance(sink, HUB_SINKS)]
+    not_lake = [f"sinks.{name}.kind: {sink.kind}" for name, sink in hubs]
     if not_lake:
         return (
             f"job {config.name}: a backfill replaces the interval's rows in lake sinks (delta, parquet); an "

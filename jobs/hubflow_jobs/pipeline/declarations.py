@@ -13,7 +13,7 @@ reads and where its results go, so hubflow does every ``readStream`` and ``write
         connection_string_env: TELEMETRY_EVENTHUBS_CONNECTION
     sinks:
       hot:                           # the function returns this DataFrame (or {"hot": ...})
-        kind: delta                  # delta | parquet | eventhubs
+        kind: delta                  # delta | parquet | eventhubs | eventhubs_kafka
         output_path: /lake/silver/hot_devices
     params:
       threshold: 80
@@ -42,6 +42,7 @@ from hubflow_jobs.config import (
 )
 from hubflow_jobs.eventhubs_config import EventHubSinkConfig, EventHubSourceConfig
 from hubflow_jobs.eventhubs_kafka import EventHubsKafkaSourceConfig
+from hubflow_jobs.eventhubs_kafka_sink import EventHubsKafkaSinkConfig
 from hubflow_jobs.interval_folders import check_pattern
 from hubflow_jobs.lake.delta_source import DeltaSourceConfig
 from hubflow_jobs.lake.tables import LakeFormat, check_quarantine_path
@@ -195,7 +196,19 @@ class EventHubsSink(EventHubSinkConfig):
     kind: Literal["eventhubs"]
 
 
-Sink = Annotated[LakeSink | EventHubsSink, Field(discriminator="kind")]
+class EventHubsKafkaSink(EventHubsKafkaSinkConfig):
+    """``kind: eventhubs_kafka``: each row one event through Spark's Kafka sink and the hub's Kafka
+    endpoint, at least once; the frame has the ``eventhubs`` sink's columns, mapped to the record by
+    :func:`hubflow_jobs.eventhubs_kafka_sink.kafka_rows`. The connection keys are the
+    ``eventhubs_kafka`` source's."""
+
+    kind: Literal["eventhubs_kafka"]
+
+
+#: The sinks that publish to an Event Hub (no quarantine, no backfill: a hub takes no event back).
+HUB_SINKS = (EventHubsSink, EventHubsKafkaSink)
+
+Sink = Annotated[LakeSink | EventHubsSink | EventHubsKafkaSink, Field(discriminator="kind")]
 NamedSources = dict[Annotated[str, Field(pattern=JOB_NAME_PATTERN)], Source]
 NamedSinks = dict[Annotated[str, Field(pattern=JOB_NAME_PATTERN)], Sink]
 
@@ -267,7 +280,8 @@ class PipelineConfig(JobConfig):
         state = {STATE_STORE_PROVIDER_CONF: ROCKSDB_PROVIDER}
         hubs = [*self.sources.values(), *self.sinks.values()]
         if not any(
-            isinstance(declared, EventHubsSource | EventHubsKafkaSource | EventHubsSink) for declared in hubs
+            isinstance(declared, EventHubsSource | EventHubsKafkaSource | EventHubsSink | EventHubsKafkaSink)
+            for declared in hubs
         ):
             return state
         from pyspark_eventhubs import redaction_conf
@@ -334,7 +348,7 @@ def _check_checkpoint_apart(checkpoint: str, table: str) -> None:
 #: The kinds each named section accepts, for the message of a wrong or missing ``kind``.
 _KINDS = {
     "sources": ("eventhubs", "eventhubs_kafka", "files", "delta", "parquet"),
-    "sinks": ("delta", "parquet", "eventhubs"),
+    "sinks": ("delta", "parquet", "eventhubs", "eventhubs_kafka"),
 }
 
 

@@ -10,7 +10,8 @@ Every query's late rows, watermark and ``observe()`` counts go to status.json to
 
 Lake sinks are exactly once like the built-in jobs' tables (:mod:`hubflow_jobs.lake.tables`): Delta
 through delta-spark's sink (one commit per batch with the query's transaction), parquet through
-Spark's file sink. An Event Hubs sink publishes each row through the connector, at least once. A
+Spark's file sink. An Event Hubs sink publishes each row through the connector (``eventhubs``) or
+Spark's Kafka sink (``eventhubs_kafka``), at least once. A
 frame with a ``_quarantine_reason`` column is split per batch: rows where it is
 null go to ``output_path`` without it, the others to ``quarantine_path`` as they are, both written
 with the same batch's transaction.
@@ -26,6 +27,7 @@ from hubflow_jobs.pipeline.binding import Binding, PipelineError, sink_frames
 from hubflow_jobs.pipeline.columns import BATCH_ID, QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
 from hubflow_jobs.pipeline.declarations import (
     DeltaSource,
+    EventHubsKafkaSink,
     EventHubsKafkaSource,
     EventHubsSink,
     EventHubsSource,
@@ -139,7 +141,7 @@ def start_sink(
     query_name = config.name if name == next(iter(config.sinks)) else f"{config.name}.{name}"
     checkpoint = config.sink_checkpoint(name)
     trigger = config.trigger.spark_kwargs()
-    if isinstance(sink, EventHubsSink):
+    if isinstance(sink, EventHubsSink | EventHubsKafkaSink):
         return _start_eventhubs_sink(spark, frame, sink, name, reference, query_name, checkpoint, trigger)
     for key, path in (("output_path", sink.output_path), ("quarantine_path", sink.quarantine_path)):
         if path:
@@ -207,7 +209,7 @@ def check_columns(frame: Any, sink: LakeSink, name: str, reference: str) -> None
 def _start_eventhubs_sink(
     spark: Any,
     frame: Any,
-    sink: EventHubsSink,
+    sink: EventHubsSink | EventHubsKafkaSink,
     name: str,
     reference: str,
     query_name: str,
@@ -215,19 +217,30 @@ def _start_eventhubs_sink(
     trigger: dict[str, Any],
 ) -> Any:
     """Publish each row of ``frame`` as one event (at least once: a batch cut off while sending is sent
-    again on restart); the connector checks the columns (``body``, ...) when the query starts."""
+    again on restart), through the connector (``eventhubs``: it checks the columns, ``body``, ...,
+    when the query starts) or Spark's Kafka sink (``eventhubs_kafka``: the same columns, checked and
+    mapped to Kafka's by :func:`~hubflow_jobs.eventhubs_kafka_sink.kafka_rows` before it starts)."""
     from pyspark_eventhubs import DefaultSource, protect_secrets, register_data_source
 
     if QUARANTINE_REASON in frame.columns:
         raise PipelineError(
-            f"pipeline {reference!r}: sink {name!r} (kind eventhubs) has no quarantine, but its frame has a "
-            f"{QUARANTINE_REASON} column; filter the bad rows out, or send them to a lake sink"
+            f"pipeline {reference!r}: sink {name!r} (kind {sink.kind}) has no quarantine, but its frame has "
+            f"a {QUARANTINE_REASON} column; filter the bad rows out, or send them to a lake sink"
         )
-    register_data_source(spark, DefaultSource)
     protect_secrets(spark)
+    if isinstance(sink, EventHubsKafkaSink):
+        from hubflow_jobs.eventhubs_kafka_sink import kafka_rows
+
+        try:
+            rows = kafka_rows(frame)
+        except ValueError as exc:
+            raise PipelineError(f"pipeline {reference!r}: sink {name!r} (kind {sink.kind}): {exc}") from None
+        writer = rows.writeStream.format("kafka")
+    else:
+        register_data_source(spark, DefaultSource)
+        writer = frame.writeStream.format("eventhubs")
     return (
-        frame.writeStream.queryName(query_name)
-        .format("eventhubs")
+        writer.queryName(query_name)
         .options(**sink.spark_options())
         .option("checkpointLocation", checkpoint)
         .trigger(**trigger)
