@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,13 +26,20 @@ from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.operators.cleanup import ArchiveOperator, CheckpointBackupRetentionOperator
 from hubflow_plugins.status_page.status_app import create_app
+from tests.azure.submitted_jobs import (
+    REDACTED,
+    cmdlines,
+    files_job_registry,
+    get_json,
+    orders_json,
+    session_pids,
+)
 from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, Azurite
 from tests.support.processes import free_port, stop_process
 
 pytestmark = pytest.mark.integration
 
 HOST = f"{ACCOUNT}.dfs.core.windows.net"
-REDACTED = "*********(redacted)"
 
 
 def _sas_token(azurite: Azurite) -> str:
@@ -70,81 +76,6 @@ def _connection(azurite: Azurite, kind: str) -> tuple[dict[str, Any], str]:
     return document, sas
 
 
-def _registry(tmp_path: Path, azurite: Azurite, container: str, ui_port: int) -> Path:
-    url = azurite.url
-    config = tmp_path / "blobjob.yaml"
-    config.write_text(
-        "name: blobjob\n"
-        "trigger: {processingTime: 1 second}\n"
-        f"checkpoint_root: {url(container, '_checkpoints')}\n"
-        f"status_root: {url(container, '_status')}\n"
-        "runtime: {heartbeat_interval: 2 seconds}\n"
-        "sources:\n"
-        "  landing:\n"
-        "    kind: files\n"
-        f"    path: {url(container, 'landing')}\n"
-        f"    archive_dir: {url(container, '_archive')}\n"
-        "    format: json\n"
-        '    schema: "order_id BIGINT, customer STRING, amount DECIMAL(12, 2), ordered_at TIMESTAMP"\n'
-        "params: {required_columns: [order_id]}\n"
-        "sinks:\n"
-        "  lake:\n"
-        "    kind: parquet\n"
-        f"    output_path: {url(container, 'lake/orders')}\n"
-        f"    quarantine_path: {url(container, 'quarantine/orders')}\n"
-    )
-    (tmp_path / "events").mkdir()
-    registry = tmp_path / "registry.yaml"
-    registry.write_text(
-        "jobs:\n"
-        "  - name: blobjob\n"
-        "    application: files_to_lake\n"
-        f"    config: {config}\n"
-        "    mode: streaming\n"
-        "    storage_conn_id: lake_storage\n"
-        "    cores_max: 1\n"
-        "    spark_conf:\n"
-        "      spark.ui.enabled: 'true'\n"
-        f"      spark.ui.port: '{ui_port}'\n"
-        "      spark.port.maxRetries: '0'\n"
-        "      spark.sql.shuffle.partitions: '1'\n"
-        "      spark.eventLog.enabled: 'true'\n"
-        "      spark.eventLog.compress: 'false'\n"
-        f"      spark.eventLog.dir: '{tmp_path / 'events'}'\n"
-    )
-    return registry
-
-
-def _session_pids(leader: int) -> list[int]:
-    """Every process in the session ``leader`` started (spark-submit, the JVM, the Python driver)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == leader:  # after ')': state ppid pgrp session
-            pids.append(int(entry.name))
-    return pids
-
-
-def _cmdlines(pids: list[int]) -> dict[int, str]:
-    lines = {}
-    for pid in pids:
-        try:
-            lines[pid] = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            pass
-    return lines
-
-
-def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
-
-
 @pytest.mark.parametrize("kind", ["key", "sas"])
 def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
     kind: str, tmp_path: Path, azurite: Azurite, monkeypatch: pytest.MonkeyPatch
@@ -154,7 +85,8 @@ def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
     ui_port = free_port()
     monkeypatch.setenv("AIRFLOW_CONN_LAKE_STORAGE", json.dumps(document))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
-    monkeypatch.setenv("HUBFLOW_REGISTRY", str(_registry(tmp_path, azurite, container, ui_port)))
+    registry = files_job_registry(tmp_path, "blobjob", lambda path: azurite.url(container, path), ui_port)
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(registry))
     monkeypatch.delenv("HUBFLOW_AZURE_STORAGE", raising=False)
     forget_accesses()
     from azure.storage.blob import BlobServiceClient
@@ -162,11 +94,7 @@ def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
     blobs = BlobServiceClient.from_connection_string(azurite.connection_string).get_container_client(
         container
     )
-    orders = [
-        {"order_id": i, "customer": "c", "amount": "1.00", "ordered_at": "2026-11-27T08:00:00Z"}
-        for i in range(3)
-    ]
-    blobs.upload_blob("landing/orders-1.json", "\n".join(json.dumps(o) for o in orders))
+    blobs.upload_blob("landing/orders-1.json", orders_json(0, 3))
 
     job = load_registry().job("blobjob")
     secrets = driver_secrets(job)  # what the operators hand the driver
@@ -197,7 +125,7 @@ def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
         assert written, "the job wrote its output to Azurite"
 
         # ps and /proc/<pid>/cmdline of every process of the job: no secret, no Azure key setting.
-        commands = _cmdlines(_session_pids(process.pid))
+        commands = cmdlines(session_pids(process.pid))
         assert any("spark-submit" in c or "SparkSubmit" in c for c in commands.values()), commands
         for pid, command in commands.items():
             assert secret not in command, f"process {pid}'s command line holds the {kind}"
@@ -205,8 +133,8 @@ def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
 
         # Spark's environment page (its REST form): the Azure keys are there, their values redacted.
         base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
-        app_id = _get_json(base)[0]["id"]
-        environment = _get_json(f"{base}/{app_id}/environment")
+        app_id = get_json(base)[0]["id"]
+        environment = get_json(f"{base}/{app_id}/environment")
         text = json.dumps(environment)
         assert secret not in text and secret.replace("/", "\\/") not in text
         spark = dict(environment["sparkProperties"])

@@ -38,7 +38,14 @@ from hubflow_jobs.storage.azure import AzureStorageAccess, forget_accesses
 from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
-from tests.azure.test_job_storage_connection import REDACTED, _cmdlines, _get_json, _session_pids
+from tests.azure.submitted_jobs import (
+    REDACTED,
+    cmdlines,
+    files_job_registry,
+    get_json,
+    orders_json,
+    session_pids,
+)
 from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, Azurite, azurite_problem, start_azurite
 from tests.support.processes import free_port, stop_process
 
@@ -104,53 +111,6 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Azu
     azurite.stop()
 
 
-def _registry(tmp_path: Path, container: str, ui_port: int) -> Path:
-    def url(path: str) -> str:
-        return f"abfss://{container}@{ACCOUNT}.dfs.core.windows.net/{path}"
-
-    config = tmp_path / "lakejob.yaml"
-    config.write_text(
-        "name: lakejob\n"
-        "trigger: {processingTime: 1 second}\n"
-        f"checkpoint_root: {url('_checkpoints')}\n"
-        f"status_root: {url('_status')}\n"
-        "runtime: {heartbeat_interval: 2 seconds}\n"
-        "sources:\n"
-        "  landing:\n"
-        "    kind: files\n"
-        f"    path: {url('landing')}\n"
-        f"    archive_dir: {url('_archive')}\n"
-        "    format: json\n"
-        '    schema: "order_id BIGINT, customer STRING, amount DECIMAL(12, 2), ordered_at TIMESTAMP"\n'
-        "params: {required_columns: [order_id]}\n"
-        "sinks:\n"
-        "  lake:\n"
-        "    kind: parquet\n"
-        f"    output_path: {url('lake/orders')}\n"
-        f"    quarantine_path: {url('quarantine/orders')}\n"
-    )
-    (tmp_path / "events").mkdir()
-    registry = tmp_path / "registry.yaml"
-    registry.write_text(
-        "jobs:\n"
-        "  - name: lakejob\n"
-        "    application: files_to_lake\n"
-        f"    config: {config}\n"
-        "    mode: streaming\n"
-        "    storage_conn_id: lake_storage\n"
-        "    cores_max: 1\n"
-        "    spark_conf:\n"
-        "      spark.ui.enabled: 'true'\n"
-        f"      spark.ui.port: '{ui_port}'\n"
-        "      spark.port.maxRetries: '0'\n"
-        "      spark.sql.shuffle.partitions: '1'\n"
-        "      spark.eventLog.enabled: 'true'\n"
-        "      spark.eventLog.compress: 'false'\n"
-        f"      spark.eventLog.dir: '{tmp_path / 'events'}'\n"
-    )
-    return registry
-
-
 def _identity(
     kind: str, azurite: Azurite, issuer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[dict[str, Any], AzureStorageAccess | None, str | None]:
@@ -198,14 +158,6 @@ def _lake_orders(blobs: Any) -> list[int]:
     return sorted(ids)
 
 
-def _orders(first: int, count: int) -> str:
-    rows = [
-        {"order_id": i, "customer": "c", "amount": "1.00", "ordered_at": "2026-11-27T08:00:00Z"}
-        for i in range(first, first + count)
-    ]
-    return "\n".join(json.dumps(r) for r in rows)
-
-
 @pytest.mark.parametrize("kind", ["service-principal", "managed-identity", "workload-identity"])
 def test_a_spark_job_reaches_its_storage_with_an_identity_whose_tokens_renew(
     kind: str,
@@ -220,12 +172,18 @@ def test_a_spark_job_reaches_its_storage_with_an_identity_whose_tokens_renew(
     blobs = BlobServiceClient(
         azurite.blob_endpoint, credential={"account_name": ACCOUNT, "account_key": ACCOUNT_KEY}
     ).create_container(container)  # the test's own setup uses the account key
-    blobs.upload_blob("landing/orders-1.json", _orders(0, 5))
+    blobs.upload_blob("landing/orders-1.json", orders_json(0, 5))
     document, access, secret = _identity(kind, azurite, issuer, tmp_path, monkeypatch)
     ui_port = free_port()
     monkeypatch.setenv("AIRFLOW_CONN_LAKE_STORAGE", json.dumps(document))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
-    monkeypatch.setenv("HUBFLOW_REGISTRY", str(_registry(tmp_path, container, ui_port)))
+    registry = files_job_registry(
+        tmp_path,
+        "lakejob",
+        lambda path: f"abfss://{container}@{ACCOUNT}.dfs.core.windows.net/{path}",
+        ui_port,
+    )
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(registry))
     forget_accesses()
 
     job = load_registry().job("lakejob")
@@ -262,18 +220,18 @@ def test_a_spark_job_reaches_its_storage_with_an_identity_whose_tokens_renew(
         assert first >= 1, f"the JVM asked {route} for no token: {issuer.token_requests}"
         # hadoop-azure renews a token once it has less than 5 minutes left: ~15 s after it was issued
         wait_for("the JVM renewed no token", lambda: jvm_tokens() > first, 120)
-        blobs.upload_blob("landing/orders-2.json", _orders(5, 5))
+        blobs.upload_blob("landing/orders-2.json", orders_json(5, 5))
         wait_for("the second file did not land", lambda: len(_lake_orders(blobs)) >= 10, 120)
         assert _lake_orders(blobs) == list(range(10)), "every order once"
 
-        commands = _cmdlines(_session_pids(process.pid))
+        commands = cmdlines(session_pids(process.pid))
         assert any("SparkSubmit" in c or "spark-submit" in c for c in commands.values()), commands
         for pid, command in commands.items():
             assert "fs.azure.account" not in command, command
             if secret:
                 assert secret not in command, f"process {pid}'s command line holds the {kind}'s secret"
         base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
-        environment = _get_json(f"{base}/{_get_json(base)[0]['id']}/environment")
+        environment = get_json(f"{base}/{get_json(base)[0]['id']}/environment")
         spark = dict(environment["sparkProperties"])
         host = f"{ACCOUNT}.dfs.core.windows.net"
         assert spark[f"spark.hadoop.fs.azure.account.auth.type.{host}"] == "OAuth"
