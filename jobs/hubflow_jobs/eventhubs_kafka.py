@@ -4,9 +4,13 @@ A pipeline's ``kind: eventhubs_kafka`` source: the same ``connection_string_env`
 eventhubs`` (the Airflow connection's secret in an environment variable), turned into the Kafka
 client settings Microsoft documents for Event Hubs (bootstrap ``<namespace host>:9093``,
 ``SASL_SSL``, ``PLAIN`` with user ``$ConnectionString`` and the connection string as password);
-the topic is the hub. Against the emulator (``UseDevelopmentEmulator=true``) the connection string
-does not say the Kafka port, so ``kafka_bootstrap_servers`` names it, and the protocol is
-``SASL_PLAINTEXT``.
+the topic is the hub. An Entra ID connection (a connection string without a key) signs in with
+``OAUTHBEARER`` as the service principal of ``AZURE_CLIENT_ID``/``AZURE_TENANT_ID``/
+``AZURE_CLIENT_SECRET`` through kafka-clients' own ``OAuthBearerLoginCallbackHandler`` (KIP-768:
+client_credentials at ``<AZURE_AUTHORITY_HOST>/<tenant>/oauth2/v2.0/token`` for
+``https://<namespace host>/.default``), no custom JVM code; the secret is only in the JAAS config.
+Against the emulator (``UseDevelopmentEmulator=true``) the connection string does not say the Kafka
+port, so ``kafka_bootstrap_servers`` names it, and the protocol is ``SASL_PLAINTEXT``.
 
 The rows (:func:`as_eventhubs_rows`) have the ``eventhubs`` kind's columns, so the same function
 works on either kind; what differs is in docs/pipelines.md. Spark's Kafka source keeps its offsets
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
@@ -31,6 +36,14 @@ from hubflow_jobs.eventhubs_config import EventHubConnectionConfig, has_shared_a
 #: Event Hubs' Kafka port on the service (TLS).
 SERVICE_KAFKA_PORT = 9093
 
+#: kafka-clients' built-in OAuth client_credentials login (KIP-768) and the OAUTHBEARER login module.
+OAUTH_LOGIN_CALLBACK_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+#: Entra ID's public cloud, when ``AZURE_AUTHORITY_HOST`` is not set (as azure-identity).
+DEFAULT_AUTHORITY_HOST = "https://login.microsoftonline.com"
+#: The service principal's variables (azure-identity's EnvironmentCredential reads the same ones).
+SERVICE_PRINCIPAL_VARIABLES = ("AZURE_TENANT_ID", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET")
+
 #: Spark Kafka source options hubflow derives from the source's keys (lower case); ``options`` may
 #: not set them.
 RESERVED_KAFKA_OPTIONS = frozenset(
@@ -39,6 +52,8 @@ RESERVED_KAFKA_OPTIONS = frozenset(
         "kafka.security.protocol",
         "kafka.sasl.mechanism",
         "kafka.sasl.jaas.config",
+        "kafka.sasl.login.callback.handler.class",
+        "kafka.sasl.oauthbearer.token.endpoint.url",
         "subscribe",
         "subscribepattern",
         "assign",
@@ -144,17 +159,18 @@ class EventHubsKafkaSourceConfig(EventHubConnectionConfig):
         return options
 
 
-def client_options(connection_string: str, bootstrap_servers: str | None = None) -> dict[str, str]:
+def client_options(
+    connection_string: str,
+    bootstrap_servers: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """Spark's ``kafka.*`` client settings for the namespace of ``connection_string`` (the JAAS
-    config holds the connection string: Spark's redaction masks it, see docs/pipelines.md)."""
+    config holds the connection string, or an Entra ID connection's client secret: Spark's redaction
+    masks it, see docs/pipelines.md). ``environ`` (default ``os.environ``) holds the ``AZURE_*``
+    variables of an Entra ID connection."""
     fields = _fields(connection_string)
-    if not has_shared_access_key(connection_string):
-        raise ValueError(
-            "kind eventhubs_kafka needs a connection string with SharedAccessKey or SharedAccessSignature "
-            "(Kafka's SASL PLAIN); an Entra ID connection (no key) needs OAUTHBEARER, which hubflow does "
-            "not set up yet: read that hub with kind: eventhubs"
-        )
     emulator = fields.get("usedevelopmentemulator", "").lower() == "true"
+    host = urlsplit(fields.get("endpoint", "")).hostname
     if bootstrap_servers is None:
         if emulator:
             raise ValueError(
@@ -162,20 +178,68 @@ def client_options(connection_string: str, bootstrap_servers: str | None = None)
                 "its Kafka port; set kafka_bootstrap_servers to the address it prints "
                 "('Kafka: bootstrap servers 127.0.0.1:<port>', started with --kafka-port)"
             )
-        host = urlsplit(fields.get("endpoint", "")).hostname
         if not host:
             raise ValueError("the connection string has no Endpoint=sb://<namespace host>/")
         bootstrap_servers = f"{host}:{SERVICE_KAFKA_PORT}"
-    password = connection_string.strip().replace("\\", "\\\\").replace('"', '\\"')
-    return {
+    common = {
         "kafka.bootstrap.servers": bootstrap_servers,
         "kafka.security.protocol": "SASL_PLAINTEXT" if emulator else "SASL_SSL",
+    }
+    if not has_shared_access_key(connection_string):
+        if not host:
+            raise ValueError("the connection string has no Endpoint=sb://<namespace host>/")
+        return {**common, **entra_id_options(host, os.environ if environ is None else environ)}
+    return {
+        **common,
         "kafka.sasl.mechanism": "PLAIN",
         "kafka.sasl.jaas.config": (
             "org.apache.kafka.common.security.plain.PlainLoginModule required "
-            f'username="$ConnectionString" password="{password}";'
+            f'username="$ConnectionString" password="{_jaas_quoted(connection_string.strip())}";'
         ),
     }
+
+
+def entra_id_options(namespace_host: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """``OAUTHBEARER`` with kafka-clients' own login handler, as the service principal of ``environ``:
+    a token for ``https://<namespace_host>/.default`` (the resource Microsoft documents for Kafka
+    clients) from ``<AZURE_AUTHORITY_HOST>/<tenant>/oauth2/v2.0/token``. The token endpoint's TLS
+    trust is the JVM's, or the PEM file of ``REQUESTS_CA_BUNDLE`` (the CA azure-identity trusts too)."""
+    missing = [name for name in SERVICE_PRINCIPAL_VARIABLES if not environ.get(name, "").strip()]
+    if missing:
+        raise ValueError(
+            "kind eventhubs_kafka on an Entra ID connection (a connection string without a key) signs in "
+            f"as a service principal with a client secret, and {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not set: set {', '.join(SERVICE_PRINCIPAL_VARIABLES)}, "
+            "or read the hub with kind: eventhubs, which also takes a workload identity "
+            "(AZURE_FEDERATED_TOKEN_FILE) or a managed identity (Kafka's built-in OAUTHBEARER login in "
+            "kafka-clients 3.9 only asks for tokens with a client secret)"
+        )
+    tenant, client_id, secret = (environ[name].strip() for name in SERVICE_PRINCIPAL_VARIABLES)
+    authority = environ.get("AZURE_AUTHORITY_HOST", "").strip() or DEFAULT_AUTHORITY_HOST
+    if "://" not in authority:
+        authority = f"https://{authority}"
+    token_url = f"{authority.rstrip('/')}/{tenant}/oauth2/v2.0/token"
+    jaas = [
+        f"{OAUTH_LOGIN_MODULE} required",
+        f'clientId="{_jaas_quoted(client_id)}"',
+        f'clientSecret="{_jaas_quoted(secret)}"',
+        f'scope="https://{namespace_host}/.default"',
+    ]
+    ca_bundle = environ.get("REQUESTS_CA_BUNDLE", "").strip()
+    if ca_bundle and token_url.startswith("https://"):
+        # kafka-clients reads the token endpoint's ssl.* settings from the JAAS options
+        jaas += [f'ssl.truststore.location="{_jaas_quoted(ca_bundle)}"', 'ssl.truststore.type="PEM"']
+    return {
+        "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.sasl.login.callback.handler.class": OAUTH_LOGIN_CALLBACK_HANDLER,
+        "kafka.sasl.oauthbearer.token.endpoint.url": token_url,
+        "kafka.sasl.jaas.config": " ".join(jaas) + ";",
+    }
+
+
+def _jaas_quoted(value: str) -> str:
+    """``value`` inside a JAAS option's double quotes."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def as_eventhubs_rows(frame: Any) -> Any:

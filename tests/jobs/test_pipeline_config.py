@@ -295,6 +295,58 @@ def test_a_further_sink_may_name_its_checkpoint_apart_from_the_tables(tmp_path: 
     )
 
 
+def test_an_eventhubs_kafka_source_on_an_entra_id_connection_signs_in_with_oauthbearer_as_a_service_principal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No key in the connection string: kafka-clients' own OAuth login as the AZURE_* service principal,
+    the secret only in the JAAS config; other identities are refused, saying to use kind eventhubs."""
+    for name in ("AZURE_AUTHORITY_HOST", "REQUESTS_CA_BUNDLE", "AZURE_FEDERATED_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(ENV_VAR, "Endpoint=sb://ns1.servicebus.windows.net/;EntityPath=hub")
+    monkeypatch.setenv("AZURE_TENANT_ID", "tenant-1")
+    monkeypatch.setenv("AZURE_CLIENT_ID", "app-1")
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", 'se"cr\\et-1')
+    source = {"kind": "eventhubs_kafka", "connection_string_env": ENV_VAR}
+    options = _load(tmp_path, sources={"telemetry": source}).sources["telemetry"].spark_options()
+    assert {k: v for k, v in options.items() if k.startswith("kafka.")} == {
+        "kafka.bootstrap.servers": "ns1.servicebus.windows.net:9093",
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.sasl.login.callback.handler.class": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+        ),
+        "kafka.sasl.oauthbearer.token.endpoint.url": "https://login.microsoftonline.com/tenant-1/oauth2/v2.0/token",
+        "kafka.sasl.jaas.config": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'clientId="app-1" clientSecret="se\\"cr\\\\et-1" '
+            'scope="https://ns1.servicebus.windows.net/.default";'
+        ),
+        "kafka.request.timeout.ms": "60000",
+    }
+    assert [k for k, v in options.items() if "et-1" in v] == ["kafka.sasl.jaas.config"], (
+        "the secret only there"
+    )
+    # a private authority (no scheme, as azure-identity takes it) and its CA for the token endpoint
+    monkeypatch.setenv("AZURE_AUTHORITY_HOST", "login.example.test:8443")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ca.pem")
+    options = _load(tmp_path, sources={"telemetry": source}).sources["telemetry"].spark_options()
+    assert options["kafka.sasl.oauthbearer.token.endpoint.url"] == (
+        "https://login.example.test:8443/tenant-1/oauth2/v2.0/token"
+    )
+    assert options["kafka.sasl.jaas.config"].endswith(
+        'ssl.truststore.location="/etc/ca.pem" ssl.truststore.type="PEM";'
+    )
+    # a workload identity or a managed identity: no client secret
+    monkeypatch.delenv("AZURE_CLIENT_SECRET")
+    monkeypatch.setenv("AZURE_FEDERATED_TOKEN_FILE", "/var/run/secrets/azure/tokens/azure-identity-token")
+    entra = _load(tmp_path, sources={"telemetry": source}).sources["telemetry"]
+    with pytest.raises(ValueError) as refused:
+        entra.spark_options()
+    message = str(refused.value)
+    assert "AZURE_CLIENT_SECRET is not set" in message and "kind: eventhubs" in message, message
+    assert "workload identity" in message and "managed identity" in message
+
+
 def test_an_eventhubs_kafka_source_is_the_connection_strings_kafka_endpoint_with_its_mistakes_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -331,10 +383,6 @@ def test_an_eventhubs_kafka_source_is_the_connection_strings_kafka_endpoint_with
     without_port = _load(tmp_path, sources={"telemetry": {**source, "eventhub_name": "hub2"}})
     with pytest.raises(ValueError, match="set kafka_bootstrap_servers to the address it prints"):
         without_port.sources["telemetry"].spark_options()
-    monkeypatch.setenv(ENV_VAR, "Endpoint=sb://ns1.servicebus.windows.net/;EntityPath=hub")  # Entra ID
-    entra = _load(tmp_path, sources={"telemetry": source}).sources["telemetry"]
-    with pytest.raises(ValueError, match="needs OAUTHBEARER, which hubflow does not set up yet"):
-        entra.spark_options()
 
     mistakes = {
         "consumer_group": ({"consumer_group": "cg1"}, "set options.groupIdPrefix"),

@@ -348,10 +348,12 @@ def one_line(error: BaseException, limit: int = 600) -> str:
 
 def _java_root_cause(error: BaseException) -> str | None:
     """For a Py4JJavaError (whose first line is only "An error occurred while calling o204.load."):
-    the innermost Java cause's class and message, e.g. hadoop-azure's token refusal, or None."""
+    the innermost Java cause's class and message, e.g. hadoop-azure's token refusal, or None. The
+    same for a captured Spark error with causes (a StreamingQueryException's first line can be only
+    "Failed to create new KafkaAdminClient" when Entra ID refused the Kafka client's login)."""
     java = getattr(error, "java_exception", None)
     if java is None:
-        return None
+        return _captured_root_cause(error)
     try:
         cause, seen = java, 0
         while cause.getCause() is not None and seen < 20:
@@ -360,6 +362,18 @@ def _java_root_cause(error: BaseException) -> str | None:
     except Exception:  # the JVM is gone: the first line is all there is
         return None
     return f"caused by {text.splitlines()[0]}" if text else None
+
+
+def _captured_root_cause(error: BaseException) -> str | None:
+    """The innermost cause of pyspark's captured error (each holds its Java cause, converted, in
+    ``_cause``; an unknown Java class's text is ``<class>: <message>``), or None without causes."""
+    cause, seen = error, 0
+    while getattr(cause, "_cause", None) is not None and seen < 20:
+        cause, seen = cause._cause, seen + 1  # type: ignore[attr-defined]
+    if seen == 0:
+        return None
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    return f"caused by {lines[0]}" if lines else None
 
 
 def _stop_session_quietly(spark: Any) -> None:

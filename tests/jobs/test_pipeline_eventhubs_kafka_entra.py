@@ -1,0 +1,138 @@
+"""A ``kind: eventhubs_kafka`` source on an Entra ID connection (a connection string without a key):
+Spark's Kafka source signs in with OAUTHBEARER through kafka-clients' own
+``OAuthBearerLoginCallbackHandler`` as the service principal of ``AZURE_CLIENT_ID``/
+``AZURE_TENANT_ID``/``AZURE_CLIENT_SECRET``, asking the local Entra ID (the token issuer over
+HTTPS with the emulator's CA, ``REQUESTS_CA_BUNDLE``) for a token the emulator's Kafka endpoint
+checks. Every event sent over AMQP lands once; a wrong secret fails the job with Entra ID's reason
+(AADSTS7000215) and no secret in it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hubflow_jobs import EXIT_OK
+
+from .helpers import EmulatedHub
+from .pipelines_support import (
+    NUMBER_EVENTS,
+    check_events_once,
+    numbered_events,
+    pipeline_config,
+    run_on_session,
+    write_module,
+)
+
+pytestmark = pytest.mark.integration
+
+ENV_VAR = "HUBFLOW_TEST_KAFKA_ENTRA_CONNECTION"
+CLIENT_ID = "kafka-copy-sp"
+SECRET = "kafka-sp-secret-do-not-log-4Rv"
+IDENTITY_VARS = (
+    "AZURE_CLIENT_ID",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_TENANT_ID",
+    "AZURE_FEDERATED_TOKEN_FILE",
+    "AZURE_AUTHORITY_HOST",
+    "IDENTITY_ENDPOINT",
+    "IDENTITY_HEADER",
+    "REQUESTS_CA_BUNDLE",
+)
+
+
+@dataclass
+class EntraStack:
+    hub: EmulatedHub
+    bootstrap: str
+    issuer: Any
+
+
+@pytest.fixture
+def entra_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EntraStack]:
+    """The issuer as an HTTPS authority knowing the service principal and the resource
+    ``https://127.0.0.1`` (the namespace host Kafka clients ask a token for), the emulator trusting it
+    with a Kafka port, and the service principal's environment; ``ENV_VAR`` holds the Entra ID
+    connection string (no key)."""
+    from eventhubs_emulator import Emulator, EmulatorConfig
+    from eventhubs_emulator.token_issuer import RegisteredClient, TokenIssuer
+    from eventhubs_emulator.token_issuer.authority import DEFAULT_AUDIENCES
+
+    for name in IDENTITY_VARS:
+        monkeypatch.delenv(name, raising=False)
+    issuer = TokenIssuer(
+        tmp_path / "token-issuer",
+        tls_dir=tmp_path / "tls",
+        clients=[RegisteredClient(CLIENT_ID, client_secret=SECRET)],
+        audiences=[*DEFAULT_AUDIENCES, "https://127.0.0.1"],
+    ).start()
+    config = EmulatorConfig.many_hubs(
+        {"hub1": 2}, kafka_port=0, entra_id_issuer_dir=str(tmp_path / "token-issuer")
+    )
+    try:
+        with Emulator(config) as emulator:
+            with_key = emulator.connection_string("hub1")
+            endpoint = with_key.split(";")[0]
+            monkeypatch.setenv(ENV_VAR, f"{endpoint};EntityPath=hub1;UseDevelopmentEmulator=true")
+            monkeypatch.setenv("AZURE_AUTHORITY_HOST", issuer.base_url)
+            monkeypatch.setenv("AZURE_TENANT_ID", issuer.tenant_id)
+            monkeypatch.setenv("AZURE_CLIENT_ID", CLIENT_ID)
+            monkeypatch.setenv("AZURE_CLIENT_SECRET", SECRET)
+            monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "tls" / "ca.pem"))
+            yield EntraStack(EmulatedHub("hub1", with_key, partitions=2), emulator.kafka_bootstrap, issuer)
+    finally:
+        issuer.stop()
+
+
+def _config(tmp_path: Path, name: str, bootstrap: str) -> Path:
+    source = {
+        "kind": "eventhubs_kafka",
+        "connection_string_env": ENV_VAR,
+        "kafka_bootstrap_servers": bootstrap,
+    }
+    return pipeline_config(
+        tmp_path,
+        name,
+        sources={"telemetry": source},
+        sinks={"numbered": {"kind": "delta", "output_path": str(tmp_path / "lake" / name)}},
+    )
+
+
+def test_a_service_principal_reads_the_hub_through_kafka_each_event_once(
+    spark: Any, entra_stack: EntraStack, tmp_path: Path, pipelines: Path
+) -> None:
+    write_module(pipelines, "entra_numbered", NUMBER_EVENTS)
+    sent = entra_stack.hub.send_numbered(0, 120)
+    config = _config(tmp_path, "entra_numbered", entra_stack.bootstrap)
+
+    code, reason = run_on_session(spark, "entra_numbered:numbered", config)
+
+    assert code == EXIT_OK, reason
+    check_events_once(numbered_events(spark, tmp_path / "lake" / "entra_numbered"), sent, 2)
+    # the tokens came from the v2 endpoint, asked by the JVM (kafka-clients), for the service principal
+    requests = entra_stack.issuer.token_requests
+    assert requests and {(client, route) for client, route, _ in requests} == {(CLIENT_ID, "v2")}, requests
+    assert all(agent.startswith("Java") for _, _, agent in requests), requests
+    for path in (tmp_path / "checkpoints").rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), f"the secret leaked into {path}"
+
+
+def test_a_wrong_client_secret_fails_with_entra_ids_reason_and_no_secret(
+    spark: Any, entra_stack: EntraStack, tmp_path: Path, pipelines: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrong = "not-the-sp-secret-9Kz"
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", wrong)
+    write_module(pipelines, "entra_wrong", NUMBER_EVENTS)
+    entra_stack.hub.send_numbered(0, 4)
+
+    code, reason = run_on_session(
+        spark, "entra_wrong:numbered", _config(tmp_path, "entra_wrong", entra_stack.bootstrap)
+    )
+
+    assert code != EXIT_OK
+    assert "AADSTS7000215" in reason and "\n" not in reason, reason
+    assert wrong not in reason and SECRET not in reason
