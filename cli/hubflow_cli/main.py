@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hubflow_cli.scaffold import SOURCE_KINDS
 from hubflow_jobs import EXIT_CONFIG_ERROR
 
 
@@ -48,7 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pipeline.add_argument("name", help="the pipeline's name: module, job, checkpoint and status folder name")
     pipeline.add_argument(
-        "--source-kind", choices=("files", "eventhubs", "delta"), default="files", help="default: files"
+        "--source-kind",
+        choices=SOURCE_KINDS,
+        default="files",
+        help="default: files (eventhubs_kafka: the hub through its Kafka endpoint)",
     )
     pipeline.add_argument("--force", action="store_true", help="overwrite the pipeline's files if they exist")
     pipeline.add_argument(

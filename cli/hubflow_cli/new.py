@@ -178,8 +178,13 @@ def next_steps(plan: Plan, default_registry: bool) -> list[str]:
     steps = []
     if plan.kind == "files":
         steps.append(f"# drop JSON-lines files into {scaffold.landing_folder(str(plan.data), plan.name)}")
-    elif plan.kind == "eventhubs":
-        steps.append(f"export {plan.name.upper()}_EVENTHUBS_CONNECTION='Endpoint=sb://...'")
+    elif plan.kind in ("eventhubs", "eventhubs_kafka"):
+        steps.append(f"export {scaffold.connection_variable(plan.name)}='Endpoint=sb://...'")
+        if plan.kind == "eventhubs_kafka":
+            steps.append(
+                f"# against the emulator: uncomment kafka_bootstrap_servers in {plan.config} and set it to "
+                "the address the emulator prints"
+            )
     else:
         steps.append(f"# point sources.upstream.path of {plan.config} at a Delta table")
     steps += [

@@ -1,6 +1,7 @@
 """The files ``hubflow new pipeline`` writes, as text: the module, its config, its unit test.
 
-One template per source kind (``files``, ``eventhubs``, ``delta``), each a working example of the
+One template per source kind (``files``, ``eventhubs``, ``eventhubs_kafka``, ``delta``), each a working
+example of the
 pipeline API (docs/pipelines.md): a function ``transform`` with one parameter per source and a
 ``params`` model ``Params``, a config with that source and one Delta sink under a local data folder,
 and a unit test calling the function on a batch DataFrame. The text is ruff-clean (check and
@@ -13,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 
-SOURCE_KINDS = ("files", "eventhubs", "delta")
+SOURCE_KINDS = ("files", "eventhubs", "eventhubs_kafka", "delta")
 #: A path YAML reads as the same string without quotes.
 _PLAIN = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_./:-]*$")
 #: The sink every scaffold declares.
@@ -78,6 +79,17 @@ def transform({source}: DataFrame, params: Params) -> DataFrame:
     )
     return bodies.where(F.col("body").startswith(params.prefix))
 '''
+
+#: The same function on the hub read through its Kafka endpoint: the same columns, two of them empty.
+_EVENTHUBS_KAFKA_MODULE = _EVENTHUBS_MODULE.replace(
+    """    # The connector's columns: body (binary), partition, offset, sequenceNumber,
+    # enqueuedTime, publisher, partitionKey, properties, systemProperties.
+""",
+    """    # The eventhubs kind's columns, through Spark's Kafka source: body (binary),
+    # partition, sequenceNumber (Kafka's offset), enqueuedTime, partitionKey (the
+    # key), properties (the headers); offset and publisher are null.
+""",
+)
 
 _DELTA_MODULE = '''    #: The columns to keep (empty: every column of the upstream table).
     columns: list[str] = Field(default_factory=list)
@@ -225,6 +237,13 @@ KINDS = {
     "eventhubs": Kind(
         "events", "the events of an Event Hub", _EVENTHUBS_MODULE, _EVENTHUBS_TEST, '  prefix: ""'
     ),
+    "eventhubs_kafka": Kind(
+        "events",
+        "the events of an Event Hub, read through its Kafka endpoint",
+        _EVENTHUBS_KAFKA_MODULE,
+        _EVENTHUBS_TEST,
+        '  prefix: ""',
+    ),
     "delta": Kind("upstream", "the rows added to a Delta table", _DELTA_MODULE, _DELTA_TEST, "  columns: []"),
 }
 
@@ -246,6 +265,16 @@ def module_text(name: str, kind: str) -> str:
     return head + spec.module.format(source=spec.source)
 
 
+#: The config line of an eventhubs_kafka scaffold for the emulator, commented out: the emulator's
+#: connection string does not say its Kafka port (docs/pipelines.md); the service's does.
+EMULATOR_BOOTSTRAP_LINE = "    # kafka_bootstrap_servers: 127.0.0.1:9093"
+
+
+def connection_variable(name: str) -> str:
+    """The environment variable an Event Hubs scaffold's config reads the connection string from."""
+    return f"{name.upper()}_EVENTHUBS_CONNECTION"
+
+
 def landing_folder(data: str, name: str) -> str:
     """The landing folder of a files scaffold (created with it, so its config validates)."""
     return f"{data}/landing/{name}"
@@ -265,10 +294,20 @@ def config_text(name: str, kind: str, data: str) -> str:
     elif kind == "eventhubs":
         source_keys = (
             "    kind: eventhubs\n"
-            f"    connection_string_env: {name.upper()}_EVENTHUBS_CONNECTION  # the variable holding the "
+            f"    connection_string_env: {connection_variable(name)}  # the variable holding the "
             "connection string\n"
             f"    eventhub_name: {name}\n"
             "    starting_position: earliest"
+        )
+        sink_extra = ""
+    elif kind == "eventhubs_kafka":
+        source_keys = (
+            "    kind: eventhubs_kafka\n"
+            f"    connection_string_env: {connection_variable(name)}  # the variable holding the "
+            "connection string\n"
+            f"    eventhub_name: {name}  # the Kafka topic\n"
+            "    starting_position: earliest\n"
+            f"{EMULATOR_BOOTSTRAP_LINE}  # the emulator only: the address it prints"
         )
         sink_extra = ""
     else:

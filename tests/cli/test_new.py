@@ -2,7 +2,9 @@
 it refuses, it refuses with nothing written.
 
 The installed executable writes into a temporary pipelines folder and registry (``--dir``,
-``--registry``). The generated unit tests start one local Spark (a single pytest run for all three).
+``--registry``). The generated unit tests start one local Spark (a single pytest run for all four).
+The ``eventhubs_kafka`` scaffold, its emulator line uncommented as it says, reads the emulator's
+events through Spark's Kafka source.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -31,7 +34,8 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
     registry.write_text(REGISTRY_HEAD, encoding="utf-8")
 
     printed = {}
-    for name, kind in (("orders", "files"), ("clicks", "eventhubs"), ("silver", "delta")):
+    kinds = (("orders", "files"), ("clicks", "eventhubs"), ("alerts", "eventhubs_kafka"), ("silver", "delta"))
+    for name, kind in kinds:
         result = _new(pipelines, registry, name, "--source-kind", kind)
         assert result.returncode == 0, output(result)
         printed[name] = result.stdout
@@ -44,7 +48,7 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
     text = registry.read_text(encoding="utf-8")
     assert text.startswith("# the team's registry: keep this comment\njobs:\n")
     entries = {job["name"]: job for job in yaml.safe_load(text)["jobs"]}
-    assert list(entries) == ["orders", "clicks", "silver"]
+    assert list(entries) == ["orders", "clicks", "alerts", "silver"]
     assert entries["orders"] == {
         "name": "orders",
         "application": "orders:transform",
@@ -62,6 +66,8 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
     assert "ok    orders  (orders:transform)" in checked.stdout
     # Only this machine's facts are missing for the others: the hub's variable, the upstream table.
     assert "warn  clicks" in checked.stdout and "CLICKS_EVENTHUBS_CONNECTION is not set" in checked.stdout
+    assert "warn  alerts" in checked.stdout and "ALERTS_EVENTHUBS_CONNECTION is not set" in checked.stdout
+    assert "# against the emulator: uncomment kafka_bootstrap_servers" in printed["alerts"]
     assert "warn  silver" in checked.stdout and "is not a Delta table" in checked.stdout
 
     config_file = str(REPO_ROOT / "pyproject.toml")
@@ -83,7 +89,7 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
         check=False,
     )
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
-    assert "3 passed" in tests.stdout
+    assert "4 passed" in tests.stdout
 
 
 def test_refusals_write_nothing(tmp_path: Path) -> None:
@@ -117,3 +123,65 @@ def test_refusals_write_nothing(tmp_path: Path) -> None:
     assert forced.returncode == 0, output(forced)
     assert "def transform(landing" in (pipelines / "orders.py").read_text(encoding="utf-8")
     assert yaml.safe_load(other.read_text(encoding="utf-8"))["jobs"][0]["name"] == "orders"
+
+
+def test_a_source_kind_not_offered_is_refused_by_argparse_listing_the_choices(tmp_path: Path) -> None:
+    result = _new(tmp_path / "pipelines", tmp_path / "registry.yaml", "orders", "--source-kind", "kafka")
+    assert result.returncode == 2, output(result)
+    assert "argument --source-kind: invalid choice: 'kafka'" in result.stderr, output(result)
+    assert "'files', 'eventhubs', 'eventhubs_kafka', 'delta'" in result.stderr, output(result)
+    assert not (tmp_path / "pipelines").exists()
+
+
+@pytest.mark.integration
+def test_a_new_eventhubs_kafka_pipeline_reads_the_emulators_events_through_kafka(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scaffold as written but for its emulator line (uncommented, the emulator's address):
+    ``hubflow check --local`` is content, and a run lands every AMQP-sent event once."""
+    from azure.eventhub import EventData, EventHubProducerClient
+
+    from eventhubs_emulator import Emulator, EmulatorConfig
+    from hubflow_cli.scaffold import EMULATOR_BOOTSTRAP_LINE, connection_variable
+    from hubflow_jobs import EXIT_OK
+    from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV
+    from tests.jobs.pipelines_support import run_on_session
+
+    pipelines, registry = tmp_path / "pipelines", tmp_path / "registry.yaml"
+    created = _new(pipelines, registry, "alerts", "--source-kind", "eventhubs_kafka")
+    assert created.returncode == 0, output(created)
+    config_path = pipelines / "configs" / "alerts.yaml"
+    text = config_path.read_text(encoding="utf-8")
+    assert EMULATOR_BOOTSTRAP_LINE in text
+    assert yaml.safe_load(text)["sources"]["events"]["kind"] == "eventhubs_kafka"
+
+    with Emulator(EmulatorConfig.many_hubs({"alerts": 2}, kafka_port=0)) as emulator:
+        uncommented = EMULATOR_BOOTSTRAP_LINE.replace("# ", "").replace(
+            "127.0.0.1:9093", emulator.kafka_bootstrap
+        )
+        config_path.write_text(text.replace(EMULATOR_BOOTSTRAP_LINE, uncommented), encoding="utf-8")
+        connection = emulator.connection_string("alerts")
+        monkeypatch.setenv(connection_variable("alerts"), connection)
+        checked = hubflow("check", "--local", "--registry", registry, pipelines=pipelines)
+        assert checked.returncode == 0, output(checked)
+        assert "ok    alerts  (alerts:transform)" in checked.stdout
+
+        producer = EventHubProducerClient.from_connection_string(connection)
+        with producer:
+            for partition in ("0", "1"):
+                batch = producer.create_batch(partition_id=partition)
+                for n in range(int(partition), 30, 2):
+                    batch.add(EventData(f"alert-{n}"))
+                producer.send_batch(batch)
+
+        monkeypatch.setenv(PIPELINES_DIR_ENV, str(pipelines))
+        monkeypatch.setattr(sys, "path", list(sys.path))
+        try:
+            assert run_on_session(spark, "alerts:transform", config_path)[0] == EXIT_OK
+        finally:
+            sys.modules.pop("alerts", None)
+
+    output_path = yaml.safe_load(text)["sinks"]["output"]["output_path"]
+    rows = spark.read.format("delta").load(output_path).collect()
+    assert sorted(row["body"] for row in rows) == sorted(f"alert-{n}" for n in range(30))  # each once
+    assert {row["partition"] for row in rows} == {"0", "1"}
