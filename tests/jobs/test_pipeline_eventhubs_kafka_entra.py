@@ -8,6 +8,8 @@ checks. Every event sent over AMQP lands once; a wrong secret fails the job with
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,3 +138,93 @@ def test_a_wrong_client_secret_fails_with_entra_ids_reason_and_no_secret(
     assert code != EXIT_OK
     assert "AADSTS7000215" in reason and "\n" not in reason, reason
     assert wrong not in reason and SECRET not in reason
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_submitted_job_keeps_the_client_secret_off_every_command_line_page_and_log(
+    entra_stack: EntraStack, tmp_path: Path, pipelines: Path
+) -> None:
+    """``spark-submit jobs/pipeline.py`` streaming through Spark's Kafka source as the service principal:
+    once its batches carried every event, the secret is on no command line of its processes, and
+    Spark's environment page (the UI's REST API), the event log, status.json and the driver log hold
+    none of it."""
+    from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV
+    from hubflow_jobs.status import StatusFolder
+    from tests.azure.submitted_jobs import cmdlines, get_json, session_pids
+    from tests.support.processes import free_port, stop_process
+
+    from . import helpers
+
+    write_module(pipelines, "entra_submitted", NUMBER_EVENTS)
+    sent = entra_stack.hub.send_numbered(0, 200)
+    events_dir = tmp_path / "spark-events"
+    events_dir.mkdir()
+    ui_port = free_port()
+    source = {
+        "kind": "eventhubs_kafka",
+        "connection_string_env": ENV_VAR,
+        "kafka_bootstrap_servers": entra_stack.bootstrap,
+        "max_events_per_trigger": 50,
+    }
+    output = tmp_path / "lake" / "entra_submitted"
+    config = pipeline_config(
+        tmp_path,
+        "entra_submitted",
+        trigger={"processingTime": "1 second"},
+        sources={"telemetry": source},
+        sinks={"numbered": {"kind": "delta", "output_path": str(output)}},
+        spark_conf={
+            "spark.sql.shuffle.partitions": 2,
+            "spark.ui.enabled": True,
+            "spark.ui.port": ui_port,
+            "spark.eventLog.enabled": True,
+            "spark.eventLog.dir": str(events_dir),
+            "spark.eventLog.compress": False,
+        },
+    )
+    log_path = tmp_path / "driver.log"
+    process = helpers.spark_submit(
+        config,
+        log_path,
+        script=helpers.JOBS_DIR / "pipeline.py",
+        extra_env={PIPELINES_DIR_ENV: str(pipelines)},
+        script_args=["--pipeline", "entra_submitted:numbered"],
+    )
+    status = StatusFolder(str(tmp_path / "status" / "entra_submitted"))
+    try:
+        deadline = time.monotonic() + 300
+        while not _delta_rows(output) >= len(sent):
+            assert process.poll() is None, "the job died:\n" + log_path.read_text(errors="replace")[-4000:]
+            assert time.monotonic() < deadline, log_path.read_text(errors="replace")[-4000:]
+            time.sleep(1)
+        commands = cmdlines(session_pids(process.pid))
+        assert any("SparkSubmit" in c or "spark-submit" in c for c in commands.values()), commands
+        for pid, command in commands.items():
+            assert SECRET not in command, f"process {pid}'s command line holds the client secret"
+        base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
+        environment = get_json(f"{base}/{get_json(base)[0]['id']}/environment")
+        assert SECRET not in json.dumps(environment), "Spark's environment page holds the secret"
+        raw_status = json.dumps(status.status())
+        assert "entra_submitted" in raw_status and SECRET not in raw_status
+    finally:
+        stop_process(process)
+    driver_log = log_path.read_text(errors="replace")
+    assert "sasl.jaas.config = [hidden]" in driver_log, "kafka-clients logged its settings, the JAAS masked"
+    assert SECRET not in driver_log, "the driver log holds the secret"
+    event_log = "".join(p.read_text(errors="replace") for p in events_dir.rglob("*") if p.is_file())
+    assert "KafkaScan" in event_log, "the batches' plans were logged"
+    assert SECRET not in event_log, "the event log holds the secret"
+    status_files = list((tmp_path / "status").rglob("*.json"))
+    assert status_files and all(SECRET not in p.read_text(errors="replace") for p in status_files)
+
+
+def _delta_rows(table: Path) -> int:
+    """Rows the Delta table's commits added so far (from its log, without a Spark session)."""
+    rows = 0
+    for commit in sorted((table / "_delta_log").glob("*.json")) if table.exists() else []:
+        for line in commit.read_text(encoding="utf-8").splitlines():
+            add = json.loads(line).get("add")
+            if add and add.get("stats"):
+                rows += json.loads(add["stats"]).get("numRecords", 0)
+    return rows
