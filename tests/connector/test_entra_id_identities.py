@@ -14,7 +14,6 @@ reason (AADSTS7000215) in the connector's error, and the secret nowhere in it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,16 +21,13 @@ from typing import Any
 
 import pytest
 
-from pyspark_eventhubs.client import producer_client
-from pyspark_eventhubs.fast_receiver import FastPartitionReceiver
 from pyspark_eventhubs.hub_metadata import HubMetadata
 from pyspark_eventhubs.options import parse_options
 from tests.connector.test_entra_id_stream import aad_options
+from tests.connector.token_renewal import LIFETIME, read_and_write_past_the_first_token
 
 pytestmark = pytest.mark.integration
 
-#: As in test_entra_id_renewal.py: the shortest lifetime azure-identity renews in time, plus a margin.
-LIFETIME = 36
 SECRET = "sp-secret-do-not-log-7Qx"
 SUBJECT = "system:serviceaccount:streams:copy-job"
 IDENTITY_VARS = (
@@ -91,50 +87,12 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     issuer.stop()
 
 
-def _read_and_write_past_the_first_token(emu: Any) -> None:
-    """Send, receive and ask for bounds for LIFETIME + 6 s on the same links: every event once."""
-    from azure.eventhub import EventData
-
-    options = parse_options(aad_options(emu, "hub1"))
-    producer = producer_client(options)
-    metadata = HubMetadata(options)
-    receiver = FastPartitionReceiver(options, "0", 0, options.prefetch_count)
-    received: list[str] = []
-    sent: list[str] = []
-    try:
-        started = time.monotonic()
-        first_link = first_sender = None
-        while time.monotonic() - started < LIFETIME + 6:
-            bodies = [f"ev-{len(sent) + i}" for i in range(5)]
-            batch = producer.create_batch(partition_id="0")
-            for body in bodies:
-                batch.add(EventData(body))
-            producer.send_batch(batch)
-            sent.extend(bodies)
-            while len(received) < len(sent):
-                rows = receiver.receive(len(sent) - len(received), 30)
-                assert rows is not None, f"no events within 30 s after {len(received)}"
-                received.extend(bytes(b).decode() for b in rows.column("body").to_pylist())
-            sender = producer._producers["0"]._handler._link
-            if first_link is None:
-                first_link, first_sender = receiver._link, sender
-            assert sender is first_sender, "the sink's producer link stayed open"
-            assert metadata.bounds()["0"].latest == len(sent)
-            time.sleep(1)
-        assert receiver._link is first_link, "the receiver kept its link"
-    finally:
-        receiver.close()
-        metadata.close()
-        producer.close()
-    assert received == sent, "every event once, in order"
-
-
 def test_a_service_principal_from_the_environment_reads_and_writes_with_renewing_tokens(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AZURE_CLIENT_ID", "copy-job-sp")
     monkeypatch.setenv("AZURE_CLIENT_SECRET", SECRET)
-    _read_and_write_past_the_first_token(stack.emu)
+    read_and_write_past_the_first_token(stack.emu)
     # one token per connection at first, each renewed at least once past LIFETIME
     assert stack.issuer.tokens_by_client["copy-job-sp"] >= 4, dict(stack.issuer.tokens_by_client)
     assert set(stack.issuer.tokens_by_client) == {"copy-job-sp"}, "no other identity was used"
@@ -163,6 +121,6 @@ def test_a_workload_identity_reads_and_writes_with_renewing_tokens(
     token_file.write_text(federated_token(stack.issuer.folder, SUBJECT, lifetime=3600))
     monkeypatch.setenv("AZURE_CLIENT_ID", "copy-job-wi")
     monkeypatch.setenv("AZURE_FEDERATED_TOKEN_FILE", str(token_file))
-    _read_and_write_past_the_first_token(stack.emu)
+    read_and_write_past_the_first_token(stack.emu)
     assert stack.issuer.tokens_by_client["copy-job-wi"] >= 4, dict(stack.issuer.tokens_by_client)
     assert set(stack.issuer.tokens_by_client) == {"copy-job-wi"}
