@@ -21,7 +21,7 @@ from pydantic import field_validator, model_validator
 
 from hubflow_jobs.config import KeyedValueError
 from hubflow_jobs.eventhubs_config import EventHubConnectionConfig
-from hubflow_jobs.eventhubs_kafka import EventHubsKafkaSourceConfig, client_options
+from hubflow_jobs.eventhubs_kafka import EventHubsKafkaSourceConfig, _fields, client_options
 
 #: Spark Kafka sink options hubflow derives from the sink's keys (lower case); ``options`` may not
 #: set them.
@@ -102,9 +102,8 @@ class EventHubsKafkaSinkConfig(EventHubConnectionConfig):
         """The hub (Kafka topic): ``eventhub_name``, else the connection string's ``EntityPath``."""
         if self.eventhub_name:
             return self.eventhub_name
-        from azure.eventhub import parse_connection_string
-
-        entity = parse_connection_string(os.environ[self.connection_string_env]).eventhub_name
+        # the source kind's reading of Key=Value; (an Entra ID connection string has no key to parse)
+        entity = _fields(os.environ[self.connection_string_env]).get("entitypath")
         if not entity:
             raise ValueError(
                 f"sink: the connection string in {self.connection_string_env} has no EntityPath; set "

@@ -225,6 +225,11 @@ def test_the_docs_sink_gives_the_services_kafka_settings_and_masks_the_connectio
     }
     assert options["kafka.linger.ms"] == "20"
     assert "spark.redaction.regex" in loaded.extra_spark_conf()  # the connection string is masked
+    # without eventhub_name the topic is the connection string's EntityPath, also an Entra ID one's
+    del config["sinks"]["alerts"]["eventhub_name"]
+    monkeypatch.setenv(ENV_VAR, "Endpoint=sb://ns1.servicebus.windows.net/;EntityPath=hub7")
+    entra = load_config(write_config(tmp_path / "entra.yaml", config), PipelineConfig)
+    assert entra.sinks["alerts"].topic() == "hub7"
 
 
 def test_a_pipeline_with_an_eventhubs_kafka_sink_is_refused_a_backfill_naming_the_sink(
