@@ -3,9 +3,9 @@
 One grammar for every place that shows such text (the status page, ``hubflow status``): a value is
 masked when its key names a secret, whichever way the text writes the pair - a connection string
 (``SharedAccessKey=...;``, ``AccountKey=...``), a URL query (``sig=...&``), a command line or
-config line (``client_secret=...``, ``password: ...``, ``--conf fs.azure.account.key.acct.dfs...=...``)
-or JSON (``"password": "..."``). The key stays, so a reader sees what was there. Imports nothing
-heavy: the status page runs in Airflow's API server.
+config line (``client_secret=...``, ``password: ...``, ``--conf fs.azure.account.key.acct.dfs...=...``),
+JSON (``"password": "..."``) or a JAAS config (``clientSecret="..."``). The key stays, so a reader
+sees what was there. Imports nothing heavy: the status page runs in Airflow's API server.
 
 The Event Hubs connector ships alone and masks its own messages (``pyspark_eventhubs.redaction``);
 this grammar covers all of its cases too (tests/foundation/test_redaction.py).
@@ -35,6 +35,8 @@ _KEY = r"(?:[\w.-]*?[_.-])?(?:" + "|".join(SECRET_KEYS) + r")"
 _QUOTED = re.compile(r"""(?i)(["'](?:""" + _KEY + r""")["']\s*:\s*["'])([^"']*)(["'])""")
 #: ``key=value`` and ``key: value`` (connection strings, URLs, command lines, YAML, log lines).
 _PAIR = re.compile(r"""(?i)(?<![\w.-])(""" + _KEY + r""")(\s*[=:]\s*)(?!\*\*\*)([^;&\s"',}]+)""")
+#: ``key="value"`` (a JAAS config's options: ``clientSecret="..."``, ``password="..."``; ``\"`` inside).
+_JAAS = re.compile(r"""(?i)(?<![\w.-])(""" + _KEY + r"""\s*=\s*")((?:[^"\\]|\\.)*)(")""")
 #: A SharedAccessSignature value runs to the next ``;`` (it holds spaces and ``&``).
 _SAS = re.compile(r"(?i)(SharedAccessSignature\s*=\s*)([^;\"']+)")
 MASK = "***"
@@ -46,4 +48,5 @@ def redact(text: Any) -> Any:
         return text
     text = _SAS.sub(lambda m: m.group(1) + MASK, text)
     text = _QUOTED.sub(lambda m: m.group(1) + MASK + m.group(3), text)
+    text = _JAAS.sub(lambda m: m.group(1) + MASK + m.group(3), text)
     return _PAIR.sub(lambda m: m.group(1) + m.group(2) + MASK, text)

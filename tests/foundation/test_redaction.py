@@ -27,6 +27,8 @@ SECRET_LINES = [
     f"password: {SECRET}",
     f"fs.azure.sas.container.acct.blob.core.windows.net={SECRET}",
     f"Authorization token={SECRET}",
+    f'OAuthBearerLoginModule required clientId="app" clientSecret="{SECRET}" scope="https://ns/.default";',
+    f'PlainLoginModule required username="$ConnectionString" password="Endpoint=sb://n/;SharedAccessKey={SECRET}";',
 ]
 
 

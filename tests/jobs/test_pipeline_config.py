@@ -427,3 +427,11 @@ def test_the_eventhubs_kafka_example_of_docs_pipelines_md_loads_as_written(
         "127.0.0.1:9093",
         "SASL_PLAINTEXT",
     )
+    # the same block on an Entra ID connection (no key) as a service principal: OAUTHBEARER
+    monkeypatch.setenv(
+        "TELEMETRY_EVENTHUBS_CONNECTION", "Endpoint=sb://ns1.servicebus.windows.net/;EntityPath=hub"
+    )
+    for name, value in (("AZURE_TENANT_ID", "t"), ("AZURE_CLIENT_ID", "a"), ("AZURE_CLIENT_SECRET", "s")):
+        monkeypatch.setenv(name, value)
+    options = _load(tmp_path, sources=sources).sources["events"].spark_options()
+    assert (options["kafka.sasl.mechanism"], options["failOnDataLoss"]) == ("OAUTHBEARER", "true")
