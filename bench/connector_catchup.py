@@ -40,6 +40,17 @@ from harness import connector_spark, run_until_done, spread, start_emulator
 
 PARTITIONS = 4
 SIDES = ("fast", "sdk", "json")
+
+#: The Spark settings of the availableNow catch-up benches on local[2] (this one and
+#: kafka_vs_connector.py): Python workers reused across batches, 2 shuffle partitions, and, as a loaded
+#: machine starts Python workers slowly, time for their handshake once they connected (Spark's wait for
+#: the connection itself is a fixed 10 s: see run_once).
+CATCHUP_CONF = {
+    "spark.python.worker.reuse": "true",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.python.authenticate.socketTimeout": "120s",
+}
+
 #: The JSON records' schema: the read schema's columns, body as text (JSON has no binary).
 JSON_SCHEMA = (
     "body STRING, partition STRING, offset STRING, sequenceNumber BIGINT, enqueuedTime TIMESTAMP, "
@@ -157,16 +168,7 @@ def main() -> None:
                 flush=True,
             )
 
-            spark = connector_spark(
-                "local[2]",
-                {
-                    "spark.python.worker.reuse": "true",
-                    "spark.sql.shuffle.partitions": "2",
-                    # A loaded machine starts Python workers slowly: time for the handshake once they
-                    # connected (Spark's wait for the connection itself is a fixed 10 s: see run_once).
-                    "spark.python.authenticate.socketTimeout": "120s",
-                },
-            )
+            spark = connector_spark("local[2]", CATCHUP_CONF)
             for side in SIDES:  # warm-up, not timed
                 run_once(spark, side, conns["sink"], workdir / "json-warm", 4000, workdir, f"warm-{side}")
             for rep in range(args.reps):
