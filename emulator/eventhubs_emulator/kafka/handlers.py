@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store import Broker, Hub, PartitionLog
-from .events import message_to_record, record_to_message
+from .events import record_tail, record_to_message
 from .groups import GroupCoordinator
 from .protocol import (
     EARLIEST_TIMESTAMP,
@@ -24,7 +24,7 @@ from .protocol import (
     SUPPORTED_VERSIONS,
     ErrorCode,
 )
-from .records import UnsupportedCompression, decode_batches, encode_batch
+from .records import UnsupportedCompression, decode_batches, encode_batch_of_tails
 from .sasl import SaslRefused, check_plain
 from .wire import KafkaDecodeError
 
@@ -356,20 +356,23 @@ def _fetch_partition(ctx: Context, topic: str, part: dict, budget: int) -> tuple
         out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
         return out, 0
     limit = min(part["partition_max_bytes"], budget)
+    events = log.events
     chunks: list[bytes] = []
     size = 0
-    run: list[Any] = []
-    run_base = offset
-    for seq, _, enq, payload, _ in log.events[offset - log.begin_seq :]:
-        if (size or chunks or run) and size + len(payload) > limit:
+    tails: list[bytes] = []  # the current batch: a run of events with one enqueued time
+    run_base = run_ms = offset
+    for i in range(offset - log.begin_seq, len(events)):
+        seq, _, enq, payload, _ = events[i]
+        if size and size + len(payload) > limit:
             break  # the first event goes out even when larger than the limit, as Kafka does
-        if run and run[-1].timestamp_ms != enq:
-            chunks.append(encode_batch(run_base, run, run[0].timestamp_ms))
-            run, run_base = [], seq
-        run.append(message_to_record(payload, enq))
+        if tails and run_ms != enq:
+            chunks.append(encode_batch_of_tails(run_base, tails, run_ms))
+            tails, run_base = [], seq
+        run_ms = enq
+        tails.append(record_tail(payload))
         size += len(payload)
-    if run:
-        chunks.append(encode_batch(run_base, run, run[0].timestamp_ms))
+    if tails:
+        chunks.append(encode_batch_of_tails(run_base, tails, run_ms))
     records = b"".join(chunks)
     out["records"] = records
     return out, len(records)
