@@ -9,7 +9,6 @@ a finished interval).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -30,23 +29,13 @@ from .helpers import (
     write_config,
     write_json_landing_file,
 )
+from .pipelines_support import query_id, recorded_batches
 
 pytestmark = pytest.mark.integration
 
 FILES = 4
 #: Each landing file: 4 good records and 1 broken one (quarantined).
 GOOD, BAD = 4, 1
-
-
-def _recorded_batches(table: Path, query_id: str) -> list[int]:
-    """The batch id each version of the Delta table records for the query (its ``txn``), in order."""
-    batches = []
-    for commit in sorted((table / "_delta_log").glob("*.json")):
-        for line in commit.read_text(encoding="utf-8").splitlines():
-            txn = json.loads(line).get("txn")
-            if txn and txn["appId"] == query_id:
-                batches.append(txn["version"])
-    return batches
 
 
 def _crash_after_first_commit(process: Any, commits: Path, timeout: float = 300) -> None:
@@ -91,9 +80,9 @@ def test_a_retried_available_now_run_does_not_redo_the_batches_committed_before_
     assert sorted(raw_records) == sorted(f"not json f{n}.json 0" for n in range(FILES))
     # One batch per file; each wrote one Delta version of each table, none twice.
     assert log_ids(checkpoint / "commits") == list(range(FILES))
-    query_id = json.loads((checkpoint / "metadata").read_text(encoding="utf-8"))["id"]
+    query = query_id(checkpoint)
     for table in (output, quarantine):
-        assert _recorded_batches(table, query_id) == list(range(FILES)), table
+        assert recorded_batches(table, query) == list(range(FILES)), table
     assert delta_version(output) == FILES - 1 and before >= committed[-1]
     # The retry read only the files of the batches that had not committed: nothing committed twice.
     assert read_status(tmp_path)["counts"]["read"] == (FILES - len(committed)) * (GOOD + BAD)
