@@ -228,3 +228,63 @@ def _delta_rows(table: Path) -> int:
             if add and add.get("stats"):
                 rows += json.loads(add["stats"]).get("numRecords", 0)
     return rows
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_streaming_job_outlives_its_tokens_renewing_and_reauthenticating(
+    spark: Any, entra_stack: EntraStack, tmp_path: Path, pipelines: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Tokens of 20 s and a stream of 60 s: kafka-clients renews its token and re-authenticates its
+    connections before the emulator's session (the token's lifetime, told in session_lifetime_ms)
+    ends, so no connection is closed for an expired session and every event lands once."""
+    import functools
+    import logging
+    import threading
+
+    from hubflow_jobs.pipeline.job import load_pipeline
+    from hubflow_jobs.pipeline.streams import start_pipeline
+    from hubflow_jobs.runtime.runner import run_job
+    from hubflow_jobs.runtime.stop import StopRequest
+
+    caplog.set_level(logging.WARNING, logger="eventhubs_emulator.kafka")
+    entra_stack.issuer.lifetime = 20
+    write_module(pipelines, "entra_renewing", NUMBER_EVENTS)
+    source = {
+        "kind": "eventhubs_kafka",
+        "connection_string_env": ENV_VAR,
+        "kafka_bootstrap_servers": entra_stack.bootstrap,
+    }
+    output = tmp_path / "lake" / "entra_renewing"
+    config_path = pipeline_config(
+        tmp_path,
+        "entra_renewing",
+        trigger={"processingTime": "1 second"},
+        sources={"telemetry": source},
+        sinks={"numbered": {"kind": "delta", "output_path": str(output)}},
+    )
+    config, binding = load_pipeline("entra_renewing:numbered", str(config_path))
+    stop = StopRequest()
+    outcome: list[tuple[int, str]] = []
+    runner = threading.Thread(
+        target=lambda: outcome.append(
+            run_job(spark, config, functools.partial(start_pipeline, binding=binding), stop)
+        )
+    )
+    runner.start()
+    sent: set[bytes] = set()
+    try:
+        started = time.monotonic()
+        while time.monotonic() - started < 60:
+            sent |= entra_stack.hub.send_numbered(len(sent), 10)
+            time.sleep(5)
+        deadline = time.monotonic() + 120
+        while _delta_rows(output) < len(sent) and time.monotonic() < deadline and runner.is_alive():
+            time.sleep(1)
+    finally:
+        stop.request("the test has what it needs")
+        runner.join(timeout=120)
+    assert outcome and outcome[0][0] == EXIT_OK, outcome
+    check_events_once(numbered_events(spark, output), sent, 2)
+    assert entra_stack.issuer.tokens_by_client[CLIENT_ID] >= 4, dict(entra_stack.issuer.tokens_by_client)
+    assert "SASL session expired" not in caplog.text, caplog.text[-2000:]
