@@ -28,3 +28,19 @@ def run_tool(
         timeout=TOOL_TIMEOUT,
         check=False,
     )
+
+
+def consumer_groups(
+    tmp_path: Path, bootstrap: str, command_config: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``kafka-consumer-groups.sh`` against ``bootstrap`` with the client settings file
+    ``command_config``, then ``args`` (``--list``, ``--describe --group G``, ...)."""
+    return run_tool(
+        tmp_path,
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        "--bootstrap-server",
+        bootstrap,
+        "--command-config",
+        command_config,
+        *args,
+    )

@@ -19,7 +19,7 @@ from kafka import errors as kafka_errors
 
 from . import raw
 from .conftest import KafkaServer
-from .java_tools import run_tool
+from .java_tools import consumer_groups, run_tool
 
 pytestmark = pytest.mark.integration
 
@@ -347,17 +347,7 @@ def test_console_producer_consumer_and_consumer_groups_tool(server: KafkaServer,
         by_partition.setdefault(row[0], []).append(int(row[1].removeprefix("Offset:")))
     assert all(offsets == list(range(len(offsets))) for offsets in by_partition.values()), by_partition
 
-    described = run_tool(
-        tmp_path,
-        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-        "--bootstrap-server",
-        server.bootstrap,
-        "--command-config",
-        config,
-        "--describe",
-        "--group",
-        "java-group",
-    )
+    described = consumer_groups(tmp_path, server.bootstrap, config, "--describe", "--group", "java-group")
     assert described.returncode == 0, described.stderr[-3000:]
     table = [line.split() for line in described.stdout.splitlines() if line.startswith("java-group")]
     committed = {int(row[2]): (int(row[3]), int(row[4]), int(row[5])) for row in table}
@@ -372,17 +362,7 @@ def test_the_java_client_fails_fast_on_a_wrong_password(server: KafkaServer, tmp
         server.kind, server.bootstrap, server.password.replace("SharedAccessKey=", "SharedAccessKey=x")
     )
     config = str(wrong.java_config(tmp_path / "wrong.properties"))
-    listed = run_tool(
-        tmp_path,
-        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-        "--bootstrap-server",
-        server.bootstrap,
-        "--command-config",
-        config,
-        "--list",
-        "--timeout",
-        "60000",
-    )
+    listed = consumer_groups(tmp_path, server.bootstrap, config, "--list", "--timeout", "60000")
     assert "SaslAuthenticationException" in listed.stderr + listed.stdout, listed.stderr[-3000:]
 
 
