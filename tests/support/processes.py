@@ -1,19 +1,24 @@
-"""Small helpers to start, wait for and stop the background processes that fixtures own."""
+"""Small helpers to start, wait for and stop the background processes that fixtures own, and to run a
+test's check module in a child process."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hubflow_jobs.runtime.detached_process import start_detached
 
 T = TypeVar("T")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -80,3 +85,22 @@ def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: 
             return result
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def run_json_check(
+    module: str, env: dict[str, str], *args: str, timeout: float = 180
+) -> tuple[Any, subprocess.CompletedProcess[str]]:
+    """Run ``python -m module args`` from the repository root with exactly ``env`` (a process of its
+    own, as Airflow's would be); fail with the tail of its stderr unless it exits 0. Its last line of
+    output as JSON, and the finished process (for what else it printed)."""
+    result = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1]), result

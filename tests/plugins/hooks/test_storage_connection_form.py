@@ -7,7 +7,6 @@ the account (Azurite), with no key or SAS in an API answer or a log."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,6 +18,7 @@ import pytest
 
 from tests.support.airflow_db import AirflowHome
 from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, Azurite
+from tests.support.processes import run_json_check
 
 pytestmark = pytest.mark.integration
 
@@ -155,17 +155,8 @@ def test_a_wasb_connection_posted_as_the_form_does_is_read_into_the_right_access
         arguments += [conn_id, azurite.url(azurite.new_container(), "probe.txt")]
 
     # read from the metadata database by hubflow's hook, as in the api-server (the status page)
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.plugins.hooks.storage_connection_check", *arguments],
-        env={**api.env, "_AIRFLOW_PROCESS_CONTEXT": "server"},
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert child.returncode == 0, child.stderr[-3000:]
-    read = json.loads(child.stdout.strip().splitlines()[-1])
+    env = {**api.env, "_AIRFLOW_PROCESS_CONTEXT": "server"}
+    read, child = run_json_check("tests.plugins.hooks.storage_connection_check", env, *arguments)
     for field, kind in FORM_FIELDS.items():
         assert read[f"lake_storage_{field}"] == {
             "account_name": ACCOUNT,

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.plugins.status_page.conftest import StatusWorld
+from tests.support.processes import run_json_check
 
 pytestmark = pytest.mark.integration
 
@@ -36,17 +37,7 @@ def plugin_env(airflow_home: Any, registry: Path) -> dict[str, str]:
 
 def run_check(module: str, env: dict[str, str], *args: str) -> Any:
     """Run ``tests.plugins.status_page.<module>`` in a child with ``env``; its last line as JSON."""
-    result = subprocess.run(
-        [sys.executable, "-m", f"tests.plugins.status_page.{module}", *args],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return run_json_check(f"tests.plugins.status_page.{module}", env, *args)[0]
 
 
 def test_airflow_plugins_command_lists_the_status_page(airflow_home: Any, status_world: StatusWorld) -> None:
