@@ -143,6 +143,15 @@ def run_once(spark: Any, side: str, conn: str, json_dir: Path, events: int, work
     raise AssertionError("unreachable")
 
 
+def workload_line(events: int, size: int, reps: str, loads: list[float]) -> str:
+    """The first line of a catch-up bench's report: the workload ``fill_hub`` sent, the session
+    (``CATCHUP_CONF``), how the runs were ordered and the machine's load average meanwhile."""
+    return (
+        f"{events:,} events, {size} B + {len(PROPERTIES)} properties, {PARTITIONS} partitions, "
+        f"local[2], availableNow -> parquet, {reps}; load average {min(loads):.1f}-{max(loads):.1f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events in all (4 partitions)")
@@ -192,11 +201,7 @@ def main() -> None:
         finally:
             emulator.stop()
 
-    print(
-        f"\n{args.events:,} events, {args.size} B + {len(PROPERTIES)} properties, {PARTITIONS} partitions, "
-        f"local[2], availableNow -> parquet, {args.reps} reps interleaved; "
-        f"load average {min(loads):.1f}-{max(loads):.1f}"
-    )
+    print("\n" + workload_line(args.events, args.size, f"{args.reps} reps interleaved", loads))
     print("| Source | rows/s, median (min-max) |")
     print("|---|---|")
     names = {"fast": "eventhubs, fast path", "sdk": "eventhubs, SDK path", "json": "JSON file source"}
