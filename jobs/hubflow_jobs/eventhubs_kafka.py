@@ -36,6 +36,19 @@ from hubflow_jobs.eventhubs_config import EventHubConnectionConfig, has_shared_a
 #: Event Hubs' Kafka port on the service (TLS).
 SERVICE_KAFKA_PORT = 9093
 
+#: The Kafka client settings Microsoft recommends for Event Hubs where they differ from Kafka's
+#: defaults ("Apache Kafka client configurations for Azure Event Hubs"): the service closes idle
+#: connections after 240 s, and a request needs 20 s or more. ``options`` may override them.
+RECOMMENDED_CLIENT_SETTINGS = {
+    "kafka.request.timeout.ms": "60000",
+    "kafka.metadata.max.age.ms": "180000",
+    "kafka.connections.max.idle.ms": "180000",
+}
+
+#: A producer's too: the service closes the connection of a request over 1,046,528 bytes, which
+#: Kafka's default ``max.request.size`` (1,048,576) allows.
+RECOMMENDED_PRODUCER_SETTINGS = {**RECOMMENDED_CLIENT_SETTINGS, "kafka.max.request.size": "1000000"}
+
 #: kafka-clients' built-in OAuth client_credentials login (KIP-768) and the OAUTHBEARER login module.
 OAUTH_LOGIN_CALLBACK_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
@@ -138,7 +151,7 @@ class EventHubsKafkaSourceConfig(EventHubConnectionConfig):
         """The options for ``readStream.format("kafka")``, connection string read from the environment."""
         return {
             **client_options(os.environ[self.connection_string_env], self.kafka_bootstrap_servers),
-            "kafka.request.timeout.ms": "60000",  # Microsoft's recommendation for Event Hubs
+            **RECOMMENDED_CLIENT_SETTINGS,
             **self.options,
             "subscribe": self.topic(),
             "startingOffsets": self.starting_position,
@@ -185,6 +198,14 @@ def client_options(
         "kafka.bootstrap.servers": bootstrap_servers,
         "kafka.security.protocol": "SASL_PLAINTEXT" if emulator else "SASL_SSL",
     }
+    lower = connection_string.lower()
+    if "sharedaccesssignature=" in lower and "sharedaccesskey=" not in lower:
+        raise ValueError(
+            "the connection string holds a SharedAccessSignature token, which Event Hubs' Kafka endpoint "
+            "does not take (Microsoft's Event Hubs for Kafka FAQ); give a connection string with "
+            "SharedAccessKeyName and SharedAccessKey, or an Entra ID connection (no key), or read the hub "
+            "with kind: eventhubs, which takes SAS tokens"
+        )
     if not has_shared_access_key(connection_string):
         if not host:
             raise ValueError("the connection string has no Endpoint=sb://<namespace host>/")

@@ -21,7 +21,12 @@ from pydantic import field_validator, model_validator
 
 from hubflow_jobs.config import KeyedValueError
 from hubflow_jobs.eventhubs_config import EventHubConnectionConfig
-from hubflow_jobs.eventhubs_kafka import EventHubsKafkaSourceConfig, _fields, client_options
+from hubflow_jobs.eventhubs_kafka import (
+    RECOMMENDED_PRODUCER_SETTINGS,
+    EventHubsKafkaSourceConfig,
+    _fields,
+    client_options,
+)
 
 #: Spark Kafka sink options hubflow derives from the sink's keys (lower case); ``options`` may not
 #: set them.
@@ -115,7 +120,7 @@ class EventHubsKafkaSinkConfig(EventHubConnectionConfig):
         """The options for ``writeStream.format("kafka")``, connection string read from the environment."""
         return {
             **client_options(os.environ[self.connection_string_env], self.kafka_bootstrap_servers),
-            "kafka.request.timeout.ms": "60000",  # Microsoft's recommendation for Event Hubs
+            **RECOMMENDED_PRODUCER_SETTINGS,
             **self.options,
             "topic": self.topic(),
         }

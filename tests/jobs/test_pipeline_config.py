@@ -322,6 +322,8 @@ def test_an_eventhubs_kafka_source_on_an_entra_id_connection_signs_in_with_oauth
             'scope="https://ns1.servicebus.windows.net/.default";'
         ),
         "kafka.request.timeout.ms": "60000",
+        "kafka.metadata.max.age.ms": "180000",
+        "kafka.connections.max.idle.ms": "180000",
     }
     assert [k for k, v in options.items() if "et-1" in v] == ["kafka.sasl.jaas.config"], (
         "the secret only there"
@@ -359,6 +361,8 @@ def test_an_eventhubs_kafka_source_is_the_connection_strings_kafka_endpoint_with
         "kafka.security.protocol": "SASL_SSL",
         "kafka.sasl.mechanism": "PLAIN",
         "kafka.request.timeout.ms": "60000",
+        "kafka.metadata.max.age.ms": "180000",
+        "kafka.connections.max.idle.ms": "180000",
         "subscribe": "hub",
         "startingOffsets": "latest",
         "maxOffsetsPerTrigger": "100000",
@@ -383,6 +387,12 @@ def test_an_eventhubs_kafka_source_is_the_connection_strings_kafka_endpoint_with
     without_port = _load(tmp_path, sources={"telemetry": {**source, "eventhub_name": "hub2"}})
     with pytest.raises(ValueError, match="set kafka_bootstrap_servers to the address it prints"):
         without_port.sources["telemetry"].spark_options()
+    # Event Hubs' Kafka endpoint takes no SAS token (Microsoft's Kafka FAQ): refused before Spark starts
+    token = "SharedAccessSignature sr=sb%3a%2f%2fns1.servicebus.windows.net%2fhub&sig=abc&se=1&skn=k"
+    monkeypatch.setenv(ENV_VAR, f"Endpoint=sb://ns1.servicebus.windows.net/;SharedAccessSignature={token}")
+    with pytest.raises(ValueError, match="SharedAccessSignature token, which Event Hubs' Kafka endpoint"):
+        _load(tmp_path, sources={"telemetry": source}).sources["telemetry"].spark_options()
+    monkeypatch.setenv(ENV_VAR, emulator)
 
     mistakes = {
         "consumer_group": ({"consumer_group": "cg1"}, "set options.groupIdPrefix"),

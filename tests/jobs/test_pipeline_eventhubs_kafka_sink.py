@@ -224,6 +224,11 @@ def test_the_docs_sink_gives_the_services_kafka_settings_and_masks_the_connectio
         "topic": "alerts",
     }
     assert options["kafka.linger.ms"] == "20"
+    # Microsoft's producer settings: under the 1,046,528-byte request the service takes, idle < 240 s
+    assert {k: options[k] for k in ("kafka.max.request.size", "kafka.connections.max.idle.ms")} == {
+        "kafka.max.request.size": "1000000",
+        "kafka.connections.max.idle.ms": "180000",
+    }
     assert "spark.redaction.regex" in loaded.extra_spark_conf()  # the connection string is masked
     # without eventhub_name the topic is the connection string's EntityPath, also an Entra ID one's
     del config["sinks"]["alerts"]["eventhub_name"]
