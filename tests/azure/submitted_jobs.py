@@ -70,29 +70,19 @@ def orders_json(first: int, count: int) -> str:
     return "\n".join(json.dumps(r) for r in rows)
 
 
-def session_pids(leader: int) -> list[int]:
-    """Every process in the session ``leader`` started (spark-submit, the JVM, the Python driver)."""
-    pids = []
+def session_cmdlines(leader: int) -> dict[int, str]:
+    """The command line (``/proc/<pid>/cmdline``, as ``ps`` shows it) of every live process in the
+    session ``leader`` started: spark-submit, the JVM, the Python driver."""
+    lines = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == leader:  # after ')': state ppid pgrp session
+                lines[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if int(fields[3]) == leader:  # after ')': state ppid pgrp session
-            pids.append(int(entry.name))
-    return pids
-
-
-def cmdlines(pids: list[int]) -> dict[int, str]:
-    """Each live process's command line as ``ps`` shows it (``/proc/<pid>/cmdline``)."""
-    lines = {}
-    for pid in pids:
-        try:
-            lines[pid] = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            pass
     return lines
 
 

@@ -26,14 +26,7 @@ from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.operators.cleanup import ArchiveOperator, CheckpointBackupRetentionOperator
 from hubflow_plugins.status_page.status_app import create_app
-from tests.azure.submitted_jobs import (
-    REDACTED,
-    cmdlines,
-    files_job_registry,
-    get_json,
-    orders_json,
-    session_pids,
-)
+from tests.azure.submitted_jobs import REDACTED, files_job_registry, get_json, orders_json, session_cmdlines
 from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, Azurite
 from tests.support.processes import free_port, stop_process
 
@@ -125,7 +118,7 @@ def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
         assert written, "the job wrote its output to Azurite"
 
         # ps and /proc/<pid>/cmdline of every process of the job: no secret, no Azure key setting.
-        commands = cmdlines(session_pids(process.pid))
+        commands = session_cmdlines(process.pid)
         assert any("spark-submit" in c or "SparkSubmit" in c for c in commands.values()), commands
         for pid, command in commands.items():
             assert secret not in command, f"process {pid}'s command line holds the {kind}"

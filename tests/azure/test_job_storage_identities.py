@@ -38,14 +38,7 @@ from hubflow_jobs.storage.azure import AzureStorageAccess, forget_accesses
 from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
-from tests.azure.submitted_jobs import (
-    REDACTED,
-    cmdlines,
-    files_job_registry,
-    get_json,
-    orders_json,
-    session_pids,
-)
+from tests.azure.submitted_jobs import REDACTED, files_job_registry, get_json, orders_json, session_cmdlines
 from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, Azurite, azurite_problem, start_azurite
 from tests.support.processes import free_port, stop_process
 
@@ -224,7 +217,7 @@ def test_a_spark_job_reaches_its_storage_with_an_identity_whose_tokens_renew(
         wait_for("the second file did not land", lambda: len(_lake_orders(blobs)) >= 10, 120)
         assert _lake_orders(blobs) == list(range(10)), "every order once"
 
-        commands = cmdlines(session_pids(process.pid))
+        commands = session_cmdlines(process.pid)
         assert any("SparkSubmit" in c or "spark-submit" in c for c in commands.values()), commands
         for pid, command in commands.items():
             assert "fs.azure.account" not in command, command
