@@ -14,7 +14,7 @@ import sys
 import threading
 
 from .admin import TOKEN_ENV, token_problem
-from .config import DEFAULT_KEY, ConfigError, load_config
+from .config import DEFAULT_KEY, TIERS, ConfigError, load_config
 from .server import Emulator, PortInUseError
 from .tls import TlsSetupError
 
@@ -81,8 +81,23 @@ def build_parser() -> argparse.ArgumentParser:
         "JWTs $cbs accepts, besides SAS tokens; its keys are made there on first use "
         "(overrides EmulatorExtras.EntraIdIssuerDir)",
     )
+    parser.add_argument(
+        "--tier",
+        type=_tier,
+        default=None,
+        help="the namespace tier to play where the service differs by tier: Kafka compression (gzip) is "
+        "taken on Premium and Dedicated only (default Standard; overrides EmulatorExtras.Tier)",
+    )
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
     return parser
+
+
+def _tier(text: str) -> str:
+    """A tier name as TIERS spells it, whatever the case the user typed."""
+    for tier in TIERS:
+        if tier.lower() == text.strip().lower():
+            return tier
+    raise argparse.ArgumentTypeError(f"{text!r} is not a tier: use one of {', '.join(TIERS)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         config.tls_port = args.tls_port
     if args.tls_dir is not None:
         config.tls_dir = args.tls_dir
+    if args.tier is not None:
+        config.tier = args.tier
     if args.kafka_port is not None:
         if not 0 <= args.kafka_port <= 65535:
             print(

@@ -16,7 +16,8 @@ Extras this emulator understands (the official one ignores unknown fields):
   ``TlsDir`` (its CA and certificate, made there on first use; ``eventhubs_emulator.tls``),
   ``KafkaPort`` (the Kafka endpoint, SASL PLAIN with the connection string; 0 = a free port;
   ``eventhubs_emulator.kafka``), ``KafkaTlsPort`` (the same over TLS, as the service's 9093; needs
-  ``TlsDir``) and
+  ``TlsDir``), ``Tier`` (``Standard``, the default, ``Premium`` or ``Dedicated``: what the Kafka
+  endpoint takes where the service differs by tier, see :data:`TIERS`) and
   ``EntraIdIssuerDir`` (the folder of the local Entra ID token issuer whose JWTs $cbs accepts;
   ``eventhubs_emulator.token_issuer``);
 - per entity: ``RetentionMinutes``, ``RetentionEventCount``, ``MaxEventSizeBytes``.
@@ -58,6 +59,13 @@ class HubConfig:
         return groups
 
 
+#: The namespace tiers the emulator can play; Kafka compression (gzip) is Premium and Dedicated only.
+TIERS = ("Standard", "Premium", "Dedicated")
+
+#: The tiers whose Kafka endpoint takes compressed (gzip) batches; the others refuse every codec.
+KAFKA_GZIP_TIERS = ("Premium", "Dedicated")
+
+
 @dataclass
 class EmulatorConfig:
     """The whole emulator configuration: one namespace with its hubs and the SAS key."""
@@ -76,6 +84,7 @@ class EmulatorConfig:
     kafka_port: int | None = None  # the Kafka endpoint (None = no Kafka endpoint)
     kafka_tls_port: int | None = None  # the Kafka endpoint over TLS (None = none; needs tls_dir)
     entra_id_issuer_dir: str | None = None  # the trusted token issuer's folder (None = SAS only)
+    tier: str = "Standard"  # one of TIERS
 
     @classmethod
     def single_hub(
@@ -163,6 +172,7 @@ class EmulatorConfig:
                 ("KafkaPort", self.kafka_port, None),
                 ("KafkaTlsPort", self.kafka_tls_port, None),
                 ("EntraIdIssuerDir", self.entra_id_issuer_dir, None),
+                ("Tier", self.tier, "Standard"),
             )
             if value != default
         }
@@ -241,6 +251,10 @@ class EmulatorConfig:
                 raise ConfigError(
                     f"UserConfig.EmulatorExtras.{key}: must be a port number 0-65535 (got {port!r})"
                 )
+        if self.tier not in TIERS:
+            raise ConfigError(
+                f"UserConfig.EmulatorExtras.Tier: must be one of {', '.join(TIERS)} (got {self.tier!r})"
+            )
         if self.kafka_tls_port is not None and not self.tls_dir:
             raise ConfigError(
                 "UserConfig.EmulatorExtras.KafkaTlsPort needs TlsDir: the folder of its CA and certificate "
@@ -339,6 +353,7 @@ def parse_config(data: Any) -> EmulatorConfig:
     cfg.kafka_port = _get(extras, "KafkaPort", where_x, int, required=False)
     cfg.kafka_tls_port = _get(extras, "KafkaTlsPort", where_x, int, required=False)
     cfg.entra_id_issuer_dir = _get(extras, "EntraIdIssuerDir", where_x, str, required=False)
+    cfg.tier = _get(extras, "Tier", where_x, str, required=False) or "Standard"
     cfg.validate()
     return cfg
 

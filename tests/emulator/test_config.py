@@ -47,15 +47,18 @@ def test_extras_are_read(tmp_path):
         "SharedAccessKey": "secret",
         "MaxEventSizeBytes": 2048,
         "RetentionMinutes": 60,
+        "Tier": "Premium",
     }
     data["UserConfig"]["NamespaceConfig"][0]["Entities"][1]["RetentionEventCount"] = 100
     cfg = load_config(_write(tmp_path, data))
-    assert (cfg.key_name, cfg.key, cfg.max_event_size, cfg.retention_minutes) == (
+    assert (cfg.key_name, cfg.key, cfg.max_event_size, cfg.retention_minutes, cfg.tier) == (
         "policy",
         "secret",
         2048,
         60,
+        "Premium",
     )
+    assert load_config(_write(tmp_path, cfg.to_document())).tier == "Premium", "written back as read"
     assert cfg.hub("eh2").retention_event_count == 100
 
 
@@ -81,6 +84,10 @@ def test_extras_are_read(tmp_path):
             "ConsumerGroups[0].Name",
         ),
         (lambda d: d["UserConfig"].update(EmulatorExtras={"RetentionMinutes": -1}), "RetentionMinutes"),
+        (
+            lambda d: d["UserConfig"].update(EmulatorExtras={"Tier": "Basic"}),
+            "EmulatorExtras.Tier: must be one of Standard, Premium, Dedicated",
+        ),
         (
             lambda d: d["UserConfig"]["NamespaceConfig"][0].update(Type="ServiceBus"),
             "NamespaceConfig[0].Type",

@@ -6,11 +6,20 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from eventhubs_emulator.kafka.protocol import FLEXIBLE_FROM, SUPPORTED_VERSIONS
-from eventhubs_emulator.kafka.records import Record, crc32c, decode_batches, encode_batch
+from eventhubs_emulator.kafka.records import (
+    MAX_INFLATED_BATCH,
+    Record,
+    UnsupportedCompression,
+    crc32c,
+    decode_batches,
+    encode_batch,
+)
 from eventhubs_emulator.kafka.schemas import SCHEMAS
 from eventhubs_emulator.kafka.wire import KafkaDecodeError, Reader, read_struct
 
@@ -38,10 +47,11 @@ def test_mutated_record_batches_decode_or_raise_kafka_decode_error(mutations: li
     for pos, value in mutations:
         batch[pos] = value
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
-    try:
-        decode_batches(bytes(batch))
-    except KafkaDecodeError:
-        pass
+    for gzip in (False, True):  # a Standard namespace, and a Premium one that inflates gzip batches
+        try:
+            decode_batches(bytes(batch), gzip=gzip)
+        except KafkaDecodeError:
+            pass
 
 
 def test_a_batch_with_a_wrong_crc_is_refused() -> None:
@@ -53,3 +63,58 @@ def test_a_batch_with_a_wrong_crc_is_refused() -> None:
         assert "CRC" in str(exc)
     else:
         raise AssertionError("a corrupted batch was accepted")
+
+
+def _gzip_batch(records: list[tuple[bytes | None, bytes]]) -> bytes:
+    """A gzip record batch as kafka-python's producer builds it (not the emulator's own encoder)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=1,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 24,
+    )
+    for offset, (key, value) in enumerate(records):
+        builder.append(offset, timestamp=1_700_000_000_000, key=key, value=value, headers=[("h", b"1")])
+    return bytes(builder.build())
+
+
+def _with_codec(batch: bytes, codec: int) -> bytes:
+    """``batch`` relabelled with another compression codec, its CRC recomputed."""
+    out = bytearray(batch)
+    attributes = struct.unpack_from(">h", out, 21)[0]
+    struct.pack_into(">h", out, 21, (attributes & ~0x07) | codec)
+    struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def test_a_gzip_batch_is_inflated_only_where_the_tier_takes_it_and_other_codecs_never() -> None:
+    batch = _gzip_batch([(b"k1", b"a" * 300), (None, b"b" * 5)])
+    records = decode_batches(batch, gzip=True)[0]
+    assert [(r.key, r.value, r.headers) for r in records] == [
+        (b"k1", b"a" * 300, [("h", b"1")]),
+        (None, b"b" * 5, [("h", b"1")]),
+    ]
+    with pytest.raises(UnsupportedCompression) as standard:
+        decode_batches(batch)
+    assert standard.value.codec == "gzip"
+    for codec, name in ((2, "snappy"), (3, "lz4"), (4, "zstd")):
+        with pytest.raises(UnsupportedCompression) as refused:
+            decode_batches(_with_codec(batch, codec), gzip=True)
+        assert refused.value.codec == name
+
+
+def test_a_gzip_bomb_is_refused_before_it_inflates_past_the_bound() -> None:
+    """A batch whose records would inflate past MAX_INFLATED_BATCH ends in KafkaDecodeError (CORRUPT_MESSAGE),
+    having inflated no more than the bound (a hostile producer cannot exhaust the emulator's memory)."""
+    bomb = _gzip_batch([(None, bytes(MAX_INFLATED_BATCH + 1024))])
+    assert len(bomb) < 100_000
+    with pytest.raises(KafkaDecodeError, match="inflates past"):
+        decode_batches(bomb, gzip=True)
+    truncated = bytearray(bomb[:-40])
+    struct.pack_into(">i", truncated, 8, len(truncated) - 12)  # batch length of the cut batch
+    struct.pack_into(">I", truncated, 17, crc32c(bytes(truncated[21:])))
+    with pytest.raises(KafkaDecodeError):
+        decode_batches(bytes(truncated), gzip=True)

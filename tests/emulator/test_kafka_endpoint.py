@@ -187,14 +187,39 @@ def test_list_offsets_agree_with_the_amqp_partition_properties(emu: Emulator) ->
     assert by_time[tps[1]].offset == 2, "the first retained event enqueued at or after the time"
 
 
-def test_compressed_batches_are_refused_with_unsupported_compression_type(emu: Emulator) -> None:
+def test_a_standard_namespace_refuses_gzip_batches_with_the_message_format_error(emu: Emulator) -> None:
+    """Kafka compression is Premium and Dedicated only (Microsoft's Kafka overview); a Standard namespace
+    answers a compressed batch with the message-format error its troubleshooting guide names."""
     producer = KafkaProducer(**_client_config(emu, compression_type="gzip", retries=0))
     try:
-        with pytest.raises(kafka_errors.UnsupportedCompressionTypeError):
+        with pytest.raises(kafka_errors.UnsupportedForMessageFormatError):
             producer.send("hub1", b"zipped" * 100, partition=0).get(timeout=DEADLINE)
     finally:
         producer.close()
     assert emu.partition_info("hub1", "0")["last_enqueued_sequence_number"] == -1
+
+
+def test_a_premium_namespace_takes_gzip_and_amqp_readers_get_the_events_inflated() -> None:
+    """``--tier Premium``: a gzip producer's events reach an AMQP reader inflated, each once with its
+    headers as properties, and a Kafka consumer reads them back at their offsets."""
+    config = EmulatorConfig.many_hubs({"hub1": 2}, kafka_port=0, tier="Premium")
+    with Emulator(config) as emu:
+        producer = KafkaProducer(**_client_config(emu, compression_type="gzip", acks="all", linger_ms=50))
+        futures = [
+            producer.send("hub1", f"gz-{i}-".encode() * 40, partition=i % 2, headers=[("n", str(i).encode())])
+            for i in range(30)
+        ]
+        producer.flush()
+        assert sorted(f.get(timeout=DEADLINE).offset for f in futures) == sorted(list(range(15)) * 2)
+        producer.close()
+        got = receive_all(emu.connection_string("hub1"), expected=30)
+        bodies = sorted(event.body_as_str() for _, event in got)
+        assert bodies == sorted(f"gz-{i}-" * 40 for i in range(30)), "every event once, inflated"
+        for partition, event in got:
+            n = int(event.body_as_str().split("-")[1])
+            assert (int(partition), event.properties) == (n % 2, {b"n": str(n).encode()})
+        records = _consume(emu, "hub1", [0, 1], expected=30)
+        assert sorted(r.value.decode() for r in records) == bodies
 
 
 # ----------------------------------------------------------------------------------- raw socket checks

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as kafka_errors
+from kafka.structs import OffsetAndMetadata
 
 from . import raw
 from .conftest import KafkaServer
@@ -391,8 +392,8 @@ def test_a_producer_does_not_create_a_topic(server: KafkaServer) -> None:
 
 
 def test_compressed_batches(server: KafkaServer) -> None:
-    """Kafka stores a gzip batch; the emulator refuses every compressed batch with
-    UNSUPPORTED_COMPRESSION_TYPE (the service's compression support is by tier: docs/emulator.md)."""
+    """Kafka stores a gzip batch; the emulator, a Standard namespace by default, refuses it with the
+    message-format error (Kafka compression is gzip on Premium and Dedicated only: docs/emulator.md)."""
     topic = server.topic(1)
     producer = KafkaProducer(**server.config(acks="all", compression_type="gzip", retries=0))
     try:
@@ -400,7 +401,7 @@ def test_compressed_batches(server: KafkaServer) -> None:
         if server.kind == "kafka":
             assert future.get(timeout=DEADLINE).offset == 0
         else:
-            with pytest.raises(kafka_errors.UnsupportedCompressionTypeError):
+            with pytest.raises(kafka_errors.UnsupportedForMessageFormatError):
                 future.get(timeout=DEADLINE)
     finally:
         producer.close()
@@ -434,3 +435,31 @@ def test_transactional_producers(server: KafkaServer) -> None:
         assert consumer.end_offsets([tp])[tp] == (2 if server.kind == "kafka" else 0)
     finally:
         consumer.close()
+
+
+def test_group_id_and_offset_metadata_limits(server: KafkaServer) -> None:
+    """Kafka takes a 257-character group id and 1,025 bytes of commit metadata (its default
+    offset.metadata.max.bytes is 4,096); the service's limits are 256 and 1,024 (Microsoft's Kafka
+    troubleshooting guide, "Limits"), so the emulator refuses them: INVALID_GROUP_ID and
+    OFFSET_METADATA_TOO_LARGE. At the limits both servers take the commit."""
+    topic = server.topic(1)
+    tp = TopicPartition(topic, 0)
+    produce(server, topic, [{"value": b"x", "partition": 0}])
+    cases = [
+        ("g" * 256, "m" * 1024, None),
+        ("g" * 257, "m", kafka_errors.InvalidGroupIdError),
+        (f"limits-{server.kind}", "m" * 1025, kafka_errors.OffsetMetadataTooLargeError),
+    ]
+    for group, metadata, service_error in cases:
+        consumer = KafkaConsumer(**server.config(group_id=group, enable_auto_commit=False))
+        try:
+            consumer.assign([tp])
+            offsets = {tp: OffsetAndMetadata(1, metadata, -1)}
+            if server.kind == "kafka" or service_error is None:
+                consumer.commit(offsets)
+                assert consumer.committed(tp) == 1
+            else:
+                with pytest.raises(service_error):
+                    consumer.commit(offsets)
+        finally:
+            consumer.close()

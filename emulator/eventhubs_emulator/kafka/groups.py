@@ -17,7 +17,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from .protocol import GROUP_INITIAL_REBALANCE_DELAY, ErrorCode
+from .protocol import GROUP_INITIAL_REBALANCE_DELAY, MAX_GROUP_ID_LENGTH, ErrorCode
 
 log = logging.getLogger("eventhubs_emulator.kafka")
 
@@ -217,7 +217,7 @@ class GroupCoordinator:
 
         From v4 a member without an id is first given one with MEMBER_ID_REQUIRED and joins again with
         it (KIP-394, as Kafka does): only then does it count as a member of the rebalance."""
-        if not req["group_id"]:
+        if not req["group_id"] or len(req["group_id"]) > MAX_GROUP_ID_LENGTH:
             return {"error_code": ErrorCode.INVALID_GROUP_ID, "members": []}
         group = self.group(req["group_id"])
         group.expire_sessions()

@@ -12,6 +12,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import KAFKA_GZIP_TIERS as GZIP_TIERS
 from ..store import Broker, Hub, PartitionLog
 from .events import record_tail, record_to_message
 from .groups import GroupCoordinator
@@ -19,13 +20,13 @@ from .protocol import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_FETCH_WAIT_MS,
+    MAX_GROUP_ID_LENGTH,
+    MAX_OFFSET_METADATA_BYTES,
     NODE_ID,
-    SASL_MECHANISM,
     SUPPORTED_VERSIONS,
     ErrorCode,
 )
 from .records import UnsupportedCompression, decode_batches, encode_batch_of_tails
-from .sasl import SaslRefused, check_plain
 from .wire import KafkaDecodeError
 
 
@@ -61,32 +62,6 @@ def api_versions(ctx: Context, version: int, req: dict) -> dict:
         for k, (lo, hi) in SUPPORTED_VERSIONS.items()
     ]
     return {"error_code": ErrorCode.NONE, "api_keys": keys}
-
-
-def sasl_handshake(ctx: Context, version: int, req: dict) -> dict:
-    """Agree on PLAIN, the one mechanism the service's Kafka endpoint takes with a connection string."""
-    ok = req["mechanism"] == SASL_MECHANISM
-    ctx.state.handshake_done = ok
-    ctx.state.failed_auth = not ok  # as a Kafka broker: the answer, then the connection closes
-    error = ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_SASL_MECHANISM
-    return {"error_code": error, "mechanisms": [SASL_MECHANISM]}
-
-
-def sasl_authenticate(ctx: Context, version: int, req: dict) -> dict:
-    """Check the PLAIN credentials (user ``$ConnectionString``, password the connection string)."""
-    if not ctx.state.handshake_done or ctx.state.authenticated:
-        ctx.state.failed_auth = True
-        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": "SaslHandshake PLAIN first"}
-    try:
-        check_plain(req["auth_bytes"] or b"", ctx.broker.config)
-    except SaslRefused as exc:
-        ctx.state.failed_auth = True
-        return {
-            "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
-            "error_message": f"Authentication failed: {exc}",
-        }
-    ctx.state.authenticated = True
-    return {"error_code": ErrorCode.NONE, "error_message": None}
 
 
 def _partition_entries(hub: Hub) -> list[dict]:
@@ -138,10 +113,11 @@ def _produce_partition(ctx: Context, topic: str, part: dict) -> dict:
     if log is None:
         out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return out
+    tier = ctx.broker.config.tier
     try:
-        batches = decode_batches(part["records"] or b"")
+        batches = decode_batches(part["records"] or b"", gzip=tier in GZIP_TIERS)
     except UnsupportedCompression as exc:
-        out.update(error_code=ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, error_message=str(exc))
+        out.update(_compression_refused(exc.codec, tier))
         return out
     except KafkaDecodeError as exc:
         out.update(error_code=ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
@@ -162,6 +138,22 @@ def _produce_partition(ctx: Context, topic: str, part: dict) -> dict:
         log.append(messages, None)
     out.update(base_offset=base, log_append_time_ms=log.last_enqueued_ms, log_start_offset=log.begin_seq)
     return out
+
+
+def _compression_refused(codec: str, tier: str) -> dict:
+    """The service's answer to a compressed batch it does not take (Microsoft's Kafka pages): only
+    gzip, and only on Premium and Dedicated; Standard answers with the message-format error."""
+    if tier in GZIP_TIERS:
+        return {
+            "error_code": ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            "error_message": f"{codec} is not supported: Event Hubs takes gzip only; set compression.type "
+            "to gzip or none",
+        }
+    return {
+        "error_code": ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        "error_message": f"a {tier} namespace takes no compressed batches ({codec}; Kafka compression is "
+        "Premium and Dedicated only, gzip); set compression.type to none",
+    }
 
 
 def produce(ctx: Context, version: int, req: dict) -> dict | None:
@@ -212,7 +204,8 @@ def find_coordinator(ctx: Context, version: int, req: dict) -> dict:
 
 
 def offset_commit(ctx: Context, version: int, req: dict) -> dict:
-    """Keep a consumer group's committed offsets (in memory; groups are made on first commit).
+    """Keep a consumer group's committed offsets (in memory; groups are made on first commit), within
+    the service's limits on the group id and the metadata.
 
     A commit outside a generation (-1: a consumer with manual assignment) is always taken; one inside
     needs a member of the group's current, stable generation. Each partition must exist.
@@ -226,8 +219,10 @@ def offset_commit(ctx: Context, version: int, req: dict) -> dict:
             error = allowed
             if error != ErrorCode.NONE:
                 pass
-            elif not group:
+            elif not group or len(group) > MAX_GROUP_ID_LENGTH:
                 error = ErrorCode.INVALID_GROUP_ID
+            elif len((p["committed_metadata"] or "").encode("utf-8")) > MAX_OFFSET_METADATA_BYTES:
+                error = ErrorCode.OFFSET_METADATA_TOO_LARGE
             elif _log(ctx, t["name"], p["partition_index"]) is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:

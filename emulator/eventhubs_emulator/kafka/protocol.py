@@ -83,6 +83,7 @@ class ErrorCode(IntEnum):
     CORRUPT_MESSAGE = 2
     UNKNOWN_TOPIC_OR_PARTITION = 3
     MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
     INVALID_REQUIRED_ACKS = 21
     ILLEGAL_GENERATION = 22
     INCONSISTENT_GROUP_PROTOCOL = 23
@@ -93,6 +94,7 @@ class ErrorCode(IntEnum):
     ILLEGAL_SASL_STATE = 34
     UNSUPPORTED_VERSION = 35
     INVALID_REQUEST = 42
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     SASL_AUTHENTICATION_FAILED = 58
     UNSUPPORTED_COMPRESSION_TYPE = 76
@@ -100,8 +102,7 @@ class ErrorCode(IntEnum):
     INVALID_RECORD = 87
 
 
-#: The SASL mechanism and user name the service takes (the password is a connection string).
-SASL_MECHANISM = "PLAIN"
+#: The SASL PLAIN user name the service takes (the password is a connection string).
 SASL_USER = "$ConnectionString"
 
 #: The one broker (node id) the endpoint presents; it leads every partition.
@@ -122,6 +123,11 @@ FAILED_AUTHENTICATION_DELAY = 0.1
 #: per member joining meanwhile, up to the rebalance timeout): Kafka's group.initial.rebalance.delay.ms
 #: default. Without it, members that start together each trigger a rebalance of their own.
 GROUP_INITIAL_REBALANCE_DELAY = 3.0
+
+#: The service's limits that Kafka does not have (Microsoft's Kafka troubleshooting guide, "Limits"):
+#: a ``group.id`` of at most 256 characters, offset commit metadata of at most 1,024 bytes.
+MAX_GROUP_ID_LENGTH = 256
+MAX_OFFSET_METADATA_BYTES = 1024
 
 #: Longest a Fetch waits for data (its MaxWaitMs is capped to this).
 MAX_FETCH_WAIT_MS = 30_000

@@ -10,6 +10,7 @@ timestamp delta, offset delta, key, value, headers.
 from __future__ import annotations
 
 import struct
+import zlib
 from dataclasses import dataclass, field
 
 import google_crc32c
@@ -21,7 +22,10 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_LOG_APPEND = 0x08
 TRANSACTIONAL = 0x10
 CONTROL = 0x20
-COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+GZIP = 1
+COMPRESSION_NAMES = {0: "none", GZIP: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+#: A gzip batch's records may inflate to this much, no more (a hostile batch cannot exhaust memory).
+MAX_INFLATED_BATCH = 16 * 1024 * 1024
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # base offset .. record count
 _CRC_AT = 17  # the crc field's position in the batch header
@@ -34,7 +38,11 @@ def crc32c(data: bytes | bytearray | memoryview) -> int:
 
 
 class UnsupportedCompression(KafkaDecodeError):
-    """The batch is compressed with a codec the endpoint does not decode."""
+    """The batch is compressed with a codec the endpoint does not take; ``codec`` names it."""
+
+    def __init__(self, codec: str) -> None:
+        super().__init__(f"a {codec} batch")
+        self.codec = codec
 
 
 @dataclass
@@ -47,11 +55,12 @@ class Record:
     timestamp_ms: int = -1
 
 
-def decode_batches(data: bytes) -> list[list[Record]]:
-    """The records of each batch in a Produce request's record set.
+def decode_batches(data: bytes, gzip: bool = False) -> list[list[Record]]:
+    """The records of each batch in a Produce request's record set; gzip batches are inflated when
+    ``gzip`` (the tiers that take them), as the service hands their events to AMQP readers inflated.
 
     Raises :class:`KafkaDecodeError` for a malformed batch or a CRC mismatch (the client's
-    CORRUPT_MESSAGE), :class:`UnsupportedCompression` for a compressed one.
+    CORRUPT_MESSAGE), :class:`UnsupportedCompression` for a compressed one it does not take.
     """
     batches = []
     pos = 0
@@ -67,19 +76,36 @@ def decode_batches(data: bytes) -> list[list[Record]]:
         if crc32c(data[pos + _CRC_FROM : end]) != crc:
             raise KafkaDecodeError("record batch CRC-32C mismatch")
         codec = attributes & COMPRESSION_MASK
-        if codec:
-            name = COMPRESSION_NAMES.get(codec, str(codec))
-            raise UnsupportedCompression(f"compression {name} is not supported; send uncompressed batches")
+        if codec and not (gzip and codec == GZIP):
+            raise UnsupportedCompression(COMPRESSION_NAMES.get(codec, f"codec {codec}"))
         if attributes & CONTROL:
             batches.append([])  # transaction markers carry no events
             pos = end
             continue
-        r = Reader(data, pos + _HEADER.size, end)
+        if codec:
+            body = _inflate(data[pos + _HEADER.size : end])
+            r = Reader(body, 0, len(body))
+        else:
+            r = Reader(data, pos + _HEADER.size, end)
         batches.append([_decode_record(r, base_ts) for _ in range(count)])
-        if r.pos != end:
+        if r.pos != r.end:
             raise KafkaDecodeError("record batch has bytes after its last record")
         pos = end
     return batches
+
+
+def _inflate(compressed: bytes) -> bytes:
+    """A gzip batch's records (Kafka compresses them as one gzip stream), at most MAX_INFLATED_BATCH."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        body = inflater.decompress(compressed, MAX_INFLATED_BATCH + 1)
+    except zlib.error as exc:
+        raise KafkaDecodeError(f"gzip record batch does not inflate: {exc}") from None
+    if len(body) > MAX_INFLATED_BATCH:
+        raise KafkaDecodeError(f"gzip record batch inflates past {MAX_INFLATED_BATCH} bytes")
+    if not inflater.eof:
+        raise KafkaDecodeError("gzip record batch is truncated")
+    return body
 
 
 def _decode_record(r: Reader, base_ts: int) -> Record:
