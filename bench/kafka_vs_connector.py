@@ -14,9 +14,9 @@ over AMQP) in one emulator process with its Kafka port, read two ways by one Spa
 Each side gets a per-trigger limit of all events (one batch). Timed from ``start()`` to the end of
 ``awaitTermination()``; rows are counted where they landed, by distinct (partition, sequenceNumber),
 and a wrong count stops the benchmark. The emulator's CPU time (user + system, from /proc) during
-each run is reported per path. Both sides are warmed up on a small hub first; sides alternate which
-goes first in each of ``--reps`` repetitions; the summary gives the median and min-max rows/s, the
-kafka/amqp ratios and the load average.
+each run is reported per path, per event, and as a kafka/amqp ratio. Both sides are warmed up on a
+small hub first; sides alternate which goes first in each of ``--reps`` repetitions; the summary
+gives the median and min-max rows/s, the kafka/amqp ratios and the load average.
 
 Usage: ``.venv/bin/python bench/kafka_vs_connector.py [--events 1000000] [--size 200] [--reps 3]``
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -35,8 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "jobs"))
 
-from connector_catchup import PARTITIONS, fill_hub
-from connector_throughput import PROPERTIES
+from connector_catchup import CATCHUP_CONF, PARTITIONS, fill_hub, workload_line
 from harness import connector_spark, run_until_done, spread
 
 from eventhubs_emulator import EmulatorConfig
@@ -143,14 +143,7 @@ def main() -> None:
             print(
                 f"sent {args.events:,} events over AMQP in {time.perf_counter() - started:.0f} s", flush=True
             )
-            spark = connector_spark(
-                "local[2]",
-                {
-                    "spark.python.worker.reuse": "true",
-                    "spark.sql.shuffle.partitions": "2",
-                    "spark.python.authenticate.socketTimeout": "120s",
-                },
-            )
+            spark = connector_spark("local[2]", CATCHUP_CONF)
             for side in SIDES:  # warm-up, not timed
                 run(spark, side, conns["warm"], bootstrap, WARM_EVENTS, workdir, f"warm-{side}", pid)
             for rep in range(args.reps):
@@ -178,17 +171,15 @@ def main() -> None:
         finally:
             emulator.stop()
 
-    print(
-        f"\n{args.events:,} events, {args.size} B + {len(PROPERTIES)} properties, {PARTITIONS} partitions, "
-        f"local[2], availableNow -> parquet, {args.reps} reps alternating; "
-        f"load average {min(loads):.1f}-{max(loads):.1f} (2 cores)"
-    )
-    print("| Path | rows/s, median (min-max) | emulator CPU s per run, median (min-max) |")
-    print("|---|---|---|")
+    print("\n" + workload_line(args.events, args.size, f"{args.reps} reps alternating", loads) + " (2 cores)")
+    print("| Path | rows/s, median (min-max) | emulator CPU s per run, median (min-max) | µs per event |")
+    print("|---|---|---|---|")
     names = {"amqp": "hubflow connector over AMQP", "kafka": "Spark's Kafka source over the Kafka endpoint"}
     for side in SIDES:
-        print(f"| {names[side]} | {spread(rates[side])} | {spread(cpu[side], '{:.1f}')} |")
-    print(f"| Kafka / AMQP | **{spread(ratios, '{:.2f}')}** | |")
+        per_event = statistics.median(cpu[side]) / args.events * 1e6
+        print(f"| {names[side]} | {spread(rates[side])} | {spread(cpu[side], '{:.1f}')} | {per_event:.1f} |")
+    cpu_ratios = [k / a for k, a in zip(cpu["kafka"], cpu["amqp"], strict=True)]
+    print(f"| Kafka / AMQP | **{spread(ratios, '{:.2f}')}** | {spread(cpu_ratios, '{:.1f}')} | |")
 
 
 if __name__ == "__main__":
