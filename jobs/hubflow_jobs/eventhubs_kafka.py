@@ -86,18 +86,15 @@ NO_KAFKA_EQUIVALENT = {
 }
 
 
-class EventHubsKafkaSourceConfig(EventHubConnectionConfig):
-    """The keys of a ``kind: eventhubs_kafka`` source (docs/pipelines.md).
+class EventHubsKafkaConfig(EventHubConnectionConfig):
+    """What a ``kind: eventhubs_kafka`` source and sink share: the hub's Kafka endpoint from the
+    connection string (``kafka_bootstrap_servers`` for the emulator), the topic, and ``options`` that
+    are Spark's Kafka options, never ``format("eventhubs")``'s nor secrets."""
 
-    ``options`` are Spark Kafka source options (``failOnDataLoss``, ``startingTimestamp``,
-    ``groupIdPrefix``, ``kafka.request.timeout.ms``, ...), never the ``format("eventhubs")`` ones.
-    """
-
-    reserved_options: ClassVar[frozenset[str]] = RESERVED_KAFKA_OPTIONS
+    #: What ``options`` takes instead of ``eventhubs.*`` ones, for the refusal's message.
+    kafka_options_hint: ClassVar[str] = ""
 
     kafka_bootstrap_servers: str | None = None
-    starting_position: Literal["earliest", "latest"] = "earliest"
-    max_events_per_trigger: int = Field(default=100_000, gt=0)
 
     @field_validator("kafka_bootstrap_servers")
     @classmethod
@@ -111,23 +108,17 @@ class EventHubsKafkaSourceConfig(EventHubConnectionConfig):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_eventhubs_only_keys(cls, value: Any) -> Any:
+    def _no_eventhubs_options(cls, value: Any) -> Any:
         if isinstance(value, dict):
-            for key, problem in NO_KAFKA_EQUIVALENT.items():
-                if key in value:
-                    raise KeyedValueError(key, problem)
             for key in value.get("options") or {}:
                 if str(key).lower().startswith("eventhubs."):
                     raise KeyedValueError(
-                        f"options.{key}",
-                        "is an option of format('eventhubs'); kind eventhubs_kafka takes "
-                        "Spark's Kafka source options (e.g. startingTimestamp, failOnDataLoss; see "
-                        "docs/pipelines.md), or read the hub with kind: eventhubs",
+                        f"options.{key}", f"is an option of format('eventhubs'); {cls.kafka_options_hint}"
                     )
         return value
 
     @model_validator(mode="after")
-    def _no_secret_options(self) -> EventHubsKafkaSourceConfig:
+    def _no_secret_options(self) -> EventHubsKafkaConfig:
         for key in self.options:
             if any(word in key.lower() for word in ("password", "jaas", "sasl")):
                 raise KeyedValueError(
@@ -142,15 +133,45 @@ class EventHubsKafkaSourceConfig(EventHubConnectionConfig):
         entity = _fields(os.environ[self.connection_string_env]).get("entitypath")
         if not entity:
             raise ValueError(
-                f"source: the connection string in {self.connection_string_env} has no EntityPath; set "
-                "eventhub_name to the hub (the Kafka topic)"
+                f"{self.section}: the connection string in {self.connection_string_env} has no EntityPath; "
+                "set eventhub_name to the hub (the Kafka topic)"
             )
         return entity
+
+    def kafka_client_options(self) -> dict[str, str]:
+        """:func:`client_options` for this connection, its string read from the environment now."""
+        return client_options(os.environ[self.connection_string_env], self.kafka_bootstrap_servers)
+
+
+class EventHubsKafkaSourceConfig(EventHubsKafkaConfig):
+    """The keys of a ``kind: eventhubs_kafka`` source (docs/pipelines.md).
+
+    ``options`` are Spark Kafka source options (``failOnDataLoss``, ``startingTimestamp``,
+    ``groupIdPrefix``, ``kafka.request.timeout.ms``, ...), never the ``format("eventhubs")`` ones.
+    """
+
+    reserved_options: ClassVar[frozenset[str]] = RESERVED_KAFKA_OPTIONS
+    kafka_options_hint: ClassVar[str] = (
+        "kind eventhubs_kafka takes Spark's Kafka source options (e.g. startingTimestamp, failOnDataLoss; "
+        "see docs/pipelines.md), or read the hub with kind: eventhubs"
+    )
+
+    starting_position: Literal["earliest", "latest"] = "earliest"
+    max_events_per_trigger: int = Field(default=100_000, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_eventhubs_only_keys(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for key, problem in NO_KAFKA_EQUIVALENT.items():
+                if key in value:
+                    raise KeyedValueError(key, problem)
+        return value
 
     def spark_options(self) -> dict[str, str]:
         """The options for ``readStream.format("kafka")``, connection string read from the environment."""
         return {
-            **client_options(os.environ[self.connection_string_env], self.kafka_bootstrap_servers),
+            **self.kafka_client_options(),
             **RECOMMENDED_CLIENT_SETTINGS,
             **self.options,
             "subscribe": self.topic(),

@@ -14,19 +14,12 @@ frame is mapped.
 
 from __future__ import annotations
 
-import os
 from typing import Any, ClassVar
 
-from pydantic import field_validator, model_validator
+from pydantic import model_validator
 
 from hubflow_jobs.config import KeyedValueError
-from hubflow_jobs.eventhubs_config import EventHubConnectionConfig
-from hubflow_jobs.eventhubs_kafka import (
-    RECOMMENDED_PRODUCER_SETTINGS,
-    EventHubsKafkaSourceConfig,
-    _fields,
-    client_options,
-)
+from hubflow_jobs.eventhubs_kafka import RECOMMENDED_PRODUCER_SETTINGS, EventHubsKafkaConfig
 
 #: Spark Kafka sink options hubflow derives from the sink's keys (lower case); ``options`` may not
 #: set them.
@@ -61,7 +54,7 @@ REFUSED_KAFKA_OPTIONS = {
 }
 
 
-class EventHubsKafkaSinkConfig(EventHubConnectionConfig):
+class EventHubsKafkaSinkConfig(EventHubsKafkaConfig):
     """The keys of a ``kind: eventhubs_kafka`` sink (docs/pipelines.md).
 
     ``options`` are Spark Kafka sink options (``kafka.linger.ms``, ``kafka.batch.size``,
@@ -70,13 +63,10 @@ class EventHubsKafkaSinkConfig(EventHubConnectionConfig):
 
     section: ClassVar[str] = "sink"
     reserved_options: ClassVar[frozenset[str]] = RESERVED_KAFKA_SINK_OPTIONS
-
-    kafka_bootstrap_servers: str | None = None
-
-    @field_validator("kafka_bootstrap_servers")
-    @classmethod
-    def _host_and_port(cls, value: str | None) -> str | None:
-        return EventHubsKafkaSourceConfig._host_and_port(value)
+    kafka_options_hint: ClassVar[str] = (
+        "kind eventhubs_kafka takes Spark's Kafka sink options (e.g. kafka.linger.ms; see "
+        "docs/pipelines.md), or write the hub with kind: eventhubs"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -87,39 +77,14 @@ class EventHubsKafkaSinkConfig(EventHubConnectionConfig):
             if key in value:
                 raise KeyedValueError(key, problem)
         for key in value.get("options") or {}:
-            lower = str(key).lower()
-            if lower.startswith("eventhubs."):
-                raise KeyedValueError(
-                    f"options.{key}",
-                    "is an option of format('eventhubs'); kind eventhubs_kafka takes Spark's Kafka sink "
-                    "options (e.g. kafka.linger.ms; see docs/pipelines.md), or write the hub with kind: "
-                    "eventhubs",
-                )
-            if lower in REFUSED_KAFKA_OPTIONS:
-                raise KeyedValueError(f"options.{key}", REFUSED_KAFKA_OPTIONS[lower])
-            if any(word in lower for word in ("password", "jaas", "sasl")):
-                raise KeyedValueError(
-                    f"options.{key}", "secrets and SASL settings come from connection_string_env"
-                )
+            if str(key).lower() in REFUSED_KAFKA_OPTIONS:
+                raise KeyedValueError(f"options.{key}", REFUSED_KAFKA_OPTIONS[str(key).lower()])
         return value
-
-    def topic(self) -> str:
-        """The hub (Kafka topic): ``eventhub_name``, else the connection string's ``EntityPath``."""
-        if self.eventhub_name:
-            return self.eventhub_name
-        # the source kind's reading of Key=Value; (an Entra ID connection string has no key to parse)
-        entity = _fields(os.environ[self.connection_string_env]).get("entitypath")
-        if not entity:
-            raise ValueError(
-                f"sink: the connection string in {self.connection_string_env} has no EntityPath; set "
-                "eventhub_name to the hub (the Kafka topic)"
-            )
-        return entity
 
     def spark_options(self) -> dict[str, str]:
         """The options for ``writeStream.format("kafka")``, connection string read from the environment."""
         return {
-            **client_options(os.environ[self.connection_string_env], self.kafka_bootstrap_servers),
+            **self.kafka_client_options(),
             **RECOMMENDED_PRODUCER_SETTINGS,
             **self.options,
             "topic": self.topic(),

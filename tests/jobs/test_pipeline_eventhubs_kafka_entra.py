@@ -151,7 +151,7 @@ def test_a_submitted_job_keeps_the_client_secret_off_every_command_line_page_and
     none of it."""
     from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV
     from hubflow_jobs.status import StatusFolder
-    from tests.azure.submitted_jobs import cmdlines, get_json, session_pids
+    from tests.azure.submitted_jobs import get_json, session_cmdlines
     from tests.support.processes import free_port, stop_process
 
     from . import helpers
@@ -198,7 +198,7 @@ def test_a_submitted_job_keeps_the_client_secret_off_every_command_line_page_and
             assert process.poll() is None, "the job died:\n" + log_path.read_text(errors="replace")[-4000:]
             assert time.monotonic() < deadline, log_path.read_text(errors="replace")[-4000:]
             time.sleep(1)
-        commands = cmdlines(session_pids(process.pid))
+        commands = session_cmdlines(process.pid)
         assert any("SparkSubmit" in c or "spark-submit" in c for c in commands.values()), commands
         for pid, command in commands.items():
             assert SECRET not in command, f"process {pid}'s command line holds the client secret"

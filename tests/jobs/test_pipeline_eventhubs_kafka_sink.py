@@ -169,8 +169,8 @@ def test_a_frame_without_body_fails_the_start_naming_the_column_and_sends_nothin
             "does not write in Kafka transactions",
         ),
         (
-            {"options": {"kafka.sasl.jaas.config": "x"}},
-            "sinks.alerts.options.kafka.sasl.jaas.config",
+            {"options": {"kafka.sasl.kerberos.service.name": "x"}},
+            "sinks.alerts.options.kafka.sasl.kerberos.service.name",
             "come from connection_string_env",
         ),
         (
