@@ -25,22 +25,12 @@ from pyspark_eventhubs.hub_metadata import HubMetadata
 from pyspark_eventhubs.options import parse_options
 from tests.connector.test_entra_id_stream import aad_options
 from tests.connector.token_renewal import LIFETIME, read_and_write_past_the_first_token
+from tests.support.emulator import AZURE_IDENTITY_VARIABLES
 
 pytestmark = pytest.mark.integration
 
 SECRET = "sp-secret-do-not-log-7Qx"
 SUBJECT = "system:serviceaccount:streams:copy-job"
-IDENTITY_VARS = (
-    "AZURE_CLIENT_ID",
-    "AZURE_CLIENT_SECRET",
-    "AZURE_TENANT_ID",
-    "AZURE_FEDERATED_TOKEN_FILE",
-    "AZURE_AUTHORITY_HOST",
-    "IDENTITY_ENDPOINT",
-    "IDENTITY_HEADER",
-    "MSI_ENDPOINT",
-    "AZURE_POD_IDENTITY_AUTHORITY_HOST",
-)
 
 
 @dataclass
@@ -57,7 +47,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     from eventhubs_emulator.token_issuer import RegisteredClient, TokenIssuer
     from tests.support.emulator import Emulator
 
-    for name in IDENTITY_VARS:
+    for name in AZURE_IDENTITY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     issuer = TokenIssuer(
         tmp_path / "token-issuer",

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from hubflow_jobs import EXIT_OK
+from tests.support.emulator import AZURE_IDENTITY_VARIABLES
 
 from .helpers import EmulatedHub
 from .pipelines_support import (
@@ -34,16 +35,6 @@ pytestmark = pytest.mark.integration
 ENV_VAR = "HUBFLOW_TEST_KAFKA_ENTRA_CONNECTION"
 CLIENT_ID = "kafka-copy-sp"
 SECRET = "kafka-sp-secret-do-not-log-4Rv"
-IDENTITY_VARS = (
-    "AZURE_CLIENT_ID",
-    "AZURE_CLIENT_SECRET",
-    "AZURE_TENANT_ID",
-    "AZURE_FEDERATED_TOKEN_FILE",
-    "AZURE_AUTHORITY_HOST",
-    "IDENTITY_ENDPOINT",
-    "IDENTITY_HEADER",
-    "REQUESTS_CA_BUNDLE",
-)
 
 
 @dataclass
@@ -63,7 +54,7 @@ def entra_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ent
     from eventhubs_emulator.token_issuer import RegisteredClient, TokenIssuer
     from eventhubs_emulator.token_issuer.authority import DEFAULT_AUDIENCES
 
-    for name in IDENTITY_VARS:
+    for name in AZURE_IDENTITY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     issuer = TokenIssuer(
         tmp_path / "token-issuer",

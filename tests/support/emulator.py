@@ -25,6 +25,21 @@ from typing import Any
 from eventhubs_emulator import Emulator
 from eventhubs_emulator.launcher import start_emulator
 
+#: The environment azure-identity (and kafka-clients' login, through hubflow) reads an identity from:
+#: a test that sets one clears them all first, so the machine's own cannot leak in.
+AZURE_IDENTITY_VARIABLES = (
+    "AZURE_CLIENT_ID",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_TENANT_ID",
+    "AZURE_FEDERATED_TOKEN_FILE",
+    "AZURE_AUTHORITY_HOST",
+    "IDENTITY_ENDPOINT",
+    "IDENTITY_HEADER",
+    "MSI_ENDPOINT",
+    "AZURE_POD_IDENTITY_AUTHORITY_HOST",
+    "REQUESTS_CA_BUNDLE",
+)
+
 
 def start_test_emulator(
     tmp_path: Path | None = None,
