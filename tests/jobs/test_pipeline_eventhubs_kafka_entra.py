@@ -20,7 +20,7 @@ import pytest
 from hubflow_jobs import EXIT_OK
 from tests.support.emulator import AZURE_IDENTITY_VARIABLES
 
-from .helpers import EmulatedHub
+from .helpers import EmulatedHub, receive_all, write_json_landing_file
 from .pipelines_support import (
     NUMBER_EVENTS,
     check_events_once,
@@ -279,3 +279,29 @@ def test_a_streaming_job_outlives_its_tokens_renewing_and_reauthenticating(
     check_events_once(numbered_events(spark, output), sent, 2)
     assert entra_stack.issuer.tokens_by_client[CLIENT_ID] >= 4, dict(entra_stack.issuer.tokens_by_client)
     assert "SASL session expired" not in caplog.text, caplog.text[-2000:]
+
+
+def test_a_service_principal_writes_the_hub_through_the_kafka_sink_each_row_once(
+    spark: Any, entra_stack: EntraStack, tmp_path: Path, pipelines: Path
+) -> None:
+    """The ``kind: eventhubs_kafka`` sink signs in the same way (OAUTHBEARER, the JVM asking the v2
+    endpoint for the service principal's token); the rows arrive over AMQP once each."""
+    from .test_pipeline_eventhubs_kafka_sink import ORDERS_TO_EVENTS
+
+    write_module(pipelines, "entra_orders", ORDERS_TO_EVENTS)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    ids = write_json_landing_file(landing, "a.json", 1, good=25, bad=1)
+    sink = {"kind": "eventhubs_kafka", "connection_string_env": ENV_VAR}  # topic: EntityPath hub1
+    sink["kafka_bootstrap_servers"] = entra_stack.bootstrap
+    source = {"kind": "files", "path": str(landing), "format": "json", "schema": "id BIGINT, name STRING"}
+    config = pipeline_config(tmp_path, "entra_orders", sources={"orders": source}, sinks={"alerts": sink})
+
+    code, reason = run_on_session(spark, "entra_orders:events", config)
+
+    assert code == EXIT_OK, reason
+    events = receive_all(entra_stack.hub.connection_string)
+    assert sorted(json.loads(event.body_as_str())["id"] for _, event in events) == sorted(ids)
+    requests = entra_stack.issuer.token_requests
+    assert requests and {(client, route) for client, route, _ in requests} == {(CLIENT_ID, "v2")}, requests
+    assert all(agent.startswith("Java") for _, _, agent in requests), requests
