@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -58,6 +57,7 @@ from tests.support.compose_stack import (
     image_build_seconds,
     wait_for_image_build,
 )
+from tests.support.processes import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack]
 
@@ -92,12 +92,6 @@ LEASE_SECONDS = 60.0
 TASK_HEARTBEAT_TIMEOUT = 120.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def stack() -> Iterator[ComposeStack]:
     reason = docker_unavailable()
@@ -106,7 +100,7 @@ def stack() -> Iterator[ComposeStack]:
     started = time.monotonic()
     built = wait_for_image_build()
     waited = time.monotonic() - started
-    ports = {name: _free_port() for name in ("airflow", "spark", "eventhubs", "microsoft")}
+    ports = {name: free_port() for name in ("airflow", "spark", "eventhubs", "microsoft")}
     env = {
         **os.environ,
         "COMPOSE_PROJECT_NAME": PROJECT,

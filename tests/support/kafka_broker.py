@@ -21,13 +21,14 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from tests.support.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBS = ROOT / "tests" / "support" / "kafka" / "libs"
@@ -66,12 +67,6 @@ def java_command(main_class: str, *args: str, log4j: Path | None = None) -> list
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
     logging_options = [f"-Dlog4j2.configurationFile={log4j}"] if log4j else []
     return [java, *JVM_OPTIONS, *logging_options, "-cp", f"{LIBS}/*", main_class, *args]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _jaas(username: str, password: str, *, server: bool) -> str:

