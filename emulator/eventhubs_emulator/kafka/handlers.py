@@ -38,6 +38,8 @@ class ClientState:
     authenticated: bool = False
     failed_auth: bool = False  # the connection closes after the failure response
     client_host: str = ""  # as Kafka shows it: "/" and the peer's address
+    mechanism: str | None = None  # the SASL mechanism SaslHandshake agreed (a re-authentication keeps it)
+    session_expires_at: float | None = None  # epoch seconds; None: no expiry (PLAIN)
 
 
 @dataclass

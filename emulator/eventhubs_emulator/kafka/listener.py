@@ -94,7 +94,7 @@ class KafkaServer:
         peer = writer.get_extra_info("peername")
         sockname = writer.get_extra_info("sockname")
         port = sockname[1] if sockname else 0
-        state = sasl_handlers.SaslClientState(client_host=f"/{peer[0]}" if peer else "")
+        state = handlers.ClientState(client_host=f"/{peer[0]}" if peer else "")
         self.writers.add(writer)
         try:
             while True:

@@ -11,19 +11,10 @@ is closed at its next request (:func:`session_expired`), as a Kafka broker with
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from .handlers import ClientState, Context
 from .protocol import ErrorCode
-from .sasl import MECHANISMS, OAUTHBEARER, PLAIN, SaslRefused, check_oauthbearer, check_plain
-
-
-@dataclass
-class SaslClientState(ClientState):
-    """A connection's state with what its SASL session agreed: the mechanism and when it ends."""
-
-    mechanism: str | None = None  # the one SaslHandshake agreed (a re-authentication keeps it)
-    session_expires_at: float | None = None  # epoch seconds; None: no expiry (PLAIN)
+from .sasl import MECHANISMS, OAUTHBEARER, SaslRefused, check_oauthbearer, check_plain
 
 
 def sasl_handshake(ctx: Context, version: int, req: dict) -> dict:
@@ -31,11 +22,11 @@ def sasl_handshake(ctx: Context, version: int, req: dict) -> dict:
     state = ctx.state
     mechanism = req["mechanism"]
     ok = mechanism in MECHANISMS
-    if ok and state.authenticated and isinstance(state, SaslClientState):
+    if ok and state.authenticated:
         ok = mechanism == state.mechanism  # KIP-368: re-authentication uses the first mechanism
     state.handshake_done = ok
     state.failed_auth = not ok  # as a Kafka broker: the answer, then the connection closes
-    if ok and isinstance(state, SaslClientState):
+    if ok:
         state.mechanism = mechanism
     error = ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_SASL_MECHANISM
     return {"error_code": error, "mechanisms": list(MECHANISMS)}
@@ -47,7 +38,7 @@ def sasl_authenticate(ctx: Context, version: int, req: dict) -> dict:
     if not state.handshake_done:
         state.failed_auth = True
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": "SaslHandshake first"}
-    mechanism = state.mechanism if isinstance(state, SaslClientState) else PLAIN
+    mechanism = state.mechanism
     state.handshake_done = False  # one SaslAuthenticate per handshake
     expires_at = None
     try:
@@ -63,15 +54,12 @@ def sasl_authenticate(ctx: Context, version: int, req: dict) -> dict:
             "error_message": f"Authentication failed: {exc}",
         }
     state.authenticated = True
-    lifetime_ms = 0
-    if isinstance(state, SaslClientState):
-        state.session_expires_at = expires_at
-        if expires_at is not None:
-            lifetime_ms = max(1, int((expires_at - time.time()) * 1000))
+    state.session_expires_at = expires_at
+    lifetime_ms = 0 if expires_at is None else max(1, int((expires_at - time.time()) * 1000))
     return {"error_code": ErrorCode.NONE, "error_message": None, "session_lifetime_ms": lifetime_ms}
 
 
 def session_expired(state: ClientState, now: float | None = None) -> bool:
     """Whether an authenticated connection's OAUTHBEARER session (its token) has lapsed."""
-    expires_at = getattr(state, "session_expires_at", None)
+    expires_at = state.session_expires_at
     return expires_at is not None and (time.time() if now is None else now) >= expires_at
