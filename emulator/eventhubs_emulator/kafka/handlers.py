@@ -12,7 +12,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import KAFKA_GZIP_TIERS as GZIP_TIERS
+from ..config import KAFKA_GZIP_TIERS
 from ..store import Broker, Hub, PartitionLog
 from .events import record_tail, record_to_message
 from .groups import GroupCoordinator
@@ -117,7 +117,7 @@ def _produce_partition(ctx: Context, topic: str, part: dict) -> dict:
         return out
     tier = ctx.broker.config.tier
     try:
-        batches = decode_batches(part["records"] or b"", gzip=tier in GZIP_TIERS)
+        batches = decode_batches(part["records"] or b"", gzip=tier in KAFKA_GZIP_TIERS)
     except UnsupportedCompression as exc:
         out.update(_compression_refused(exc.codec, tier))
         return out
@@ -145,7 +145,7 @@ def _produce_partition(ctx: Context, topic: str, part: dict) -> dict:
 def _compression_refused(codec: str, tier: str) -> dict:
     """The service's answer to a compressed batch it does not take (Microsoft's Kafka pages): only
     gzip, and only on Premium and Dedicated; Standard answers with the message-format error."""
-    if tier in GZIP_TIERS:
+    if tier in KAFKA_GZIP_TIERS:
         return {
             "error_code": ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
             "error_message": f"{codec} is not supported: Event Hubs takes gzip only; set compression.type "
