@@ -41,6 +41,7 @@ from hubflow_jobs import (
 from hubflow_jobs.runtime.detached_process import start_detached
 from hubflow_jobs.status import StatusFolder
 from hubflow_plugins.core.job_control import JobControl
+from hubflow_plugins.core.job_exit import run_outcome
 from hubflow_plugins.core.registry import (
     RegisteredJob,
     RegistryError,
@@ -54,7 +55,7 @@ from hubflow_plugins.status_page.progress_history import progress_lag
 #: What each of the job's exit codes means, for the last line of a run.
 EXIT_MEANINGS = {
     EXIT_OK: "finished (availableNow ran dry) or stopped gracefully",
-    EXIT_FAILED: "failed: the reason is the last line of the driver log",
+    EXIT_FAILED: "failed: its reason is below",
     EXIT_CONFIG_ERROR: "the config was refused; nothing ran",
     EXIT_LOCKED: "another instance holds the job's lease; nothing ran",
     EXIT_HELD: "held by on-call (HOLD marker in the status folder); nothing ran",
@@ -197,6 +198,9 @@ def _supervise(
             signal.signal(sig, handler)
     code = code if code >= 0 else 128 - code
     print(f"job {job.name} exited {code}: {EXIT_MEANINGS.get(code, 'spark-submit failed')}")
+    reason = run_outcome(folder.status(), earlier)
+    if code != EXIT_OK and reason:
+        print(f"reason: {reason}")
     if code != EXIT_OK:
         print(f"--- the last lines of {log_path} ---")
         print(log_tail(log_path, LOG_TAIL_LINES))

@@ -58,3 +58,31 @@ def test_run_once_processes_every_landed_record_once(tmp_path: Path) -> None:
     assert status.returncode == 0, output(status)
     assert "state       stopped" in status.stdout
     assert "input rows" in status.stdout and "lease       free" in status.stdout
+
+
+def test_a_failed_run_prints_its_reason_from_status_json(tmp_path: Path) -> None:
+    """The one-line reason comes from the run's status.json (``outcome``), not from the driver
+    log's physical last line, which Spark's JVM may write after the driver's own."""
+    pipelines, registry = tmp_path / "pipelines", tmp_path / "registry.yaml"
+    created = hubflow("new", "pipeline", "orders", "--dir", pipelines, "--registry", registry)
+    assert created.returncode == 0, output(created)
+    module = pipelines / "orders.py"
+    signature = "def transform(landing: DataFrame, params: Params) -> DataFrame:\n"
+    source = module.read_text(encoding="utf-8")
+    assert signature in source
+    failing = signature + '    raise ValueError("the currency table is missing")\n'
+    module.write_text(source.replace(signature, failing), encoding="utf-8")
+    config_path = pipelines / "configs" / "orders.yaml"
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    config["spark_conf"]["spark.ui.enabled"] = False
+    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+
+    run = hubflow(
+        "run", "orders", "--once", "--every", "1", "--registry", registry, pipelines=pipelines, timeout=540
+    )
+
+    assert run.returncode == 1, output(run)
+    assert "job orders exited 1: failed: its reason is below" in run.stdout, output(run)
+    reason = [line for line in run.stdout.splitlines() if line.startswith("reason: ")]
+    assert reason and "job orders failed" in reason[0], output(run)
+    assert "ValueError: the currency table is missing" in reason[0], output(run)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -151,12 +152,24 @@ def spark_submit(
     return start_detached(command, log_path, env, append=False)
 
 
+#: A line the job's own Python logging wrote (``hubflow_jobs.runtime.runner.configure_logging``'s
+#: format: ``2026-11-27 22:40:16,123 ERROR hubflow_jobs: ...``); Spark's JVM lines read
+#: ``26/11/27 22:40:16 INFO SparkContext: ...``.
+_JOB_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ hubflow_jobs(\.[\w.]+)?: ")
+
+
 def last_log_line(log_path: Path) -> str:
-    """The last non-empty line of a run's log."""
+    """The last line the job itself logged in a run's log: its one-line outcome once the run ended.
+
+    Not the file's physical last line: the run's JVM is spark-submit's parent process and may still
+    log (its shutdown hooks) after the Python driver's last line; a log without any job line (the
+    run died before its logging started) gives its last non-empty line.
+    """
     lines = [
         line for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()
     ]
-    return lines[-1] if lines else ""
+    own = [line for line in lines if _JOB_LINE.match(line)]
+    return own[-1] if own else (lines[-1] if lines else "")
 
 
 def python_job(config: Path, script: Path = FILES_TO_LAKE) -> subprocess.CompletedProcess:

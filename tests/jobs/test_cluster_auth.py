@@ -28,6 +28,7 @@ from .helpers import (
     landing_config,
     last_log_line,
     read_lake,
+    read_status,
     write_config,
     write_json_landing_file,
 )
@@ -98,7 +99,13 @@ def test_a_driver_without_the_clusters_secret_is_refused_with_what_to_check(
     code, log, base, _ids = _run_job(authenticated_cluster, tmp_path, secret)
     last = last_log_line(log)
     assert code == EXIT_FAILED, last
-    assert expected in last and SPARK_AUTH_SECRET_ENV in last, last
+    # The reason where the operator and `hubflow run` read it (status.json), and as the last line
+    # the job logged (Spark's shutdown hooks may still write after it).
+    status = read_status(base)
+    assert status["exit_code"] == EXIT_FAILED, status
+    reason = status["outcome"]
+    assert expected in reason and SPARK_AUTH_SECRET_ENV in reason, reason
+    assert reason in last, last
     assert (base / "landing" / "a.json").exists()  # nothing read, nothing moved
     assert not (base / "lake").exists()
     assert SECRET not in log.read_text(errors="replace")

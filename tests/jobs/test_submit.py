@@ -213,7 +213,7 @@ def test_a_kill_request_ends_the_driver_hard(spark: Any, tmp_path: Path) -> None
     assert not (status_dir / "lease").exists(), "the killed run released its lease (its JVM is gone)"
 
 
-def test_failure_exits_non_zero_with_the_reason_last(tmp_path: Path) -> None:
+def test_failure_exits_non_zero_with_the_reason_last_and_in_status(tmp_path: Path) -> None:
     config = write_config(
         tmp_path / "job.yaml", landing_config(tmp_path, source={"schema": "id BIGNUMBER, name STRING"})
     )
@@ -224,6 +224,8 @@ def test_failure_exits_non_zero_with_the_reason_last(tmp_path: Path) -> None:
     last = last_log_line(log)
     assert "ERROR hubflow_jobs: job files_to_lake failed to start its query: " in last
     assert "BIGNUMBER" in last
-    assert read_status(tmp_path)["state"] == "failed"
+    status = read_status(tmp_path)
+    assert status["state"] == "failed"
+    assert status["exit_code"] == EXIT_FAILED and status["outcome"] in last, status
     assert not (tmp_path / "status" / "files_to_lake" / "lease").exists()
     assert time.monotonic() - started < 120

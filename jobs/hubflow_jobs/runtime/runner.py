@@ -10,8 +10,8 @@ checkpoint (exit 3 while another instance holds it), refuses to start while on-c
 (exit 4), starts the watchdog (lease renewal, heartbeat, STOP/HOLD/KILL markers;
 :mod:`hubflow_jobs.runtime.watchdog`), builds the session, then :func:`run_job` supervises the query: on a
 stop request it lets the running batch finish before ``query.stop()`` (exit 0), and it reports a
-failure with its reason on the last log line (exit 1). A lost lease (exit 5) or a kill request
-(exit 6) ends the driver hard, from the watchdog.
+failure with its reason on the last log line and in status.json's ``outcome`` (exit 1). A lost lease
+(exit 5) or a kill request (exit 6) ends the driver hard, from the watchdog.
 """
 
 from __future__ import annotations
@@ -24,7 +24,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_HELD, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
+from hubflow_jobs import (
+    EXIT_CONFIG_ERROR,
+    EXIT_FAILED,
+    EXIT_HELD,
+    EXIT_KILLED,
+    EXIT_LEASE_LOST,
+    EXIT_LOCKED,
+    EXIT_OK,
+)
 from hubflow_jobs.config import ConfigError, JobConfig, load_config
 from hubflow_jobs.runtime.executors import NoExecutorsError
 from hubflow_jobs.runtime.listener import StatusListener
@@ -128,12 +136,28 @@ def main(argv: Sequence[str], model: type[ConfigT], start_query: StartQuery, des
     finally:
         if spark is not None:
             _stop_session_quietly(spark)
+        else:
+            _quiet_jvm()  # a session that failed to start may leave its JVM up, logging at INFO
+        record_outcome(status, *outcome)
         watchdog.close()
         lease.release()  # after the session: nothing of this run writes the checkpoint any more
     code, reason = outcome
-    # The reason is the last line of the run's log, where a supervisor looks for it.
+    # The reason is also the run's last log line: Spark is stopped and its JVM logs only errors now.
     (log.info if code == EXIT_OK else log.error)("%s", reason)
     return code
+
+
+def record_outcome(status: JobStatus, code: int, reason: str) -> None:
+    """Write the run's exit code and one-line reason to status.json (``exit_code``, ``outcome``),
+    where the operator and ``hubflow run`` read it: the driver log's last line is not reliably the
+    reason, since Spark's JVM may still log after the Python driver ends. A run that lost its lease
+    writes nothing (the folder is another instance's now)."""
+    if code == EXIT_LEASE_LOST:
+        return
+    try:
+        status.update(exit_code=code, outcome=reason)
+    except Exception as exc:  # the reason still reaches the log
+        log.warning("could not write the outcome to status.json: %s", exc)
 
 
 def run_batch(
@@ -169,7 +193,7 @@ def run_batch(
         log.error("job %s %s failed: %s", config.name, what, one_line(exc))
         return EXIT_FAILED
     finally:
-        spark.stop()
+        _stop_session_quietly(spark)
     log.info("job %s %s finished: %s", config.name, what, result)
     return EXIT_OK
 
@@ -383,3 +407,19 @@ def _stop_session_quietly(spark: Any) -> None:
         spark.stop()
     except Exception as exc:
         log.warning("stopping the Spark session failed: %s", exc)
+
+
+def _quiet_jvm() -> None:
+    """Set the driver JVM's root log level to ERROR when a JVM is up without a session (the session
+    failed to start): its shutdown hooks would log at INFO after the job's last line."""
+    from pyspark.context import SparkContext
+
+    jvm = SparkContext._jvm
+    if jvm is None:
+        return
+    try:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setRootLevel(
+            jvm.org.apache.logging.log4j.Level.ERROR
+        )
+    except Exception as exc:
+        log.debug("could not lower the JVM's log level: %s", exc)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass
+from typing import Any
 
 from hubflow_jobs import (
     EXIT_CONFIG_ERROR,
@@ -33,12 +34,25 @@ class FailedRun:
     message: str
 
 
-def judge_failed_run(job: str, returncode: int | None, *, backfill: bool = False) -> FailedRun:
+def run_outcome(status: dict[str, Any] | None, started_before: Any) -> str | None:
+    """The one-line reason a run wrote to status.json (``outcome``), or None when ``status`` is
+    still the document of an earlier run (its ``started_at`` is ``started_before``, read before
+    this run was submitted) or the run ended before writing one (a refused config, a held job)."""
+    if not status or status.get("started_at") == started_before:
+        return None
+    outcome = status.get("outcome")
+    return outcome if isinstance(outcome, str) and outcome else None
+
+
+def judge_failed_run(
+    job: str, returncode: int | None, *, backfill: bool = False, reason: str | None = None
+) -> FailedRun:
     """The verdict on a run of ``job`` that failed with spark-submit's ``returncode``.
 
     ``returncode`` is ``None`` when no process exit is known, negative when spark-submit was ended
     by that signal (as :mod:`subprocess` reports it), ``128 + n`` when a shell or the JVM reports a
     signal. ``backfill`` says the run replaces a data interval instead of resuming a checkpoint.
+    ``reason`` is the run's own one-line reason (:func:`run_outcome`), told when known.
     """
     run = f"backfill run of job {job}" if backfill else f"run of job {job}"
     again = (
@@ -81,7 +95,11 @@ def judge_failed_run(job: str, returncode: int | None, *, backfill: bool = False
         then = "if it keeps failing, check the status folder's storage"
     elif returncode == EXIT_FAILED:
         cause = f"the {run} failed (exit {returncode})"
-        then = "the reason is the last line of the driver log above"
+        if reason:
+            cause = f"{cause}: {reason}"
+            then = "the driver log above has the details"
+        else:
+            then = "the reason is the last line the job logged (hubflow_jobs) in the driver log above"
     elif returncode is None:
         cause = f"spark-submit of the {run} did not report an exit code"
         then = "see the log above"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from hubflow_jobs.applications import backfill_builtins, can_backfill
-from hubflow_plugins.core.job_exit import judge_failed_run
+from hubflow_plugins.core.job_exit import judge_failed_run, run_outcome
 from hubflow_plugins.core.lake_assets import (
     COMMIT_TAG_CONF,
     alias_name,
@@ -115,8 +116,10 @@ class SparkJobOperator(BaseOperator):
             job, secrets=driver_secrets(job), extra_args=job.run_args, conf={COMMIT_TAG_CONF: tag}
         )
         self.log.info("running job %s: %s --config %s", job.name, job.application_path(), job.config_path())
-        self._submit(job, str(job.application_path()))
-        status = StatusFolder(job.paths.status_dir).status() or {}
+        folder = StatusFolder(job.paths.status_dir)
+        earlier = (folder.status() or {}).get("started_at")
+        self._submit(job, str(job.application_path()), outcome=lambda: run_outcome(folder.status(), earlier))
+        status = folder.status() or {}
         progress = status.get("last_progress") or {}
         self.log.info(
             "job %s finished: state %s, %s rows read in this run; last batch %s",
@@ -150,12 +153,20 @@ class SparkJobOperator(BaseOperator):
         self._submit(job, str(job.application_path().with_name("backfill.py")), backfill=True)
         return {"job": job.name, "backfill": {"window_start": start, "window_end": end}}
 
-    def _submit(self, job: RegisteredJob, application: str, backfill: bool = False) -> None:
-        """spark-submit ``application``; a failure no retry can cure becomes ``AirflowFailException``."""
+    def _submit(
+        self,
+        job: RegisteredJob,
+        application: str,
+        backfill: bool = False,
+        outcome: Callable[[], str | None] | None = None,
+    ) -> None:
+        """spark-submit ``application``; a failure no retry can cure becomes ``AirflowFailException``.
+        ``outcome`` reads the run's own reason from its status.json after a failure."""
         try:
             self._hook.submit(application)
         except AirflowException as exc:
-            verdict = judge_failed_run(job.name, self._hook.returncode, backfill=backfill)
+            reason = outcome() if outcome is not None else None
+            verdict = judge_failed_run(job.name, self._hook.returncode, backfill=backfill, reason=reason)
             if not verdict.retry:
                 raise AirflowFailException(verdict.message) from exc
             self.log.error("%s", verdict.message)

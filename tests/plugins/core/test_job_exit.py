@@ -13,7 +13,7 @@ from hubflow_jobs import (
     EXIT_LOCKED,
     EXIT_OK,
 )
-from hubflow_plugins.core.job_exit import judge_failed_run
+from hubflow_plugins.core.job_exit import judge_failed_run, run_outcome
 
 
 @pytest.mark.parametrize(
@@ -75,3 +75,21 @@ def test_every_exit_code_the_jobs_own_has_a_verdict() -> None:
     }
     generic = "not one of the job's own codes"
     assert not any(generic in judge_failed_run("orders", code).message for code in codes)
+
+
+def test_a_failed_run_is_told_with_the_reason_it_wrote_to_its_status() -> None:
+    reason = "job orders failed: StreamingQueryException: [PATH_NOT_FOUND] /landing"
+    verdict = judge_failed_run("orders", EXIT_FAILED, reason=reason)
+    assert verdict.retry
+    assert f"the run of job orders failed (exit 1): {reason}; " in verdict.message
+    assert "the driver log above has the details" in verdict.message
+
+
+def test_the_reason_is_read_only_from_the_status_of_this_run() -> None:
+    earlier = "2026-11-27T10:00:00+00:00"
+    this_run = {"started_at": "2026-11-27T11:00:00+00:00", "exit_code": 1, "outcome": "job orders failed: X"}
+    assert run_outcome(this_run, earlier) == "job orders failed: X"
+    # status.json still the earlier run's (this run ended before writing one): its outcome is not this run's
+    assert run_outcome({**this_run, "started_at": earlier}, earlier) is None
+    assert run_outcome(None, earlier) is None
+    assert run_outcome({"started_at": "2026-11-27T11:00:00+00:00", "outcome": None}, earlier) is None

@@ -159,12 +159,19 @@ def test_a_scheduled_job_pages_on_call_when_its_last_try_fails_and_again_when_a_
 def test_a_run_that_fails_while_running_is_left_to_airflows_retries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A real run whose query cannot start: exit 1, an ordinary AirflowException, so Airflow retries it."""
+    """A real run whose query cannot start: exit 1, an ordinary AirflowException, so Airflow retries it;
+    the task log tells the run's own reason, read from its status.json."""
     _local_job(tmp_path, monkeypatch, schema="id BIGNUMBER, name STRING")
     write_json_landing_file(tmp_path / "orders" / "landing", "a.json", 1, good=1, bad=0)
+    operator = SparkJobOperator(task_id="run_job", job_name="orders")
+    told: list[str] = []
+    monkeypatch.setattr(operator.log, "error", lambda message, *args: told.append(message % args))
     with pytest.raises(AirflowException, match="Error code is: 1") as e:
-        SparkJobOperator(task_id="run_job", job_name="orders").execute(_scheduled_run())
+        operator.execute(_scheduled_run())
     assert not isinstance(e.value, AirflowFailException)
+    verdicts = [text for text in told if text.startswith("the run of job orders failed (exit 1): ")]
+    assert verdicts, told
+    assert "job orders failed to start its query: " in verdicts[0] and "BIGNUMBER" in verdicts[0], verdicts
 
 
 def test_a_scheduled_run_announces_the_batches_its_parquet_outputs_committed(
