@@ -61,6 +61,26 @@ def run_on_session(spark: Any, reference: str, config_path: Path) -> tuple[int, 
     return run_job(spark, config, functools.partial(start_pipeline, binding=binding), StopRequest())
 
 
+def wait_for_listener_events(spark: Any, timeout: float = 120) -> None:
+    """Wait (at most ``timeout`` seconds) until Spark's listener bus has handed every event posted so
+    far to its listeners.
+
+    Streaming progress reaches listeners on the bus's own thread, after the batch. When ``run_job``
+    returns, the runner's status listener has written the main query's last progress, but a
+    pipeline's own progress listener (``observe()`` counts, late rows, watermark), which runs after
+    it, and the listeners of a helper session's queries (eventhubs_aggregate's quarantine) may not
+    have: read those status.json fields of an in-process run after this.
+    """
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(int(timeout * 1000))
+    except Py4JJavaError as exc:
+        raise AssertionError(
+            f"Spark's listener bus still held undelivered events after {timeout:.0f} s: {exc.java_exception}"
+        ) from None
+
+
 def kill_after_first_commit(driver: subprocess.Popen, checkpoint: Path, log: Path) -> list[int]:
     """kill -9 the ``spark-submit`` driver's process group once its query has committed a batch,
     while it still has batches to do; the batch ids committed by then."""

@@ -43,6 +43,7 @@ from .helpers import (
     spark_submit,
     write_config,
 )
+from .pipelines_support import wait_for_listener_events
 
 pytestmark = pytest.mark.integration
 
@@ -195,6 +196,9 @@ def test_windows_late_events_quarantine_and_rerun_exactly_once(
     assert reasons[bad[3]] in {reasons[bad[0]], reasons[bad[1]]}
     assert len({(r["partition"], r["sequenceNumber"]) for r in quarantined}) == len(bad)
     assert (quarantine / QUARANTINE_CHECKPOINT / "commits").is_dir()
+    # counts and late_events come from listeners on Spark's bus (the quarantine's from a helper
+    # session's query), which may still be delivering the last batches' progress: wait for them.
+    wait_for_listener_events(spark)
     status = read_status(tmp_path, NAME)
     assert status["state"] == "stopped"
     assert status["counts"] == {"read": 11, "aggregated": 7, "quarantined": 4}
@@ -215,6 +219,7 @@ def test_windows_late_events_quarantine_and_rerun_exactly_once(
         (5, "c", 1, 100.0, 1, 100.0, 100.0),
     ]
     assert windows(spark, output) == expected
+    wait_for_listener_events(spark)
     status = read_status(tmp_path, NAME)
     assert status["late_events"]["run_total"] == len(late), status
     assert status["counts"] == {"read": 5, "aggregated": 5, "quarantined": 0}

@@ -301,10 +301,14 @@ def _run_batch(command: list[str], env: dict[str, str], window: dict[str, str], 
     result, log = name.with_suffix(".json"), name.with_suffix(".log")
     proc = start_background(command, log, {**env, **window, "RESULT_PATH": str(result)})
     try:
+        # The script opens the result file before it writes it, and SIGTERM (below) ends it without
+        # flushing: judge the file once the script says it is written (USER_BATCH_DONE), not once it exists.
         wait_until(
-            lambda: result.exists() or proc.poll() is not None, DEADLINE_S, f"the batch read {name.name}"
+            lambda: "USER_BATCH_DONE" in log.read_text(errors="replace") or proc.poll() is not None,
+            DEADLINE_S,
+            f"the batch read {name.name}",
         )
-        assert result.exists(), _log_tail(log)
+        assert "USER_BATCH_DONE" in log.read_text(errors="replace") and result.exists(), _log_tail(log)
     finally:
         stop_process(proc, timeout=60)
     return json.loads(result.read_text())
