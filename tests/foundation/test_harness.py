@@ -75,7 +75,10 @@ def test_job_submitted_to_standalone_cluster_runs_in_the_workers_executor(spark_
     for _, jvm in probe["rows"]:
         assert "org.apache.spark.executor.CoarseGrainedExecutorBackend" in jvm, jvm
     assert "CoarseGrainedExecutorBackend" not in probe["driver_jvm"]
-    apps = spark_cluster.status()["completedapps"] + spark_cluster.status()["activeapps"]
+    # One snapshot of the master's state: the app moves from active to completed when the master
+    # handles the driver's exit, possibly after spark-submit returned; two reads could straddle that.
+    state = spark_cluster.status()
+    apps = state["completedapps"] + state["activeapps"]
     assert any(app["name"] == "hubflow-probe" for app in apps)
 
 

@@ -101,8 +101,9 @@ def run_json_check(
     module: str, env: dict[str, str], *args: str, timeout: float = 180
 ) -> tuple[Any, subprocess.CompletedProcess[str]]:
     """Run ``python -m module args`` from the repository root with exactly ``env`` (a process of its
-    own, as Airflow's would be); fail with the tail of its stderr unless it exits 0. Its last line of
-    output as JSON, and the finished process (for what else it printed)."""
+    own, as Airflow's would be); fail with the tail of its stderr unless it exits 0. The JSON document
+    it printed (its last line of output that is one: Airflow's logging writes to stdout too, from any
+    thread, at exit included), and the finished process (for what else it printed)."""
     result = subprocess.run(
         [sys.executable, "-m", module, *args],
         env=env,
@@ -113,4 +114,10 @@ def run_json_check(
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1]), result
+    for line in reversed(result.stdout.splitlines()):
+        if line.startswith(("{", "[")):
+            try:
+                return json.loads(line), result
+            except ValueError:
+                continue  # a log line such as "[2026-11-25T10:00:00.000+0000] {...} INFO - ..."
+    raise AssertionError(f"{module} printed no JSON line:\n{result.stdout[-3000:]}")

@@ -21,10 +21,13 @@ from hubflow_jobs.status.process_identity import start_ticks, this_space
 from hubflow_plugins.core.job_control import JobControl, JobStartError
 from tests.support.processes import wait_until
 
-#: A stand-in driver: reports itself running in the status folder argv[1], then waits to be killed.
+#: A stand-in driver: once the file argv[2] exists, reports itself running in the status folder
+#: argv[1], then waits to be killed.
 RUNNING_DRIVER = """
 import os, sys, time
 from hubflow_jobs.status import JobState, JobStatus, StatusFolder
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.05)
 JobStatus(StatusFolder(sys.argv[1]), "orders").update(state=JobState.RUNNING, pid=os.getpid())
 time.sleep(120)
 """
@@ -39,10 +42,13 @@ def test_a_started_driver_that_reports_running_is_started(tmp_path: Path) -> Non
     log_path, ship_to = control.driver_log_target()
     assert (log_path, ship_to) == (tmp_path / "status" / "orders" / "driver.log", None), "local: no copy"
     control.prepare_start(count_restart=True)
-    process = start_detached([sys.executable, "-c", RUNNING_DRIVER, control.status_dir], log_path)
+    go = tmp_path / "go"
+    process = start_detached([sys.executable, "-c", RUNNING_DRIVER, control.status_dir, str(go)], log_path)
     try:
         control.mark_starting(process.pid)
+        # Held until then: a driver that reported running first would turn "starting" into "running".
         assert control.liveness().state == "starting"
+        go.touch()
         started = control.wait_until_running(process, timedelta(seconds=60), log_path, poll_seconds=0.1)
         assert started.startswith("started job orders: job orders is running")
         assert control.folder.restarts_within(3600) == 1
