@@ -50,11 +50,17 @@ audit: venv
 test: test-tools lint check-locks
 	$(VENV)/bin/pytest -m "not slow" -n 3 --dist loadfile --no-loadscope-reorder --durations=60 $(PYTEST_ARGS)
 
-# The load mode: the Airflow, Delta and stack test files (STRESS_TESTS) on two workers beside two
-# spinning processes (pytest --cpu-burn, tests/support/cpu_burner.py), so each test process gets about
-# half the CPU it gets in `make test`: timing assumptions fail here before they fail in CI.
+# The load mode: the Airflow, Delta and stack test files, and those where a test judged a moment
+# instead of waiting for a state (issue #52: the job's last log line, a broker's committed offsets,
+# listener events, process exits, polls), on two workers beside two spinning processes (pytest
+# --cpu-burn, tests/support/cpu_burner.py), so each test process gets about half the CPU it gets in
+# `make test`: timing assumptions fail here before they fail in CI.
 STRESS_TESTS ?= tests/dags tests/jobs/test_delta_backfill.py tests/jobs/test_delta_sinks.py \
-  tests/jobs/test_delta_source.py tests/deploy/test_stack.py
+  tests/jobs/test_delta_source.py tests/deploy/test_stack.py \
+  tests/jobs/test_cluster_auth.py tests/jobs/test_submit.py tests/kafka/test_conformance.py \
+  tests/jobs/test_eventhubs_aggregate.py tests/jobs/test_builtin_upgrade.py \
+  tests/foundation/test_harness.py tests/plugins/triggers/test_event_arrivals.py \
+  tests/plugins/core/test_job_control.py tests/plugins/status_page/test_airflow_plugin.py
 test-stress: test-tools lint
 	$(VENV)/bin/pytest -m "not slow" -n 2 --dist loadfile --no-loadscope-reorder --cpu-burn 2 --durations=15 \
 	  $(STRESS_TESTS) $(PYTEST_ARGS)
