@@ -149,8 +149,9 @@ class KafkaBroker:
                 java_command(
                     "kafka.tools.StorageTool",
                     "format",
-                    "-t",
-                    cluster_id,
+                    # One argument with "=": a URL-safe base64 id starts with "-" one time in 64,
+                    # and "-t <id>" then reads as a missing value (argparse takes "-..." for an option).
+                    f"--cluster-id={cluster_id}",
                     "-c",
                     str(self.properties),
                     log4j=self.log4j,
