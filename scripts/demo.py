@@ -24,527 +24,47 @@ import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import sys
-import threading
 import time
-import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import yaml
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+# The demo's modules live in scripts/hubflow_demo/, beside this file (on sys.path when it runs as a
+# script, not when a test loads it by its path).
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eventhubs_emulator import EmulatorConfig
-from hubflow_jobs.runtime.detached_process import start_detached
+from hubflow_demo.airflow_api import Api
+from hubflow_demo.airflow_start import airflow_env
+from hubflow_demo.alert_receiver import AlertReceiver
+from hubflow_demo.job_configs import write_jobs
+from hubflow_demo.lake import row_count
+from hubflow_demo.ports import pick_port
+from hubflow_demo.processes import group_of, start
+from hubflow_demo.progress import T0, DemoFailed, console, say, wait_for
+from hubflow_demo.sample_data import emulator_config, send_events, write_connection_file, write_landing_files
+from hubflow_demo.settings import (
+    BIN,
+    BRONZE,
+    CONNECTION_FILE,
+    DEADLINES,
+    DEMO,
+    HUB,
+    LANDING_FILES,
+    ORDERS_DAG,
+    REPO,
+    SILVER,
+    SILVER_DAG,
+    SUPERVISOR,
+)
+from hubflow_demo.stop import stop_stack
+from hubflow_demo.summary import summarize
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "plugins"))
-#: Where the demo keeps everything (HUBFLOW_DEMO_HOME overrides it, e.g. for the demo's own test).
-DEMO = Path(os.environ.get("HUBFLOW_DEMO_HOME", REPO / ".hubflow" / "demo"))
-PIDS = DEMO / "pids.json"
-BIN = Path(sys.executable).parent
-HUB = "telemetry"
-PARTITIONS = 4
-EVENTS = 2_000
-#: The demo emulator's connection string to hub ``telemetry``, for pipelines of one's own that read it
-#: (docs/pipelines.md); readable by its owner only, removed when the demo stops.
-CONNECTION_FILE = DEMO / "eventhubs_connection"
-LANDING_FILES = 5
-ORDERS_PER_FILE = 40
-BAD_PER_FILE = 2
-BRONZE, SILVER, ORDERS = "telemetry_bronze", "telemetry_silver", "landing_orders"
-SUPERVISOR = f"{BRONZE}__supervisor"
-SILVER_DAG, ORDERS_DAG = f"{SILVER}__available_now", f"{ORDERS}__available_now"
-#: The Airflow connection the supervisor's Slack notifier posts alerts through (to the demo's receiver).
-ALERTS_CONN = "demo_alerts"
-#: The bronze job's supervision: a tight policy, for the demo only (the defaults are 5 minutes,
-#: 30 s, 30 min, 10 min). The demo kills the driver once, within ``healthy_after`` of its first
-#: start, so the next start is ``restart_backoff`` after the first; the pause after that second
-#: start is ``max_restart_backoff``, its ceiling: a restart loop, alerted at the next run.
-SUPERVISION = {
-    "supervise_every": "15 seconds",
-    "restart_backoff": "1 minute",
-    "max_restart_backoff": "2 minutes",
-    "healthy_after": "3 minutes",
-}
-#: How long each step may take before the demo gives up, in seconds (a busy 2-core machine needs
-#: most of these only when something is wrong).
-DEADLINES = {
-    "airflow": 300,
-    "dags": 120,
-    "bronze started": 180,
-    "bronze landed": 240,
-    "supervisor saw the kill": 120,
-    "restart": 180,
-    "alert": 120,
-    "silver": 300,
-    "orders": 300,
-}
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
-T0 = time.monotonic()
-
-
-def say(message: str, style: str | None = None) -> None:
-    """One step of the demo, with the seconds since it began."""
-    text = f"[{time.monotonic() - T0:5.0f} s] {escape(message)}"
-    console.print(f"[{style}]{text}[/]" if style else text)
-
-
-class DemoFailed(SystemExit):
-    """A step did not happen; the message says which and where to look."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(f"demo: {message}; logs in {DEMO / 'logs'} and {DEMO / 'data' / 'airflow' / 'logs'}")
-
-
-# ----------------------------------------------------------------------------------------- ports
-def port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def pick_port(wanted: int, what: str, notes: list[str]) -> int:
-    """``wanted`` when free, else a free port (and a note saying so)."""
-    if port_free(wanted):
-        return wanted
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    notes.append(f"port {wanted} ({what}) is taken on this machine; using {port} instead")
-    return port
-
-
-# ------------------------------------------------------------------------------------- processes
-def start(name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
-    process = start_detached(command, DEMO / "logs" / f"{name}.log", env)
-    pids = json.loads(PIDS.read_text()) if PIDS.exists() else {}
-    pids[name] = process.pid
-    PIDS.write_text(json.dumps(pids))
-    return process
-
-
-def write_connection_file(conn: str) -> None:
-    """Keep the emulator's connection string where a pipeline's run can read it (owner only)."""
-    CONNECTION_FILE.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(CONNECTION_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(conn)
-
-
-def stop_stack(quiet: bool = False) -> None:
-    """Stop every process the demo started: Airflow first (so no supervisor starts a job again),
-    then the streaming jobs' drivers (gracefully, then for sure), then the emulator."""
-    CONNECTION_FILE.unlink(missing_ok=True)
-    pids = json.loads(PIDS.read_text()) if PIDS.exists() else {}
-    if not pids and not quiet:
-        console.print("no demo stack is running")
-    order = sorted(pids, key=lambda name: name != "airflow")  # Airflow, then the emulator
-    for name in order:
-        if name == "emulator":
-            stop_streaming_jobs(quiet)
-        _stop_group(name, pids[name], quiet)
-    if "emulator" not in pids:
-        stop_streaming_jobs(quiet)
-    PIDS.unlink(missing_ok=True)
-
-
-def _stop_group(name: str, pid: int, quiet: bool) -> None:
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.3)
-    try:
-        os.killpg(pid, signal.SIGKILL)  # what is left of the group (a task's child, say)
-    except ProcessLookupError:
-        pass
-    if not quiet:
-        console.print(f"stopped {name} (pid {pid})")
-
-
-def stop_streaming_jobs(quiet: bool, wait: float = 30) -> list[str]:
-    """Stop every streaming driver the demo's status folders show running here: the STOP marker
-    (the running batch finishes), then SIGKILL to its process group. Returns what was done."""
-    from hubflow_plugins.core.job_control import JobControl
-
-    done = []
-    for status in sorted((DEMO / "data" / "status").glob("*/status.json")):
-        control = JobControl(status.parent.name, str(status.parent))
-        live = control.liveness()
-        if not live.alive or live.pid is None:
-            continue
-        group = _group_of(live.pid)
-        said = control.stop(timedelta(seconds=wait), log=lambda _: None, kill_wait=timedelta(seconds=5))
-        if group is not None:
-            try:
-                os.killpg(group, signal.SIGKILL)  # spark-submit's JVM, should it outlive its driver
-            except ProcessLookupError:
-                pass
-        done.append(f"{status.parent.name}: {said}")
-        if not quiet:
-            console.print(f"stopped streaming job {status.parent.name} (driver pid {live.pid}): {said}")
-    return done
-
-
-def _group_of(pid: int) -> int | None:
-    """The process group of ``pid`` when it is a group of its own (a detached spark-submit), else None."""
-    try:
-        group = os.getpgid(pid)
-    except ProcessLookupError:
-        return None
-    return group if group not in (os.getpgid(0), 0, 1) else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_for(check: Callable[[], Any], step: str, interval: float = 1.0) -> Any:
-    """Poll ``check`` until it returns something true, and return that; a DemoFailed naming
-    ``step`` after its deadline (:data:`DEADLINES`)."""
-    seconds = DEADLINES[step]
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            found = check()
-            if found:
-                return found
-        except (OSError, ValueError):
-            pass
-        if time.monotonic() >= deadline:
-            raise DemoFailed(f"step {step!r} did not happen within {seconds} s")
-        time.sleep(interval)
-
-
-# ------------------------------------------------------------------------------ the alert receiver
-class AlertReceiver:
-    """The demo's stand-in for a Slack incoming webhook: an HTTP server in a thread of the demo that
-    prints each message as it arrives and keeps them for the summary."""
-
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-        messages = self.messages
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                try:
-                    text = str(json.loads(body).get("text", ""))
-                except ValueError:
-                    text = body.decode("utf-8", "replace")
-                messages.append(text)
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.end_headers()
-                self.wfile.write(b"ok")
-                say("alert received by the demo's webhook receiver:", "magenta")
-                for line in text.splitlines():
-                    console.print(f"           [magenta]| {escape(line)}[/]")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/services/T000/B000/hubflow-demo"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-# ----------------------------------------------------------------------------- the Airflow REST API
-class Api:
-    """Airflow 3's REST API, as the demo's only user (every user is admin: GET /auth/token)."""
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
-        self.token = json.loads(self._request("GET", "/auth/token", auth=False))["access_token"]
-
-    def _request(self, method: str, path: str, body: Any = None, auth: bool = True) -> bytes:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if auth:
-            headers["Authorization"] = f"Bearer {self.token}"
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.read()
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        return json.loads(self._request(method, path, body) or b"null")
-
-    def dag_known(self, dag_id: str) -> bool:
-        try:
-            self.call("GET", f"/api/v2/dags/{dag_id}")
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return False
-            raise
-        return True
-
-    def unpause(self, dag_id: str) -> None:
-        self.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
-
-    def trigger(self, dag_id: str) -> None:
-        self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})
-
-    def runs(self, dag_id: str) -> list[dict[str, Any]]:
-        """The DAG's runs, newest first."""
-        path = f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit=100"
-        return self.call("GET", path)["dag_runs"]
-
-
-# ------------------------------------------------------------------------------------ the stack
-def emulator_config() -> EmulatorConfig:
-    """The demo's hub in the emulator's config model (written as Config.json for its CLI)."""
-    return EmulatorConfig.single_hub(HUB, partition_count=PARTITIONS)
-
-
-def send_events(conn: str) -> int:
-    """Send the sample telemetry events in batches; return how many were sent."""
-    from azure.eventhub import EventData, EventHubProducerClient
-
-    producer = EventHubProducerClient.from_connection_string(conn)
-    sent = 0
-    with producer:
-        batch = producer.create_batch()
-        for index in range(EVENTS):
-            body = json.dumps({"device": f"dev-{index % 25}", "reading": index, "celsius": 20 + index % 15})
-            try:
-                batch.add(EventData(body))
-            except ValueError:
-                producer.send_batch(batch)
-                sent += len(batch)
-                batch = producer.create_batch()
-                batch.add(EventData(body))
-        if len(batch):
-            producer.send_batch(batch)
-            sent += len(batch)
-    return sent
-
-
-def write_landing_files(landing: Path) -> tuple[int, int]:
-    """Order files as JSON lines, a few records broken on purpose; return (good, bad)."""
-    landing.mkdir(parents=True, exist_ok=True)
-    good = bad = 0
-    for number in range(LANDING_FILES):
-        lines = []
-        for item in range(ORDERS_PER_FILE):
-            order_id = number * 1000 + item
-            lines.append(
-                json.dumps(
-                    {
-                        "order_id": order_id,
-                        "customer": f"c{item % 7}",
-                        "amount": round(item * 1.5, 2),
-                        "created_at": "2026-11-22T10:00:00Z",
-                    }
-                )
-            )
-            good += 1
-        lines += ["this is not json", json.dumps({"customer": "no order id"})][:BAD_PER_FILE]
-        bad += BAD_PER_FILE
-        temp = landing / f".orders-{number}.tmp"
-        temp.write_text("\n".join(lines) + "\n")
-        temp.rename(landing / f"orders-{number}.json")
-    return good, bad
-
-
-def write_jobs(data: Path) -> Path:
-    """The demo's job configs and registry (the shipped ones point at docker-compose volumes)."""
-    configs = data / "configs"
-    configs.mkdir(parents=True, exist_ok=True)
-    common = {
-        "checkpoint_root": str(data / "checkpoints"),
-        "status_root": str(data / "status"),
-        "spark_conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
-    }
-    once = {"trigger": {"availableNow": True}, **common}
-    orders = {
-        "name": ORDERS,
-        **once,
-        "sources": {
-            "landing": {
-                "kind": "files",
-                "path": str(data / "landing" / "orders"),
-                "format": "json",
-                "schema": "order_id BIGINT, customer STRING, amount DOUBLE, created_at TIMESTAMP",
-                "max_files_per_trigger": 2,
-                "archive_dir": str(data / "archive"),
-            }
-        },
-        "params": {"required_columns": ["order_id"]},
-        "sinks": {
-            "lake": {
-                "kind": "delta",
-                "output_path": str(data / "lake" / "orders"),
-                "quarantine_path": str(data / "quarantine"),
-            }
-        },
-    }
-    bronze = {
-        "name": BRONZE,
-        "trigger": {"processingTime": "2 seconds"},
-        **common,
-        "sources": {
-            "events": {
-                "kind": "eventhubs",
-                "connection_string_env": "HUBFLOW_EVENTHUBS_CONNECTION_STRING",
-                "starting_position": "earliest",
-                "max_events_per_trigger": EVENTS,
-            }
-        },
-        "sinks": {
-            "bronze": {
-                "kind": "delta",
-                "output_path": str(data / "lake" / BRONZE),
-                "partition_by": ["ingest_date"],
-            }
-        },
-    }
-    silver = {
-        "name": SILVER,
-        **once,
-        "sources": {"bronze": {"kind": "delta", "path": str(data / "lake" / BRONZE)}},
-        "params": {
-            "body_schema": "device STRING, reading BIGINT, celsius DOUBLE",
-            "required_fields": ["device"],
-        },
-        "sinks": {
-            "silver": {
-                "kind": "delta",
-                "output_path": str(data / "lake" / SILVER),
-                "quarantine_path": str(data / "quarantine_silver"),
-            }
-        },
-    }
-    for config in (orders, bronze, silver):
-        (configs / f"{config['name']}.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    jobs = [
-        {
-            "name": ORDERS,
-            "application": "files_to_lake",
-            "config": str(configs / f"{ORDERS}.yaml"),
-            "mode": "scheduled",
-            "schedule": "@hourly",
-            "archive": True,
-            "archive_retention": "30 days",
-        },
-        {
-            "name": BRONZE,
-            "application": "eventhubs_to_lake",
-            "config": str(configs / f"{BRONZE}.yaml"),
-            "mode": "streaming",
-            **SUPERVISION,
-            "health_check": "poke",  # a healthy stream answers at the first poke: no triggerer round trip
-            "eventhubs_conn_id": "eventhubs_default",
-            "alerts": {"notifiers": [{"slack_webhook": {"slack_webhook_conn_id": ALERTS_CONN}}]},
-        },
-        {
-            "name": SILVER,
-            "application": "bronze_to_silver",
-            "config": str(configs / f"{SILVER}.yaml"),
-            "mode": "scheduled",
-            "schedule": f"asset({BRONZE})",
-        },
-    ]
-    registry = data / "registry.yaml"
-    header = (
-        "# The demo's registry (scripts/demo.py). telemetry_bronze's supervision is tight on purpose:\n"
-        "# one kill within healthy_after shows the restart backoff and a restart-loop alert.\n"
-    )
-    registry.write_text(header + yaml.safe_dump({"jobs": jobs}, sort_keys=False))
-    return registry
-
-
-def airflow_env(data: Path, registry: Path, api_port: int, conn: str, alerts_url: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "AIRFLOW_HOME": str(data / "airflow"),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{data / 'airflow' / 'airflow.db'}",
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
-            "AIRFLOW__CORE__PARALLELISM": "4",
-            # A table's asset becomes active (so a DAG scheduled on it by name runs) at the
-            # scheduler's next asset check, every 60 s by default: its first announcement would
-            # wait for it.
-            "AIRFLOW__SCHEDULER__PARSING_CLEANUP_INTERVAL": "5",
-            "AIRFLOW__API__PORT": str(api_port),
-            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{api_port}",
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
-            "HUBFLOW_REGISTRY": str(registry),
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "AIRFLOW_CONN_EVENTHUBS_DEFAULT": json.dumps({"conn_type": "generic", "password": conn}),
-            f"AIRFLOW_CONN_{ALERTS_CONN.upper()}": json.dumps(
-                {"conn_type": "slackwebhook", "password": alerts_url}
-            ),
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        }
-    )
-    return env
-
-
-# ------------------------------------------------------------------------------ what is going on
-def table_rows(path: Path, *columns: str) -> list[tuple]:
-    """The rows of a Delta table (only ``columns``), read with delta-rs; none before its first commit."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        table = DeltaTable(str(path)).to_pyarrow_dataset().to_table(columns=list(columns))
-    except TableNotFoundError:
-        return []
-    return list(zip(*(table.column(name).to_pylist() for name in columns), strict=True))
-
-
-def row_count(path: Path) -> int:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        return DeltaTable(str(path)).to_pyarrow_dataset().count_rows()
-    except TableNotFoundError:  # nothing committed yet reads as zero rows
-        return 0
+#: What a test or tutorial takes from the demo (its hub, events and connection file) besides ``main``.
+__all__ = ["CONNECTION_FILE", "HUB", "REPO", "emulator_config", "main", "send_events"]
 
 
 def task_log_lines(data: Path, dag_id: str, task_id: str) -> list[tuple[str, int, str]]:
@@ -562,45 +82,6 @@ def task_log_lines(data: Path, dag_id: str, task_id: str) -> list[tuple[str, int
             if isinstance(entry, dict) and entry.get("event"):
                 lines.append((f"{run_id}/{log.name}", number, str(entry["event"])))
     return lines
-
-
-# ---------------------------------------------------------------------------------- the summary
-def summarize(data: Path, registry: Path, facts: dict[str, Any]) -> Table:
-    """The summary table; the lake's Delta tables are read with delta-rs, as any non-Spark reader would."""
-    from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
-    from hubflow_plugins.core.registry import load_registry
-
-    good, bad, sent = facts["good"], facts["bad"], facts["sent"]
-    table = Table(title="hubflow demo", show_lines=False)
-    table.add_column("what")
-    table.add_column("value", overflow="fold")
-    table.add_row("landing records in", f"{good + bad} ({good} good, {bad} broken on purpose)")
-    table.add_row("orders rows out", str(row_count(data / "lake" / "orders")))
-    table.add_row("orders rows quarantined", str(row_count(data / "quarantine")))
-    archived = list((data / "archive").rglob("*.json")) if (data / "archive").exists() else []
-    table.add_row("landing files archived", f"{len(archived)} of {LANDING_FILES}")
-    table.add_row("Event Hubs events in", str(sent))
-    bronze = table_rows(data / "lake" / BRONZE, "partition", "sequenceNumber")
-    table.add_row("telemetry rows out", f"{len(bronze)} ({len(set(bronze))} distinct events)")
-    silver = table_rows(data / "lake" / SILVER, "reading")
-    table.add_row("silver rows out", f"{len(silver)} ({len(set(silver))} distinct readings)")
-    table.add_row("silver rows quarantined", str(row_count(data / "quarantine_silver")))
-    table.add_row("bronze starts by its supervisor", facts["restarts"])
-    table.add_row("alerts received", str(len(facts["alerts"])))
-    for text in facts["alerts"]:
-        table.add_row("  alert", escape(text.splitlines()[0] if text else "(empty)"))
-    table.add_row("silver runs by its Asset", facts["silver_runs"])
-    for job in load_registry(registry).jobs:
-        paths = job.paths
-        report = inspect_checkpoint(
-            paths.checkpoint_location, stalled_after=timedelta(hours=2), delta_tables=paths.delta_tables
-        )
-        table.add_row(f"checkpoint {job.name}", f"{report.verdict}: {report.reason}")
-        for sink in report.delta_sinks:
-            name = Path(sink.table).name
-            table.add_row(f"Delta table {name}", f"version {sink.version}: {sink.explanation}")
-    table.add_row("lake output (Delta)", str(data / "lake"))
-    return table
 
 
 # ---------------------------------------------------------------------------------------- main
@@ -709,7 +190,7 @@ def _run(
     # The kill: SIGKILL to the driver's process group (spark-submit's JVM and the Python driver),
     # as a crash would leave it.
     live = control.liveness()
-    group = _group_of(live.pid) if live.pid else None
+    group = group_of(live.pid) if live.pid else None
     if group is None:
         raise DemoFailed(f"the driver of {BRONZE} (pid {live.pid}) runs in no process group of its own")
     seen = {(where, number) for where, number, _ in task_log_lines(data, SUPERVISOR, "ensure_running")}
