@@ -1,14 +1,18 @@
 """Airflow standalone for the demo: its environment (SQLite, LocalExecutor, the demo's registry and
-connections)."""
+connections), then waiting until it runs DAGs and unpausing the demo's."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
-from hubflow_demo.settings import ALERTS_CONN, BIN, REPO
+from hubflow_demo.airflow_api import Api
+from hubflow_demo.progress import DemoFailed, say, wait_for
+from hubflow_demo.settings import ALERTS_CONN, BIN, DEADLINES, ORDERS_DAG, REPO, SILVER_DAG, SUPERVISOR
 
 
 def airflow_env(data: Path, registry: Path, api_port: int, conn: str, alerts_url: str) -> dict[str, str]:
@@ -43,3 +47,33 @@ def airflow_env(data: Path, registry: Path, api_port: int, conn: str, alerts_url
         }
     )
     return env
+
+
+def wait_for_airflow(ui: str, standalone: subprocess.Popen, started: datetime, status_page: str) -> Api:
+    """Wait until Airflow runs DAGs and knows the demo's, unpause them; its REST API."""
+    from hubflow_plugins.core.airflow_readiness import RUNS_DAGS, AirflowNotReady, wait_until_ready
+
+    # Triggered only once the API server, scheduler and DAG processor are all up: a task queued
+    # before the API server listens fails ("Connection refused").
+    try:
+        wait_until_ready(
+            ui,
+            RUNS_DAGS,
+            since=started,
+            timeout=DEADLINES["airflow"],
+            interval=0.5,
+            still_starting=lambda: (
+                None
+                if standalone.poll() is None
+                else f"`airflow standalone` exited with code {standalone.returncode}"
+            ),
+        )
+    except AirflowNotReady as exc:
+        raise DemoFailed(str(exc)) from None
+    api = Api(ui)
+    dag_ids = [SUPERVISOR, SILVER_DAG, ORDERS_DAG]
+    wait_for(lambda: all(api.dag_known(dag_id) for dag_id in dag_ids), "dags", interval=0.5)
+    for dag_id in dag_ids:
+        api.unpause(dag_id)
+    say(f"Airflow is up; unpaused {', '.join(dag_ids)} (status page: {status_page})")
+    return api

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from eventhubs_emulator import EmulatorConfig
+from hubflow_demo.progress import say
 from hubflow_demo.settings import (
     BAD_PER_FILE,
     CONNECTION_FILE,
@@ -80,3 +81,12 @@ def write_connection_file(conn: str) -> None:
     descriptor = os.open(CONNECTION_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(conn)
+
+
+def feed(conn: str, data: Path) -> tuple[int, int, int]:
+    """The connection file, the hub's events and the landing files; returns (sent, good, bad)."""
+    write_connection_file(conn)
+    sent = send_events(conn)
+    good, bad = write_landing_files(data / "landing" / "orders")
+    say(f"sent {sent} events to hub {HUB!r}; wrote {LANDING_FILES} landing files")
+    return sent, good, bad

@@ -1,9 +1,10 @@
-"""The demo's summary table: every table read back with delta-rs, the restarts, the alerts
-received, each job's checkpoint."""
+"""The demo's summary: every table read back with delta-rs, the restarts, the alerts received, the
+DAGs' last states, and where to look (status page, Airflow UI, logs)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,28 @@ from rich.markup import escape
 from rich.table import Table
 
 from hubflow_demo.lake import row_count, table_rows
-from hubflow_demo.settings import BRONZE, LANDING_FILES, SILVER
+from hubflow_demo.progress import console
+from hubflow_demo.settings import BRONZE, DEMO, LANDING_FILES, ORDERS_DAG, SILVER, SILVER_DAG, SUPERVISOR
+
+
+def summary_facts(
+    good: int,
+    bad: int,
+    sent: int,
+    alerts: list[str],
+    restart_times: list[datetime],
+    silver_runs: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """What the summary tells that the lake does not: the inputs, alerts, restarts, silver's runs."""
+    return {
+        "good": good,
+        "bad": bad,
+        "sent": sent,
+        "alerts": list(alerts),
+        "restarts": f"{len(restart_times)} (the first start, then the restart after the kill): "
+        + ", ".join(t.isoformat(timespec="seconds") for t in restart_times),
+        "silver_runs": ", ".join(f"{run['dag_run_id']} {run['state']}" for run in silver_runs),
+    }
 
 
 def summarize(data: Path, registry: Path, facts: dict[str, Any]) -> Table:
@@ -50,3 +72,27 @@ def summarize(data: Path, registry: Path, facts: dict[str, Any]) -> Table:
             table.add_row(f"Delta table {name}", f"version {sink.version}: {sink.explanation}")
     table.add_row("lake output (Delta)", str(data / "lake"))
     return table
+
+
+def print_summary(
+    data: Path,
+    registry: Path,
+    facts: dict[str, Any],
+    dag_states: tuple[str, str, Counter[str]],
+    ui: str,
+    status_page: str,
+) -> None:
+    """The summary table, the DAGs' last states (orders, silver, the supervisor's runs) and where
+    to look."""
+    orders_state, silver_state, supervisor_states = dag_states
+    console.print(summarize(data, registry, facts))
+    console.print(f"DAG {ORDERS_DAG}: {orders_state}")
+    console.print(f"DAG {SILVER_DAG}: {silver_state} (run type asset_triggered)")
+    console.print(
+        f"DAG {SUPERVISOR}: {supervisor_states.total()} runs ("
+        + ", ".join(f"{count} {state}" for state, count in sorted(supervisor_states.items()))
+        + ")"
+    )
+    console.print(f"status page: {status_page}")
+    console.print(f"Airflow UI: {ui} (no login: the demo runs with every user as admin)")
+    console.print(f"logs: {DEMO / 'logs'}; Airflow task logs under {data / 'airflow' / 'logs'}")
