@@ -44,7 +44,7 @@ def tutorial_blocks() -> list[tuple[str, dict[str, str], str]]:
 
 def _demo() -> Any:
     """scripts/demo.py as a module (its emulator config, events and connection file)."""
-    spec = importlib.util.spec_from_file_location("hubflow_demo", REPO / "scripts" / "demo.py")
+    spec = importlib.util.spec_from_file_location("demo_script", REPO / "scripts" / "demo.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
