@@ -26,7 +26,7 @@ from .codec import AmqpDecodeError, Described, Int, Symbol, UByte, UInt, ULong, 
 from .links import Link, Session
 from .messages import STATUS_CODE, STATUS_DESCRIPTION, build_message, parse_request, unpack_delivery
 from .positions import address_of, start_position
-from .roles import LinkRefused, ServerRole
+from .roles import LinkRefused, ProtocolError, ServerRole
 
 if TYPE_CHECKING:
     from .store import Broker
@@ -46,15 +46,6 @@ _HEADER = struct.Struct(">IBBH")
 # What a client may still send on a session after ending it (closing frames, nothing that waits for
 # an answer): dropped there, where anything else on a channel without a session is a framing error.
 _SESSION_FRAMES = frozenset({F.DETACH, F.FLOW, F.DISPOSITION, F.END})
-
-
-class ProtocolError(Exception):
-    """The peer broke the protocol; the connection is closed with this condition."""
-
-    def __init__(self, condition: str, description: str) -> None:
-        super().__init__(description)
-        self.condition = condition
-        self.description = description
 
 
 class HandshakeRefused(Exception):

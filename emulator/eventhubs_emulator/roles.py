@@ -4,7 +4,8 @@ The server owns connections, a connection owns its sessions and links, and the a
 the emulator. Each owned object keeps a reference back to its owner; these Protocols name what it
 uses there, so ``links.py`` need not import ``connection.py``, ``connection.py`` need not import
 ``server.py`` and ``admin.py`` need not import ``server.py`` (each of those imports the other way).
-Also home of :class:`LinkRefused`, which both the attach logic and the position parser raise.
+Also home of :class:`LinkRefused`, which both the attach logic and the position parser raise, and of
+:class:`ProtocolError`, which the connection and the attach logic raise.
 """
 
 from __future__ import annotations
@@ -17,6 +18,15 @@ if TYPE_CHECKING:
 
 class LinkRefused(Exception):
     """An attach cannot be honoured; the link is detached with this AMQP error."""
+
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(description)
+        self.condition = condition
+        self.description = description
+
+
+class ProtocolError(Exception):
+    """The peer broke the protocol; the connection is closed with this condition."""
 
     def __init__(self, condition: str, description: str) -> None:
         super().__init__(description)
