@@ -1,12 +1,8 @@
-"""One client connection: SASL, AMQP framing, sessions and links, driven by asyncio streams.
+"""One client connection: SASL, AMQP framing, sessions, flow, deliveries and token expiry, on asyncio
+streams.
 
-Link kinds, by the node the client attaches to:
-
-- ``$cbs`` / ``$management``: request/response pairs (the response goes to the client's receiver link
-  on the same node and session, with correlation-id = request message-id);
-- ``<hub>`` or ``<hub>/Partitions/<id>`` with the client sending: a producer;
-- ``<hub>/ConsumerGroups/<cg>/Partitions/<id>`` with the client receiving: a consumer, fed with
-  pre-settled transfers as long as it has link credit.
+What an attach becomes (producer, consumer, $cbs or $management link) is decided in ``attach.py``;
+the links themselves live in ``links.py``.
 """
 
 from __future__ import annotations
@@ -21,27 +17,23 @@ from typing import TYPE_CHECKING, Any
 
 from . import frames as F
 from . import management
+from .attach import LINK_MAX_MESSAGE_SIZE, on_attach
 from .auth import Grant, grant_covers
-from .codec import AmqpDecodeError, Described, Int, Symbol, UByte, UInt, ULong, UShort, decode
+from .codec import AmqpDecodeError, Described, Int, Symbol, UInt, UShort, decode
 from .links import Link, Session
 from .messages import STATUS_CODE, STATUS_DESCRIPTION, build_message, parse_request, unpack_delivery
-from .positions import address_of, start_position
 from .roles import LinkRefused, ProtocolError, ServerRole
 
 if TYPE_CHECKING:
-    from .store import Broker
     from .websocket import WebSocketStream
 
 log = logging.getLogger("eventhubs_emulator")
 
 OUR_MAX_FRAME_SIZE = 1024 * 1024
-LINK_MAX_MESSAGE_SIZE = 1024 * 1024
 PRODUCER_CREDIT = 1000
 HIGH_WATER = 4 * 1024 * 1024
 SESSION_WINDOW = 0x7FFFFFFF
 
-EPOCH = Symbol("com.microsoft:epoch")
-RUNTIME_METRIC = "com.microsoft:enable-receiver-runtime-metric"
 _HEADER = struct.Struct(">IBBH")
 # What a client may still send on a session after ending it (closing frames, nothing that waits for
 # an answer): dropped there, where anything else on a channel without a session is a framing error.
@@ -297,7 +289,7 @@ class Connection:
         elif code == F.BEGIN:
             self._on_begin(channel, fields)
         elif code == F.ATTACH:
-            self._on_attach(channel, fields)
+            on_attach(self, channel, fields)
         elif code == F.DETACH:
             self._on_detach(channel, fields)
         elif code == F.END:
@@ -308,7 +300,8 @@ class Connection:
         else:
             raise ProtocolError("amqp:connection:framing-error", f"unexpected performative 0x{code:02x}")
 
-    def _session(self, channel: int) -> Session:
+    def session(self, channel: int) -> Session:
+        """The session on ``channel``; a frame for a channel without one is a framing error."""
         session = self.sessions.get(channel)
         if session is None:
             raise ProtocolError("amqp:connection:framing-error", f"no session on channel {channel}")
@@ -377,103 +370,17 @@ class Connection:
                 link.close_local()
         self.write(F.frame(channel, F.END, [None]))
 
-    # --------------------------------------------------------------------------------------- attach
-    def _on_attach(self, channel: int, fields: list) -> None:
-        session = self._session(channel)
-        name = fields[F.ATTACH_NAME]
-        handle = int(fields[F.ATTACH_HANDLE])
-        existing = session.links.get(handle)
-        if existing is not None and not existing.closed:
-            # Attaching over a live link would leave the first one's receiver registered for good
-            # (a link the emulator already detached, awaiting the client's answer, is released).
-            raise ProtocolError("amqp:session:handle-in-use", f"attach on handle {handle}, already in use")
-        client_sends = not fields[F.ATTACH_ROLE]  # role false = sender
-        source = fields[F.ATTACH_SOURCE]
-        target = fields[F.ATTACH_TARGET]
-        node_term = target if client_sends else source
-        address = address_of(node_term)
-        kind = "producer" if client_sends else "consumer"
-        node = address.strip("/").lower()
-        if node in ("$cbs", "$management"):
-            kind = node[1:]  # "cbs" or "management": request/response nodes
-        link = Link(session, str(name), handle, client_sends, kind)
-        if client_sends:
-            link.received = int(fields[F.ATTACH_INITIAL_DELIVERY_COUNT] or 0)
-        session.links[handle] = link
-        refusal: LinkRefused | None = None
-        try:
-            if kind == "producer":
-                self._setup_producer(link, address)
-            elif kind == "consumer":
-                self._setup_consumer(link, address, source, fields)
-        except LinkRefused as exc:
-            refusal = exc
-        if source is None:
-            source = Described(F.SOURCE, [address if not client_sends else name] + [None] * 10)
-        if target is None:
-            target = Described(F.TARGET, [address if client_sends else name] + [None] * 6)
-        max_size = None
-        if kind == "producer":
-            # The link limit bounds a whole batch (as on the service: 1 MiB); each event is checked
-            # against the hub's max event size when it arrives.
-            hub_limit = self.broker.max_event_size(link.hub) if link.hub is not None else 0
-            big_events = hub_limit > LINK_MAX_MESSAGE_SIZE
-            max_size = ULong(hub_limit + 64 * 1024 if big_events else LINK_MAX_MESSAGE_SIZE)
-        reply = [
-            name,
-            UInt(handle),
-            client_sends,  # our role: receiver (true) when the client sends
-            _ubyte(fields[3]),
-            _ubyte(fields[4]),
-            source,
-            target,
-            None,
-            False,
-            None if client_sends else UInt(0),
-            max_size,
-            None,
-            None,
-            None,
-        ]
-        self.write(F.frame(channel, F.ATTACH, reply))
-        if refusal is not None:
-            log.debug(
-                "attach refused: %s link %r handle %d on %r: %s",
-                kind,
-                link.name,
-                handle,
-                address,
-                refusal.condition,
-            )
-            link.detach(refusal.condition, refusal.description)
-            return
-        if client_sends:
-            self._grant_credit(link, force=True)
-        elif kind == "consumer":
-            assert link.log is not None
-            link.log.listeners.add(link.pump)
-            log.debug(
-                "consumer attached: link %r handle %d key %s epoch %s from seq %d; %d receivers on the key",
-                link.name,
-                handle,
-                link.registry_key(),
-                link.epoch,
-                link.next_seq,
-                len(self.server.receivers.get(link.registry_key(), ())),
-            )
-
+    # ------------------------------------------------------------------------------- tokens/expiry
     def _largest_event_limit(self) -> int:
         return max(self.broker.max_event_size(h) for h in self.broker.hubs.values())
-
-    def _entity_path(self, *parts: str) -> str:
-        return "/".join(p.lower() for p in parts)
 
     def _authorized(self, entity_path: str) -> bool:
         """Whether a valid $cbs token of this connection covers ``entity_path``."""
         now = time.time()
         return any(g.expires_at > now and grant_covers(g.path, entity_path) for g in self.grants)
 
-    def _require_grant(self, link: Link, entity_path: str) -> None:
+    def require_grant(self, link: Link, entity_path: str) -> None:
+        """Guard ``link`` by the token covering ``entity_path``, or refuse it (no such token)."""
         if self._authorized(entity_path):
             self._guarded[link] = entity_path
             self._schedule_expiry_check()
@@ -513,109 +420,8 @@ class Connection:
         self.grants = [g for g in self.grants if g.expires_at > now]
         self._schedule_expiry_check()
 
-    def _refuse_if_offline(self, hub: str, partition: str) -> None:
-        if self.server.faults.partition_offline(hub, partition):
-            raise LinkRefused(DETACH_FORCED, partition_offline_description(hub, partition))
-
-    def _setup_producer(self, link: Link, address: str) -> None:
-        parts = [p for p in address.split("/") if p]
-        hub = self.broker.hub(parts[0]) if parts else None
-        if hub is None:
-            raise LinkRefused(
-                "amqp:not-found", f"The messaging entity '{parts[0] if parts else ''}' could not be found."
-            )
-        link.hub = hub
-        if len(parts) == 3 and parts[1].lower() == "partitions":
-            if parts[2] not in hub.partitions:
-                raise LinkRefused(
-                    "amqp:not-found", f"Partition '{parts[2]}' does not exist in event hub '{hub.name}'."
-                )
-            link.partition_id = parts[2]
-            self._refuse_if_offline(hub.name, parts[2])
-        elif len(parts) != 1:
-            raise LinkRefused("amqp:not-found", f"'{address}' is not an event hub or partition address.")
-        self._require_grant(link, self._entity_path(hub.name))
-
-    def _setup_consumer(self, link: Link, address: str, source: Any, fields: list) -> None:
-        parts = [p for p in address.split("/") if p]
-        if len(parts) != 5 or parts[1].lower() != "consumergroups" or parts[3].lower() != "partitions":
-            raise LinkRefused(
-                "amqp:not-found",
-                f"'{address}' is not a consumer address (<hub>/ConsumerGroups/<group>/Partitions/<id>).",
-            )
-        hub = self.broker.hub(parts[0])
-        if hub is None:
-            raise LinkRefused("amqp:not-found", f"The messaging entity '{parts[0]}' could not be found.")
-        link.hub = hub
-        group = hub.consumer_groups.get(parts[2].lower())
-        if group is None:
-            self.server.warn_once(
-                ("consumer group", hub.name.lower(), parts[2].lower()),
-                "refused a receiver on consumer group %r of event hub %r: it is not configured "
-                "(add it to the hub's ConsumerGroups in Config.json)",
-                parts[2],
-                hub.name,
-            )
-            raise LinkRefused("amqp:not-found", consumer_group_not_found(self.broker, hub.name, parts[2]))
-        link.consumer_group = group
-        if parts[4] not in hub.partitions:
-            raise LinkRefused(
-                "amqp:not-found", f"Partition '{parts[4]}' does not exist in event hub '{hub.name}'."
-            )
-        link.partition_id = parts[4]
-        self._refuse_if_offline(hub.name, parts[4])
-        self._require_grant(
-            link, self._entity_path(hub.name, "consumergroups", group, "partitions", parts[4])
-        )
-        log_ = hub.partitions[parts[4]]
-        link.log = log_
-        link.next_seq = start_position(log_, source)
-        props = fields[F.ATTACH_PROPERTIES]
-        if isinstance(props, dict) and props.get(EPOCH) is not None:
-            link.epoch = int(props[EPOCH])
-        caps = fields[F.ATTACH_DESIRED_CAPABILITIES]
-        if isinstance(caps, str):
-            caps = [caps]
-        link.metrics = bool(caps) and RUNTIME_METRIC in [str(c) for c in caps]
-        self._claim_ownership(link)
-
-    def _claim_ownership(self, link: Link) -> None:
-        registry = self.server.receivers.setdefault(link.registry_key(), set())
-        existing = [other for other in registry if not other.closed]
-        if link.epoch is None:
-            owners = [o for o in existing if o.epoch is not None]
-            if owners:
-                raise LinkRefused(
-                    "amqp:link:stolen",
-                    f"Receiver with owner level '{owners[0].epoch}' already exists on partition "
-                    f"'{link.partition_id}'; a receiver without owner level cannot be created.",
-                )
-            limit = self.broker.config.max_receivers_per_partition
-            if limit and len(existing) >= limit:
-                raise LinkRefused(
-                    "amqp:resource-limit-exceeded",
-                    f"Exceeded the maximum number of allowed receivers per partition in a consumer group "
-                    f"which is {limit} (partition '{link.partition_id}', consumer group "
-                    f"'{link.consumer_group}'). Close unused receivers or use an owner level.",
-                )
-        else:
-            higher = [o for o in existing if o.epoch is not None and o.epoch > link.epoch]
-            if higher:
-                raise LinkRefused(
-                    "amqp:link:stolen",
-                    f"Receiver with a higher owner level '{higher[0].epoch}' already exists on partition "
-                    f"'{link.partition_id}'; owner level '{link.epoch}' is refused.",
-                )
-            for other in existing:
-                other.detach(
-                    "amqp:link:stolen",
-                    f"New receiver with owner level '{link.epoch}' was created on partition "
-                    f"'{link.partition_id}'; this receiver was disconnected.",
-                )
-        registry.add(link)
-
     # ----------------------------------------------------------------------------------- flow/detach
-    def _grant_credit(self, link: Link, force: bool = False) -> None:
+    def grant_credit(self, link: Link, force: bool = False) -> None:
         """Top up a client sender's credit when it falls below half."""
         remaining = link.granted_until - link.received
         if not force and remaining > PRODUCER_CREDIT // 2:
@@ -647,7 +453,7 @@ class Connection:
         )
 
     def _on_flow(self, channel: int, fields: list) -> None:
-        session = self._session(channel)
+        session = self.session(channel)
         handle = fields[4]
         if handle is None:
             return
@@ -669,7 +475,7 @@ class Connection:
             self._send_link_flow(link, link.delivery_count, 0, drain=True)
 
     def _on_detach(self, channel: int, fields: list) -> None:
-        session = self._session(channel)
+        session = self.session(channel)
         handle = int(fields[0])
         link = session.links.pop(handle, None)
         if link is None:
@@ -682,7 +488,7 @@ class Connection:
 
     # ------------------------------------------------------------------------------------- transfers
     def _on_transfer(self, channel: int, fields: list, payload: bytes) -> None:
-        session = self._session(channel)
+        session = self.session(channel)
         link = session.links.get(int(fields[0]))
         if link is None:
             raise ProtocolError(
@@ -716,7 +522,7 @@ class Connection:
                     channel, F.DISPOSITION, [True, UInt(delivery_id), UInt(delivery_id), True, state, None]
                 )
             )
-        self._grant_credit(link)
+        self.grant_credit(link)
 
     def _deliver(self, link: Link, payload: bytes, message_format: int | None) -> Described:
         """Handle one complete delivery from the client; return its outcome."""
@@ -776,20 +582,6 @@ class Connection:
         return _accepted()
 
 
-def consumer_group_not_found(broker: Broker, hub: str, group: str) -> str:
-    """The detach description for a receiver on a consumer group the hub does not have.
-
-    The first sentence is the service's (its entity name is ``<namespace>:eventhub:<hub>~32766|<group>``
-    in the messages seen from Azure); the emulator adds which setting to change.
-    """
-    entity = f"{broker.config.namespace}:eventhub:{hub}~32766|{group}"
-    return (
-        f"The messaging entity '{entity}' could not be found. To know more visit "
-        f"https://aka.ms/sbResourceMgrExceptions. (Emulator: consumer group '{group}' is not configured "
-        f"for event hub '{hub}'; add it to the hub's ConsumerGroups in Config.json.)"
-    )
-
-
 #: What the service answers a send past the namespace's ingress quota (throttled).
 SERVER_BUSY = "com.microsoft:server-busy"
 SERVER_BUSY_DESCRIPTION = (
@@ -798,28 +590,12 @@ SERVER_BUSY_DESCRIPTION = (
 )
 
 
-#: What the service detaches links with when it moves a partition (clients retry it).
-DETACH_FORCED = "amqp:link:detach-forced"
-
-
-def partition_offline_description(hub: str, partition: str) -> str:
-    """The detach's description while a partition is offline (the emulator's fault)."""
-    return (
-        f"The link to partition '{partition}' of event hub '{hub}' is force detached by the broker: the "
-        "partition is being moved (emulator fault: partition offline). Retry the operation."
-    )
-
-
 def _accepted() -> Described:
     return Described(F.ACCEPTED, [])
 
 
 def _rejected(condition: str, description: str) -> Described:
     return Described(F.REJECTED, [F.Error.make(condition, description)])
-
-
-def _ubyte(value: Any) -> UByte | None:
-    return None if value is None else UByte(int(value))
 
 
 def _ushort(value: int) -> UShort:

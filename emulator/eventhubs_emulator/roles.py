@@ -2,8 +2,9 @@
 
 The server owns connections, a connection owns its sessions and links, and the admin API drives
 the emulator. Each owned object keeps a reference back to its owner; these Protocols name what it
-uses there, so ``links.py`` need not import ``connection.py``, ``connection.py`` need not import
-``server.py`` and ``admin.py`` need not import ``server.py`` (each of those imports the other way).
+uses there, so ``links.py`` and ``attach.py`` need not import ``connection.py``, ``connection.py``
+need not import ``server.py`` and ``admin.py`` need not import ``server.py`` (each of those imports
+the other way).
 Also home of :class:`LinkRefused`, which both the attach logic and the position parser raise, and of
 :class:`ProtocolError`, which the connection and the attach logic raise.
 """
@@ -57,6 +58,18 @@ class ConnectionRole(Protocol):
     def is_congested(self) -> bool: ...
 
     def block(self, link: Any) -> None: ...
+
+
+class LinkSetupRole(ConnectionRole, Protocol):
+    """What the attach handling (``attach.py``) uses of the connection it sets links up on."""
+
+    broker: Broker
+
+    def session(self, channel: int) -> Any: ...  # the links.Session on that channel
+
+    def grant_credit(self, link: Any, force: bool = False) -> None: ...
+
+    def require_grant(self, link: Any, entity_path: str) -> None: ...
 
 
 class EmulatorRole(Protocol):

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import websocket
+from .attach import DETACH_FORCED, partition_offline_description
 from .config import EmulatorConfig
-from .connection import DETACH_FORCED, Connection, Link, partition_offline_description
+from .connection import Connection, Link
 from .store import Broker, Hub
 
 log = logging.getLogger("eventhubs_emulator")
