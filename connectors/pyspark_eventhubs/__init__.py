@@ -5,34 +5,37 @@ when an older pyspark is installed). Installing this package is enough: Spark 4 
 ``pyspark_*`` modules that expose ``DefaultSource`` and registers ``format("eventhubs")`` by
 itself. Options, schema and checkpoint offsets are those of azure-event-hubs-spark, without the
 JVM jar and without encrypting the connection string. See docs/connector.md.
+
+The Event Hubs vocabulary (:class:`EventPosition`, :class:`EventHubsConnectionString`,
+:data:`DEFAULT_CONSUMER_GROUP`, the options) imports without pyspark, so Airflow-side code and
+job configs use it too; ``DefaultSource`` and ``EVENTHUBS_SCHEMA`` load pyspark (after the version
+check) on first use.
 """
 
 from __future__ import annotations
 
-from .spark_version import DATA_SOURCE_SPARK, STREAMING_SPARK, SparkVersionError, require_spark
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-require_spark(DATA_SOURCE_SPARK, "the Python Data Source API")
+from .connection_string import ConnectionStringError, EventHubsConnectionString
+from .errors import EventHubsDataLossError, EventHubsOptionError, EventHubsReadError
+from .options import DEFAULT_CONSUMER_GROUP, EventHubsOptions, parse_options
+from .positions import EventPosition, position_key
+from .redaction import SPARK_REDACTION_REGEX, protect_secrets, redaction_conf
+from .registration import register_data_source
+from .spark_version import DATA_SOURCE_SPARK, SparkVersionError, require_spark
 
-from pyspark.sql.datasource import (  # noqa: E402 - after the version check, which explains failures
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamReader,
-    DataSourceStreamWriter,
-    DataSourceWriter,
-)
-from pyspark.sql.types import StructType  # noqa: E402
-
-from .errors import EventHubsDataLossError, EventHubsOptionError, EventHubsReadError  # noqa: E402
-from .options import EventHubsOptions, parse_options  # noqa: E402
-from .positions import EventPosition, position_key  # noqa: E402
-from .redaction import SPARK_REDACTION_REGEX, protect_secrets, redaction_conf  # noqa: E402
-from .registration import register_data_source  # noqa: E402
-from .schema import EVENTHUBS_SCHEMA  # noqa: E402
+if TYPE_CHECKING:
+    from .data_source import DefaultSource
+    from .schema import EVENTHUBS_SCHEMA
 
 __all__ = [
+    "DEFAULT_CONSUMER_GROUP",
     "EVENTHUBS_SCHEMA",
     "SPARK_REDACTION_REGEX",
+    "ConnectionStringError",
     "DefaultSource",
+    "EventHubsConnectionString",
     "EventHubsDataLossError",
     "EventHubsOptionError",
     "EventHubsOptions",
@@ -46,45 +49,15 @@ __all__ = [
     "register_data_source",
 ]
 
+# The names that need pyspark, and the module that defines each.
+_PYSPARK_NAMES = {"DefaultSource": ".data_source", "EVENTHUBS_SCHEMA": ".schema"}
 
-class DefaultSource(DataSource):
-    """The ``eventhubs`` data source: stream and batch reader, stream and batch writer.
 
-    Options are validated when the DataFrame is defined, so a bad option fails at query start.
-    """
-
-    def __init__(self, options: dict[str, str]) -> None:
-        super().__init__(options)
-        self.parsed = parse_options(options)
-
-    @classmethod
-    def name(cls) -> str:
-        return "eventhubs"
-
-    def schema(self) -> StructType:
-        return EVENTHUBS_SCHEMA
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        from .batch_reader import EventHubsBatchReader
-
-        return EventHubsBatchReader(self.parsed)
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        require_spark(STREAMING_SPARK, "readStream (admission control and Trigger.AvailableNow)")
-        from .stream_reader import EventHubsStreamReader
-
-        return EventHubsStreamReader(self.parsed)
-
-    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from .writer import EventHubsBatchWriter
-
-        if overwrite:
-            raise EventHubsOptionError(
-                "Event Hubs is append-only: use mode('append') (overwrite is not possible)."
-            )
-        return EventHubsBatchWriter(self.parsed, schema)
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from .writer import EventHubsStreamWriter
-
-        return EventHubsStreamWriter(self.parsed, schema)
+def __getattr__(name: str) -> Any:
+    """``DefaultSource`` and ``EVENTHUBS_SCHEMA`` on first use: pyspark is imported only then."""
+    if name not in _PYSPARK_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    require_spark(DATA_SOURCE_SPARK, "the Python Data Source API")
+    value = getattr(import_module(_PYSPARK_NAMES[name], __name__), name)
+    globals()[name] = value
+    return value

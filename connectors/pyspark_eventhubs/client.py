@@ -4,7 +4,8 @@ Auth is either the SAS connection string (plain text, as the user gives it — n
 or Azure AD through azure-identity: a service principal, or ``DefaultAzureCredential`` (managed
 identity, workload identity, environment, CLI). What the driver asks the broker with them is in
 ``hub_metadata.py`` (and ``management.py``); executors read with them in ``receiver_cache.py``.
-This module imports no other connector module but the options, so every one of those can import it.
+This module imports no other connector module but the options (and the connection string's
+parser), so every one of those can import it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import os
 from typing import Any
 
+from .connection_string import EventHubsConnectionString
 from .options import EventHubsOptions
 
 log = logging.getLogger(__name__)
@@ -106,8 +108,8 @@ def producer_client(options: EventHubsOptions) -> Any:
 
 
 def _has_key(options: EventHubsOptions) -> bool:
-    conn = (options.connection_string or "").lower()
-    return "sharedaccesskey=" in conn or "sharedaccesssignature=" in conn
+    conn = EventHubsConnectionString.parse(options.connection_string or "", skip_malformed=True)
+    return conn.has_key
 
 
 def partition_consumer(

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 
 import isodate
 
+from .connection_string import (
+    ConnectionStringError,
+    EventHubsConnectionString,
+)
 from .errors import EventHubsOptionError
 from .positions import (
     EventPosition,
@@ -245,26 +249,15 @@ def _check_known(options: Mapping[str, str]) -> None:
             )
 
 
-def _parse_connection_string(conn: str) -> dict[str, str]:
-    """Key/value pairs of a connection string, keys lower-cased; errors never echo the value."""
-    parts: dict[str, str] = {}
-    for segment in conn.split(";"):
-        if not segment.strip():
-            continue
-        key, sep, value = segment.partition("=")
-        if not sep:
-            raise EventHubsOptionError(
-                "Option 'eventhubs.connectionString' is malformed: expected 'Key=Value' pairs "
-                "separated by ';' (value not shown)."
-            )
-        parts[key.strip().lower()] = value.strip()
-    return parts
-
-
-def namespace_from_endpoint(endpoint: str) -> str:
-    """The host (and port) of an ``sb://host[:port]/`` endpoint, or the input if it has none."""
-    host = endpoint.split("://", 1)[-1]
-    return host.strip("/").split("/", 1)[0]
+def _parse_connection_string(conn: str) -> EventHubsConnectionString:
+    """The option's connection string parsed; a malformed one is an option error (value not shown)."""
+    try:
+        return EventHubsConnectionString.parse(conn)
+    except ConnectionStringError:
+        raise EventHubsOptionError(
+            "Option 'eventhubs.connectionString' is malformed: expected 'Key=Value' pairs "
+            "separated by ';' (value not shown)."
+        ) from None
 
 
 def _max_rates(options: Mapping[str, str], eventhub_name: str) -> dict[str, int]:
@@ -295,15 +288,14 @@ def parse_options(raw: Mapping[str, str]) -> EventHubsOptions:
     name = options.get("eventhubs.name")
     namespace = options.get("eventhubs.fullyqualifiednamespace")
     if conn:
-        parts = _parse_connection_string(conn)
-        if "endpoint" not in parts:
+        parsed = _parse_connection_string(conn)
+        if parsed.namespace is None:
             raise EventHubsOptionError(
                 "Option 'eventhubs.connectionString' has no Endpoint=sb://<namespace>/ part."
             )
-        namespace = namespace_from_endpoint(parts["endpoint"])
-        name = name or parts.get("entitypath")
-        has_key = "sharedaccesskey" in parts or "sharedaccesssignature" in parts
-        if not use_aad and not has_key:
+        namespace = parsed.namespace
+        name = name or parsed.entity_path
+        if not use_aad and not parsed.has_key:
             raise EventHubsOptionError(
                 "Option 'eventhubs.connectionString' has no SharedAccessKey or "
                 "SharedAccessSignature; add one, or set eventhubs.useAadAuth=true."
