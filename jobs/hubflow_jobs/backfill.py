@@ -68,20 +68,15 @@ def window_label(start: datetime) -> str:
     return start.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _position(moment: datetime) -> str:
-    when = moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return f'{{"offset": null, "seqNo": -1, "enqueuedTime": "{when}", "isInclusive": true}}'
-
-
 def interval_events(spark: Any, source: EventHubSourceConfig, start: datetime, end: datetime) -> Any:
     """The events of ``source``'s hub enqueued in ``[start, end)``, as a batch DataFrame."""
-    from pyspark_eventhubs import DefaultSource, register_data_source
+    from pyspark_eventhubs import DefaultSource, EventPosition, register_data_source
 
     register_data_source(spark, DefaultSource)
     options = source.spark_options()
     options.pop("maxEventsPerTrigger", None)
-    options["eventhubs.startingPosition"] = _position(start)
-    options["eventhubs.endingPosition"] = _position(end)
+    options["eventhubs.startingPosition"] = EventPosition.from_enqueued_time(start).to_json()
+    options["eventhubs.endingPosition"] = EventPosition.from_enqueued_time(end).to_json()
     return spark.read.format("eventhubs").options(**options).load()
 
 

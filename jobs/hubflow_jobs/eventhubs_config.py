@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from hubflow_jobs.config import KeyedValueError, StrictModel, TextMap, checks_environment
+from pyspark_eventhubs import DEFAULT_CONSUMER_GROUP, EventHubsConnectionString, EventPosition
 
 log = logging.getLogger(__name__)
 
@@ -79,23 +80,18 @@ class EventHubConnectionConfig(StrictModel):
         """``options`` plus the connection string (read from the environment now) and the hub name."""
         connection_string = os.environ[self.connection_string_env]
         options = {**self.options, "eventhubs.connectionString": connection_string}
-        if not has_shared_access_key(connection_string):  # an Entra ID connection (no secret in it)
+        # an Entra ID connection (no secret in it): Endpoint=sb://<namespace>/;EntityPath=<hub>, as
+        # the Airflow hook hands it; the connector judges the string itself.
+        if not EventHubsConnectionString.parse(connection_string, skip_malformed=True).has_key:
             options.setdefault("eventhubs.useAadAuth", "true")
         if self.eventhub_name:
             options["eventhubs.name"] = self.eventhub_name
         return options
 
 
-def has_shared_access_key(connection_string: str) -> bool:
-    """Whether a connection string holds a SAS key or token; one without is an Entra ID connection's
-    (``Endpoint=sb://<namespace>/;EntityPath=<hub>``, as the Airflow hook hands it)."""
-    text = connection_string.lower()
-    return "sharedaccesskey=" in text or "sharedaccesssignature=" in text
-
-
 _STARTING_POSITIONS = {
-    "earliest": '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": true}',
-    "latest": '{"offset": "@latest", "seqNo": -1, "enqueuedTime": null, "isInclusive": false}',
+    "earliest": EventPosition.start_of_stream(),
+    "latest": EventPosition.end_of_stream(),
 }
 
 
@@ -109,7 +105,7 @@ class EventHubSourceConfig(EventHubConnectionConfig):
         "maxeventspertrigger",
     }
 
-    consumer_group: str = Field(default="$Default", min_length=1)
+    consumer_group: str = Field(default=DEFAULT_CONSUMER_GROUP, min_length=1)
     starting_position: Literal["earliest", "latest"] = "earliest"
     max_events_per_trigger: int = Field(default=100_000, gt=0)
 
@@ -118,7 +114,7 @@ class EventHubSourceConfig(EventHubConnectionConfig):
         return {
             **self.connection_options(),
             "eventhubs.consumerGroup": self.consumer_group,
-            "eventhubs.startingPosition": _STARTING_POSITIONS[self.starting_position],
+            "eventhubs.startingPosition": _STARTING_POSITIONS[self.starting_position].to_json(),
             "maxEventsPerTrigger": str(self.max_events_per_trigger),
         }
 

@@ -26,12 +26,12 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
 from hubflow_jobs.config import KeyedValueError
-from hubflow_jobs.eventhubs_config import EventHubConnectionConfig, has_shared_access_key
+from hubflow_jobs.eventhubs_config import EventHubConnectionConfig
+from pyspark_eventhubs import EventHubsConnectionString
 
 #: Event Hubs' Kafka port on the service (TLS).
 SERVICE_KAFKA_PORT = 9093
@@ -130,7 +130,7 @@ class EventHubsKafkaConfig(EventHubConnectionConfig):
         """The hub (Kafka topic): ``eventhub_name``, else the connection string's ``EntityPath``."""
         if self.eventhub_name:
             return self.eventhub_name
-        entity = _fields(os.environ[self.connection_string_env]).get("entitypath")
+        entity = _parsed(os.environ[self.connection_string_env]).entity_path
         if not entity:
             raise ValueError(
                 f"{self.section}: the connection string in {self.connection_string_env} has no EntityPath; "
@@ -202,9 +202,9 @@ def client_options(
     config holds the connection string, or an Entra ID connection's client secret: Spark's redaction
     masks it, see docs/pipelines.md). ``environ`` (default ``os.environ``) holds the ``AZURE_*``
     variables of an Entra ID connection."""
-    fields = _fields(connection_string)
-    emulator = fields.get("usedevelopmentemulator", "").lower() == "true"
-    host = urlsplit(fields.get("endpoint", "")).hostname
+    parsed = _parsed(connection_string)
+    emulator = parsed.uses_development_emulator
+    host = parsed.host
     if bootstrap_servers is None:
         if emulator:
             raise ValueError(
@@ -219,15 +219,14 @@ def client_options(
         "kafka.bootstrap.servers": bootstrap_servers,
         "kafka.security.protocol": "SASL_PLAINTEXT" if emulator else "SASL_SSL",
     }
-    lower = connection_string.lower()
-    if "sharedaccesssignature=" in lower and "sharedaccesskey=" not in lower:
+    if parsed.signature is not None and parsed.key is None:
         raise ValueError(
             "the connection string holds a SharedAccessSignature token, which Event Hubs' Kafka endpoint "
             "does not take (Microsoft's Event Hubs for Kafka FAQ); give a connection string with "
             "SharedAccessKeyName and SharedAccessKey, or an Entra ID connection (no key), or read the hub "
             "with kind: eventhubs, which takes SAS tokens"
         )
-    if not has_shared_access_key(connection_string):
+    if not parsed.has_key:
         if not host:
             raise ValueError("the connection string has no Endpoint=sb://<namespace host>/")
         return {**common, **entra_id_options(host, os.environ if environ is None else environ)}
@@ -330,14 +329,9 @@ def interval_rows(spark: Any, source: EventHubsKafkaSourceConfig, start: datetim
     return as_eventhubs_rows(spark.read.format("kafka").options(**source.interval_options(start, end)).load())
 
 
-def _fields(connection_string: str) -> dict[str, str]:
-    """``Key=Value;...`` with lower-case keys (values keep their ``=``)."""
-    fields = {}
-    for part in connection_string.strip().split(";"):
-        key, sep, value = part.partition("=")
-        if sep:
-            fields[key.strip().lower()] = value.strip()
-    return fields
+def _parsed(connection_string: str) -> EventHubsConnectionString:
+    """The connection string's fields; segments without ``=`` are skipped (the service judges them)."""
+    return EventHubsConnectionString.parse(connection_string, skip_malformed=True)
 
 
 def _epoch_ms(moment: datetime) -> int:
