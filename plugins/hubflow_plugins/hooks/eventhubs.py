@@ -26,6 +26,8 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from pyspark_eventhubs import DEFAULT_CONSUMER_GROUP, EventHubsConnectionString
+
 log = logging.getLogger(__name__)
 
 #: The connection extra that names the hub, and the key it replaced.
@@ -59,6 +61,11 @@ def eventhub_name_from_extra(extra: dict[str, Any], conn_id: str) -> str | None:
     return old
 
 
+def _parsed(connection_string: str) -> EventHubsConnectionString:
+    """The fields of a connection's string; the connector judges a malformed one when a job reads it."""
+    return EventHubsConnectionString.parse(connection_string, skip_malformed=True)
+
+
 class EventHubsHook(BaseHook):
     """Reads the Event Hubs connection and asks the hub for its partitions' latest positions."""
 
@@ -77,7 +84,7 @@ class EventHubsHook(BaseHook):
     def uses_credential(self) -> bool:
         """Whether the connection carries an Entra ID credential (a namespace, no connection string)."""
         conn = self.get_conn()
-        has_string = "endpoint=" in (conn.password or "").lower()
+        has_string = _parsed(conn.password or "").endpoint is not None
         return not has_string and bool((conn.extra_dejson or {}).get(NAMESPACE_EXTRA))
 
     def credential_environment(self) -> dict[str, str]:
@@ -120,13 +127,13 @@ class EventHubsHook(BaseHook):
                 )
             return f"Endpoint=sb://{extra[NAMESPACE_EXTRA]}/;EntityPath={hub}"
         secret = conn.password or ""
-        if "Endpoint=" not in secret:
+        if _parsed(secret).endpoint is None:
             raise ValueError(
                 f"Airflow connection {self.eventhubs_conn_id!r} must hold the Event Hubs connection string "
                 "(Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...) in its password field"
             )
         hub = eventhub_name_from_extra(conn.extra_dejson or {}, self.eventhubs_conn_id)
-        if hub and "entitypath=" not in secret.lower():
+        if hub and _parsed(secret).entity_path is None:
             secret = secret.rstrip(";") + f";EntityPath={hub}"
         self.mask(secret)
         return secret
@@ -139,11 +146,13 @@ class EventHubsHook(BaseHook):
         except ImportError:  # pragma: no cover - older task SDK layout
             from airflow.sdk.execution_time.secrets_masker import mask_secret
         mask_secret(secret)
-        for part in secret.split(";"):
-            if part.lower().startswith("sharedaccesskey="):
-                mask_secret(part.split("=", 1)[1])
+        key = _parsed(secret).key
+        if key:
+            mask_secret(key)
 
-    def latest_sequence_numbers(self, consumer_group: str = "$Default") -> tuple[str, dict[str, int]]:
+    def latest_sequence_numbers(
+        self, consumer_group: str = DEFAULT_CONSUMER_GROUP
+    ) -> tuple[str, dict[str, int]]:
         """``(hub, {partition: last enqueued sequence number + 1})``: where a reader that is caught up is."""
         from pyspark_eventhubs.positions import latest_sequence_number
 
@@ -187,7 +196,10 @@ class EventHubsHook(BaseHook):
         )
 
     def oldest_unread_enqueued_ms(
-        self, positions: dict[str, int], consumer_group: str = "$Default", wait_seconds: float = 10.0
+        self,
+        positions: dict[str, int],
+        consumer_group: str = DEFAULT_CONSUMER_GROUP,
+        wait_seconds: float = 10.0,
     ) -> dict[str, int]:
         """``{partition: enqueued time (epoch ms)}`` of the event at each partition's sequence number in
         ``positions`` (the first a reader has not committed), or of the oldest retained after it when

@@ -17,6 +17,7 @@ from hubflow_jobs.status import JobState
 from hubflow_plugins.core.health import FAILING, HEALTHY, HealthCheck
 from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.run_context import is_backfill_run
+from pyspark_eventhubs import DEFAULT_CONSUMER_GROUP
 
 
 class CheckpointHealthSensor(BaseSensorOperator):
@@ -53,7 +54,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
         fail_on: tuple[str, ...] = FAILING,
         stalled_after: str | None = None,
         max_lag_events: int | None = None,
-        consumer_group: str = "$Default",
+        consumer_group: str = DEFAULT_CONSUMER_GROUP,
         allow_idle: bool = False,
         skip_when_held: bool = False,
         deferrable: bool = False,

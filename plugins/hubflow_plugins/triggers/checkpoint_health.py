@@ -10,6 +10,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from hubflow_plugins.core.health import HealthCheck
 from hubflow_plugins.core.registry import MIN_HEARTBEAT_TIMEOUT
+from pyspark_eventhubs import DEFAULT_CONSUMER_GROUP
 
 
 class CheckpointHealthTrigger(BaseTrigger):
@@ -36,7 +37,7 @@ class CheckpointHealthTrigger(BaseTrigger):
         skip_when_held: bool = False,
         max_lag_events: int | None = None,
         eventhubs_conn_id: str | None = None,
-        consumer_group: str = "$Default",
+        consumer_group: str = DEFAULT_CONSUMER_GROUP,
         storage_conn_id: str | None = None,
     ) -> None:
         super().__init__()

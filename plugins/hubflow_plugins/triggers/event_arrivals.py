@@ -26,6 +26,7 @@ from hubflow_plugins.core.event_arrivals import (
     EXTRA_PARTITIONS,
     new_arrivals,
 )
+from pyspark_eventhubs import DEFAULT_CONSUMER_GROUP
 
 #: The asset state store key of the last announcement's positions.
 ANNOUNCED_KEY = "announced"
@@ -48,7 +49,7 @@ class EventHubsArrivalTrigger(BaseEventTrigger):
         job_name: str,
         eventhubs_conn_id: str,
         poll_interval: float = 30.0,
-        consumer_group: str = "$Default",
+        consumer_group: str = DEFAULT_CONSUMER_GROUP,
     ) -> None:
         super().__init__()
         self.job_name = job_name
