@@ -100,8 +100,12 @@ def raw_read(conn: str, partition: str, count: int, results: mp.Queue) -> None:
     """Read ``count`` events of one partition with the public SDK; report the seconds taken."""
     from azure.eventhub import EventHubConsumerClient
 
+    from pyspark_eventhubs import DEFAULT_CONSUMER_GROUP
+
     started = time.perf_counter()
-    client = EventHubConsumerClient.from_connection_string(conn, consumer_group="$Default", prefetch=PREFETCH)
+    client = EventHubConsumerClient.from_connection_string(
+        conn, consumer_group=DEFAULT_CONSUMER_GROUP, prefetch=PREFETCH
+    )
     seen = {"n": 0}
     done = threading.Event()
 

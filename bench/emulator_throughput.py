@@ -75,7 +75,9 @@ def consume(conn: str, partition: str, count: int, results: mp.Queue) -> None:
     """Read ``count`` events from one partition; report (count, first event time, last event time)."""
     from azure.eventhub import EventHubConsumerClient
 
-    client = EventHubConsumerClient.from_connection_string(conn, consumer_group="$Default")
+    from pyspark_eventhubs import DEFAULT_CONSUMER_GROUP
+
+    client = EventHubConsumerClient.from_connection_string(conn, consumer_group=DEFAULT_CONSUMER_GROUP)
     state = {"n": 0, "first": 0.0, "last": 0.0}
     done = threading.Event()
 

@@ -37,6 +37,7 @@ from harness import connector_spark, spread
 from eventhubs_emulator import EmulatorConfig
 from eventhubs_emulator.launcher import start_emulator_process
 from eventhubs_emulator.token_issuer import TokenIssuer
+from pyspark_eventhubs import EventPosition
 from pyspark_eventhubs.registration import registered_environment
 
 PARTITIONS = 2
@@ -114,7 +115,7 @@ def main() -> None:
             common = {
                 "eventhubs.customEndpointAddress": f"sb://localhost:{tls_port}",
                 "eventhubs.connectionVerify": str(work / "tls" / "ca.pem"),
-                "eventhubs.startingPosition": '{"offset": "-1"}',
+                "eventhubs.startingPosition": EventPosition.start_of_stream().to_json(),
                 "maxEventsPerTrigger": str(args.per_trigger),
             }
             sides = {

@@ -78,8 +78,9 @@ def reader(spark: Any, side: str, conn: str, bootstrap: str, events: int) -> Any
             .load()
         )
     from hubflow_jobs.eventhubs_kafka import as_eventhubs_rows, client_options
+    from pyspark_eventhubs import EventHubsConnectionString
 
-    hub = conn.split("EntityPath=")[1].split(";")[0]
+    hub = EventHubsConnectionString.parse(conn).entity_path
     return as_eventhubs_rows(
         spark.readStream.format("kafka")
         .options(**client_options(conn, bootstrap))

@@ -27,8 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import connector_spark, run_until_done, spread, start_emulator
 
+from pyspark_eventhubs import EventPosition
+
 SENDERS = 16
-EARLIEST = '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": true}'
+EARLIEST = EventPosition.start_of_stream().to_json()
 
 
 def fill(connection_string: str, partitions: int, per_partition: int) -> None:
