@@ -13,6 +13,7 @@ import logging
 import math
 import struct
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from . import frames as F
@@ -401,6 +402,32 @@ class Connection:
             loop = asyncio.get_running_loop()
             self._expiry_timer = loop.call_later(min(ends) - now + 0.01, self._detach_expired)
 
+    def _log_renewal(self, grant: Grant) -> None:
+        """Log (INFO, one line) a put-token that renews the token of open consumer / producer links:
+        links attached under an earlier token that the new one covers. A connection's first token for
+        an entity, put before its links attach, is no renewal and is not logged; nor is the token."""
+        kinds: dict[str, int] = {}
+        hubs: set[str] = set()
+        for link, path in self._guarded.items():
+            if not link.closed and grant_covers(grant.path, path):
+                kinds[link.kind] = kinds.get(link.kind, 0) + 1
+                hubs.add(link.hub.name if link.hub is not None else path.split("/", 1)[0])
+        if not kinds:
+            return
+        expiry = (
+            "does not expire"
+            if math.isinf(grant.expires_at)
+            else "expires at " + datetime.fromtimestamp(grant.expires_at, UTC).isoformat(timespec="seconds")
+        )
+        log.info(
+            "token renewed for open %s links of event %s %s on the connection from %s; the new token %s",
+            " and ".join(f"{kind} ({count})" for kind, count in sorted(kinds.items())),
+            "hub" if len(hubs) == 1 else "hubs",
+            ", ".join(repr(h) for h in sorted(hubs)),
+            self.writer.get_extra_info("peername"),
+            expiry,
+        )
+
     def _detach_expired(self) -> None:
         """Detach every link whose entity no unexpired token covers any more, as the service does
         when a token lapses without a new put-token (the client must refresh before expiry)."""
@@ -540,6 +567,7 @@ class Connection:
                 now = time.time()
                 self.grants = [g for g in self.grants if g.expires_at > now] + [grant]
                 self._schedule_expiry_check()
+                self._log_renewal(grant)
             reply_props = {STATUS_CODE: Int(status), STATUS_DESCRIPTION: description}
             reply = build_message(None, reply_props, message_id)
         else:

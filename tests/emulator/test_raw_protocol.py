@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import logging
 import socket
 import struct
+import time
+from urllib.parse import quote_plus
 
 import pytest
 
 from eventhubs_emulator import frames
 from eventhubs_emulator.codec import Described, Symbol, UInt, UShort, decode, encode
+from eventhubs_emulator.messages import build_message
 
 pytestmark = pytest.mark.integration
 
@@ -161,3 +168,91 @@ def test_a_late_detach_on_a_session_the_client_ended_is_dropped_not_a_framing_er
         assert "no session on channel 5" in fields[0].value[1]
     finally:
         client.close()
+
+
+def _sas_token(audience: str, key_name: str, key: str, lifetime: int = 3600) -> str:
+    sr = quote_plus(audience)
+    expiry = int(time.time()) + lifetime
+    digest = hmac.new(key.encode(), f"{sr}\n{expiry}".encode(), hashlib.sha256).digest()
+    signature = quote_plus(base64.b64encode(digest).decode())
+    return f"SharedAccessSignature sr={sr}&sig={signature}&se={expiry}&skn={key_name}"
+
+
+class _CbsClient(RawClient):
+    """A raw client that puts SAS tokens on $cbs (a sender link on handle 0) and attaches links."""
+
+    def __init__(self, emulator) -> None:
+        super().__init__(emulator.port)
+        self.config = emulator.config
+        self.delivery_id = 0
+        target = Described(frames.TARGET, ["$cbs"] + [None] * 6)
+        self.send(frames.ATTACH, ["cbs", UInt(0), False, None, None, None, target, None, None, UInt(0)])
+        assert self.read_until(frames.ATTACH)[2] is True
+        self.tokens: list[str] = []
+
+    def read_until(self, code: int) -> list:
+        while True:
+            got, fields = self.read_frame()
+            if got == code:
+                return fields
+            assert got not in (frames.DETACH, frames.CLOSE), f"the emulator ended a link: {fields}"
+
+    def put_token(self, hub: str) -> None:
+        """Put a token for ``hub`` and wait until the emulator has accepted it."""
+        audience = f"sb://localhost/{hub}"
+        token = _sas_token(audience, self.config.key_name, self.config.key)
+        self.tokens.append(token)
+        props = {"operation": "put-token", "type": "servicebus.windows.net:sastoken", "name": audience}
+        payload = build_message(token, props)
+        fields = [UInt(0), UInt(self.delivery_id), str(self.delivery_id).encode(), UInt(0), False, False]
+        body = encode(Described(frames.TRANSFER, fields))
+        self.sock.sendall(struct.pack(">IBBH", 8 + len(body) + len(payload), 2, 0, 0) + body + payload)
+        self.delivery_id += 1
+        state = self.read_until(frames.DISPOSITION)[4]
+        assert int(state.descriptor) == frames.ACCEPTED
+
+    def attach(self, handle: int, address: str, receive: bool) -> None:
+        """Attach a consumer (``receive``) or producer link to ``address``; it stays attached."""
+        if receive:
+            source, target = Described(frames.SOURCE, [address] + [None] * 10), None
+        else:
+            source, target = None, Described(frames.TARGET, [address] + [None] * 6)
+        self.send(frames.ATTACH, [f"link-{handle}", UInt(handle), receive, None, None, source, target])
+        self.read_until(frames.ATTACH)
+        if not receive:
+            self.read_until(frames.FLOW)  # credit: the producer link is open, not refused
+
+
+def test_a_token_put_for_open_links_logs_their_renewal_and_a_first_token_does_not(emulator, caplog):
+    """The emulator logs one INFO line per put-token that renews the token of open consumer /
+    producer links (what the slow Entra ID stream tests count), never the token itself."""
+    caplog.set_level(logging.INFO, logger="eventhubs_emulator")
+
+    def renewals() -> list[str]:
+        messages = [r.getMessage() for r in caplog.records if r.name == "eventhubs_emulator"]
+        return [m for m in messages if m.startswith("token renewed for open")]
+
+    client = _CbsClient(emulator)
+    try:
+        client.put_token("hub1")  # the first token, before any link: no renewal
+        assert renewals() == []
+        client.attach(1, "hub1/ConsumerGroups/$Default/Partitions/0", receive=True)
+        client.attach(2, "hub1", receive=False)
+        client.put_token("hub4")  # a token for another hub renews none of these links
+        assert renewals() == []
+        client.put_token("hub1")
+        assert len(renewals()) == 1
+        line = renewals()[0]
+        assert line.startswith("token renewed for open consumer (1) and producer (1) links of event hub ")
+        assert "'hub1' on the connection from ('127.0.0.1'," in line
+        assert "expires at" in line
+        client.send(frames.DETACH, [UInt(2), True])  # the producer is closed: only the consumer is open
+        client.read_until(frames.DETACH)
+        client.put_token("hub1")
+        assert len(renewals()) == 2
+        assert "open consumer (1) links" in renewals()[1] and "producer" not in renewals()[1]
+    finally:
+        client.close()
+    for token in client.tokens:
+        signature = token.split("sig=", 1)[1].split("&", 1)[0]
+        assert signature not in caplog.text, "a token was logged"
