@@ -116,10 +116,14 @@ class SparkJobOperator(BaseOperator):
             job, secrets=driver_secrets(job), extra_args=job.run_args, conf={COMMIT_TAG_CONF: tag}
         )
         self.log.info("running job %s: %s --config %s", job.name, job.application_path(), job.config_path())
-        folder = StatusFolder(job.paths.status_dir)
-        earlier = (folder.status() or {}).get("started_at")
-        self._submit(job, str(job.application_path()), outcome=lambda: run_outcome(folder.status(), earlier))
-        status = folder.status() or {}
+        try:
+            folder = StatusFolder(job.paths.status_dir)
+            earlier = (folder.status() or {}).get("started_at")
+            outcome = lambda: run_outcome(folder.status(), earlier)  # noqa: E731
+        except RegistryError:
+            outcome = None  # the run itself refuses the config, naming the mistake (exit 2)
+        self._submit(job, str(job.application_path()), outcome=outcome)
+        status = StatusFolder(job.paths.status_dir).status() or {}
         progress = status.get("last_progress") or {}
         self.log.info(
             "job %s finished: state %s, %s rows read in this run; last batch %s",
