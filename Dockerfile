@@ -69,19 +69,21 @@ RUN set -eux; \
     python /opt/hubflow/scripts/jvm_deps.py check
 
 # The project's own packages, not editable and without dependencies (the lock has them all): the
-# Event Hubs data source, the emulator, and the jobs runtime hubflow-jobs, whose job-supervisor
-# contract (hubflow_jobs.status) the plugins import. The virtualenv's own pip builds them (its
-# isolated build fetches their build backend, setuptools) and is then uninstalled: nothing at run
-# time installs packages.
+# Event Hubs data source, the emulator, the control plane hubflow-control (which the plugins, the
+# jobs and the command import) and the jobs runtime hubflow-jobs. The virtualenv's own pip builds
+# them (its isolated build fetches their build backend, setuptools) and is then uninstalled:
+# nothing at run time installs packages.
 COPY connectors /opt/hubflow/src/connectors
 COPY emulator /opt/hubflow/src/emulator
+COPY control /opt/hubflow/src/control
 COPY jobs /opt/hubflow/src/jobs
 RUN set -eux; \
     if [ -s /tmp/hubflow-build/ca-certificates.crt ]; then \
         export SSL_CERT_FILE=/tmp/hubflow-build/ca-certificates.crt PIP_CERT=/tmp/hubflow-build/ca-certificates.crt; \
     fi; \
     pip install --no-cache-dir --disable-pip-version-check --no-deps \
-        /opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/jobs; \
+        /opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/control \
+        /opt/hubflow/src/jobs; \
     pip uninstall --yes --disable-pip-version-check pip; \
     rm -rf /tmp/hubflow-build
 

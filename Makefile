@@ -60,7 +60,7 @@ STRESS_TESTS ?= tests/dags tests/jobs/test_delta_backfill.py tests/jobs/test_del
   tests/jobs/test_cluster_auth.py tests/jobs/test_submit.py tests/kafka/test_conformance.py \
   tests/jobs/test_eventhubs_aggregate.py tests/jobs/test_builtin_upgrade.py \
   tests/foundation/test_harness.py tests/plugins/triggers/test_event_arrivals.py \
-  tests/plugins/core/test_job_control.py tests/plugins/status_page/test_airflow_plugin.py
+  tests/control/test_job_control.py tests/plugins/status_page/test_airflow_plugin.py
 test-stress: test-tools lint
 	$(VENV)/bin/pytest -m "not slow" -n 2 --dist loadfile --no-loadscope-reorder --cpu-burn 2 --durations=15 \
 	  $(STRESS_TESTS) $(PYTEST_ARGS)

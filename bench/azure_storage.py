@@ -31,10 +31,10 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "jobs"), str(REPO_ROOT / "plugins")]
 
-from hubflow_jobs import checkpoint_logs  # noqa: E402
-from hubflow_jobs.storage.azure import forget_accesses, url_to_fs, use_access  # noqa: E402
-from hubflow_plugins.core.archive import archive_processed_files  # noqa: E402
-from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint  # noqa: E402
+from hubflow.checkpoints import spark_logs as checkpoint_logs  # noqa: E402
+from hubflow.checkpoints.inspector import inspect_checkpoint  # noqa: E402
+from hubflow.operations.archive import archive_processed_files  # noqa: E402
+from hubflow.storage.azure import forget_accesses, url_to_fs, use_access  # noqa: E402
 from tests.support.azurite import Azurite, start_azurite  # noqa: E402
 from tests.support.file_source_checkpoint import write_file_source_checkpoint  # noqa: E402
 

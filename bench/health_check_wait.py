@@ -36,8 +36,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "jobs"), str(REPO_ROOT / "plugins")]
 
-from hubflow_plugins.core.airflow_readiness import RUNS_DAGS, Service, wait_until_ready  # noqa: E402
-from hubflow_plugins.core.registry import load_registry  # noqa: E402
+from hubflow.registry import load_registry  # noqa: E402
+from hubflow.supervision.airflow_readiness import RUNS_DAGS, Service, wait_until_ready  # noqa: E402
 from tests.dags.helpers import (  # noqa: E402
     AIRFLOW,
     airflow_env,

@@ -146,9 +146,9 @@ def run(spark: Any, times: TriggerTimes, side: str, workdir: Path, tag: str, per
     """One availableNow run of ``side`` from the earliest event; its trigger times after the first."""
     import yaml
 
-    from hubflow_jobs import EXIT_OK
+    from hubflow.config import load_config
+    from hubflow.status.exit_codes import EXIT_OK
     from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
-    from hubflow_jobs.config import load_config
     from hubflow_jobs.pipeline.job import start_function
     from hubflow_jobs.runtime.runner import run_job
     from hubflow_jobs.runtime.stop import StopRequest

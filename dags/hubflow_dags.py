@@ -3,7 +3,7 @@
 Add a job by adding an entry to the registry; this file does not change.
 """
 
-from hubflow_plugins.core.registry import load_registry
+from hubflow.registry import load_registry
 from hubflow_plugins.dag_factory import build_dags
 
 globals().update(build_dags(load_registry()))

@@ -3,7 +3,7 @@
 airflow-init runs it as root on the shared volume (``/opt/hubflow/data``): the landing folder of
 every file job must exist before the job starts (its config check refuses a missing one), and the
 status and checkpoint roots are where supervisors and jobs write. Remote paths (``abfss://``) are
-left alone. Runs with the plugins folder on ``sys.path`` to read the registry as Airflow does.
+left alone. Reads the registry with the control plane (``hubflow``, installed in the image).
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.environ.get("AIRFLOW__CORE__PLUGINS_FOLDER", "/opt/airflow/plugins"))
-
-from hubflow_plugins.core.registry import load_registry
+from hubflow.registry import load_registry
 
 OWNER = (50000, 0)
 

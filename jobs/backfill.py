@@ -14,10 +14,11 @@ import logging
 import sys
 from typing import Any
 
-from hubflow_jobs import EXIT_CONFIG_ERROR
-from hubflow_jobs.applications import backfill_builtins, can_backfill
-from hubflow_jobs.backfill import BackfillRefused, WindowError, parse_window
-from hubflow_jobs.config import ConfigError
+from hubflow.applications import backfill_builtins, can_backfill
+from hubflow.config import ConfigError
+from hubflow.invocation import ARG_APPLICATION, ARG_CONFIG, ARG_WINDOW_END, ARG_WINDOW_START
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR
+from hubflow_jobs.backfill_window import BackfillRefused, WindowError, parse_window
 from hubflow_jobs.pipeline.binding import PipelineError
 from hubflow_jobs.runtime.runner import configure_logging, run_batch
 
@@ -28,13 +29,13 @@ def main(argv: list[str]) -> int:
     configure_logging()
     parser = argparse.ArgumentParser(description="backfill one data interval of a job")
     parser.add_argument(
-        "--application",
+        ARG_APPLICATION,
         required=True,
         help=f"{', '.join(backfill_builtins())}, or a pipeline MODULE:FUNCTION",
     )
-    parser.add_argument("--config", required=True, help="the job's YAML config file")
-    parser.add_argument("--window-start", required=True, help="ISO-8601, inclusive")
-    parser.add_argument("--window-end", required=True, help="ISO-8601, exclusive")
+    parser.add_argument(ARG_CONFIG, required=True, help="the job's YAML config file")
+    parser.add_argument(ARG_WINDOW_START, required=True, help="ISO-8601, inclusive")
+    parser.add_argument(ARG_WINDOW_END, required=True, help="ISO-8601, exclusive")
     args = parser.parse_args(argv)
     if not can_backfill(args.application):
         log.error(

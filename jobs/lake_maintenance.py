@@ -12,9 +12,16 @@ import logging
 import sys
 from typing import Any
 
-from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
-from hubflow_jobs.applications import BUILTIN_PIPELINES, config_model
-from hubflow_jobs.config import ConfigError, load_config
+from hubflow.applications import BUILTIN_PIPELINES, config_model
+from hubflow.config import ConfigError, load_config
+from hubflow.invocation import (
+    ARG_APPLICATION,
+    ARG_CHECKPOINT_AFTER_COMMITS,
+    ARG_CONFIG,
+    ARG_DRY_RUN,
+    ARG_VACUUM_RETENTION_HOURS,
+)
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_OK
 from hubflow_jobs.lake.maintenance import maintain_table
 from hubflow_jobs.runtime.runner import configure_logging, run_batch
 
@@ -25,14 +32,14 @@ def main(argv: list[str]) -> int:
     configure_logging()
     parser = argparse.ArgumentParser(description="compact, vacuum and checkpoint a job's Delta tables")
     parser.add_argument(
-        "--application",
+        ARG_APPLICATION,
         required=True,
         help=f"one of {', '.join(sorted(BUILTIN_PIPELINES))} or module:function",
     )
-    parser.add_argument("--config", required=True, help="the job's YAML config file")
-    parser.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
-    parser.add_argument("--vacuum-retention-hours", type=float, default=168.0)
-    parser.add_argument("--checkpoint-after-commits", type=int, default=100)
+    parser.add_argument(ARG_CONFIG, required=True, help="the job's YAML config file")
+    parser.add_argument(ARG_DRY_RUN, action="store_true", help="say what would be done, change nothing")
+    parser.add_argument(ARG_VACUUM_RETENTION_HOURS, type=float, default=168.0)
+    parser.add_argument(ARG_CHECKPOINT_AFTER_COMMITS, type=int, default=100)
     args = parser.parse_args(argv)
     model = config_model(args.application)
     if model is None:

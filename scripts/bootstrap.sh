@@ -32,7 +32,7 @@ check_java() {
 
 wanted_stamp() {
   cat "$root/requirements-uv.lock" "$root/requirements-dev.lock" "$root"/connectors/pyproject.toml "$root"/emulator/pyproject.toml \
-    "$root"/jobs/pyproject.toml "$root"/cli/pyproject.toml \
+    "$root"/control/pyproject.toml "$root"/jobs/pyproject.toml "$root"/cli/pyproject.toml \
     "$root/scripts/bootstrap.sh" "$root/jvm-deps.lock" "$root/scripts/jvm_deps.py" \
     2>/dev/null | sha256sum | cut -d' ' -f1
 }
@@ -126,9 +126,9 @@ fi
 # The project's own packages, editable, without touching their locked dependencies. "compat" mode
 # puts the folders on sys.path (a .pth file), so Spark's discovery of pyspark_* modules finds the
 # connector and registers format("eventhubs") by itself, and the Airflow side imports the jobs'
-# status-folder contract (hubflow_jobs.status) from the working copy.
+# status-folder contract (hubflow.status) from the working copy.
 "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps \
-  --config-settings editable_mode=compat -e "$root/connectors" -e "$root/emulator" -e "$root/jobs" \
+  --config-settings editable_mode=compat -e "$root/connectors" -e "$root/emulator" -e "$root/control" -e "$root/jobs" \
   -e "$root/cli"
 # The locked JVM jars (Delta, Azure storage drivers) into pyspark's jars folder, checksums verified;
 # jobs never fetch jars at run time.

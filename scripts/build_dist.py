@@ -6,7 +6,8 @@
 
 Produces ``hubflow_connectors-<version>-py3-none-any.whl`` (from ``connectors/``, built by
 setuptools through ``uv build --wheel``, or ``python -m build --wheel --no-isolation`` without uv) and
-``hubflow_jobs.zip`` (the package ``jobs/hubflow_jobs``, importable from the zip). Pass both to
+``hubflow_jobs.zip`` (the driver side ``jobs/hubflow_jobs`` and the control plane it imports,
+``control/hubflow``, importable from the zip). Pass both to
 ``spark-submit --py-files`` together with the entry script ``jobs/<name>.py``. The last line printed
 is a JSON object ``{"wheel": PATH, "jobs_zip": PATH}`` for scripts that call this one.
 """
@@ -24,7 +25,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONNECTORS_DIR = REPO_ROOT / "connectors"
-JOBS_PACKAGE = REPO_ROOT / "jobs" / "hubflow_jobs"
+#: The packages a driver imports from the zip: the driver side and the control plane under it.
+JOBS_PACKAGES = (REPO_ROOT / "jobs" / "hubflow_jobs", REPO_ROOT / "control" / "hubflow")
 JOBS_ZIP_NAME = "hubflow_jobs.zip"
 
 
@@ -79,13 +81,14 @@ def _wheel_command(source: Path, wheel_dir: Path) -> list[str]:
 
 
 def build_jobs_zip(out_dir: Path) -> Path:
-    """Zip ``jobs/hubflow_jobs`` (sources only) into ``out_dir`` and return the zip's path."""
+    """Zip ``jobs/hubflow_jobs`` and ``control/hubflow`` (sources only) into ``out_dir``; return its path."""
     target = out_dir / JOBS_ZIP_NAME
     temp = target.with_suffix(".zip.tmp")
     with zipfile.ZipFile(temp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(JOBS_PACKAGE.rglob("*.py")):
-            if "__pycache__" not in path.parts:
-                archive.write(path, path.relative_to(JOBS_PACKAGE.parent).as_posix())
+        for package in JOBS_PACKAGES:
+            for path in sorted(package.rglob("*.py")):
+                if "__pycache__" not in path.parts:
+                    archive.write(path, path.relative_to(package.parent).as_posix())
     temp.replace(target)
     return target
 

@@ -22,21 +22,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-# The steps live in scripts/hubflow_demo/, beside this file (on sys.path when it runs as a script,
-# not when a test loads it by its path).
-if str(Path(__file__).resolve().parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+# The steps live in scripts/hubflow_demo/, beside this file (Python puts a script's folder on
+# sys.path).
 from hubflow_demo.progress import T0, console
 from hubflow_demo.run import run
-from hubflow_demo.sample_data import emulator_config, send_events
-from hubflow_demo.settings import CONNECTION_FILE, HUB, REPO
 from hubflow_demo.stop import stop_stack
-
-#: What a test or tutorial takes from the demo (its hub, events and connection file) besides ``main``.
-__all__ = ["CONNECTION_FILE", "HUB", "REPO", "emulator_config", "main", "send_events"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -109,7 +109,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
 def blob_access(azurite: Azurite) -> Iterator:
     """Azurite's account registered as this process's storage access (as the operators do from the
     job's Airflow connection); forgotten after the test."""
-    from hubflow_jobs.storage.azure import forget_accesses, use_access
+    from hubflow.storage.azure import forget_accesses, use_access
 
     access = azurite.access()
     forget_accesses()

@@ -13,39 +13,16 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+from hubflow.applications import backfill_builtins, can_backfill
+from hubflow.invocation import JobInvocation
+from hubflow.operations.job_control import JobControl
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow.supervision.detached_process import start_detached
 from hubflow_cli.run import LOG_TAIL_LINES, Foreground, checked_job, driver_environment, log_tail
-from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
-from hubflow_jobs.applications import backfill_builtins, can_backfill
-from hubflow_jobs.backfill import WindowError, parse_window
-from hubflow_jobs.runtime.detached_process import start_detached
-from hubflow_plugins.core.job_control import JobControl
-from hubflow_plugins.core.registry import (
-    RegisteredJob,
-)
-from hubflow_plugins.core.spark_submit_command import spark_submit_binary
+from hubflow_jobs.backfill_window import WindowError, parse_window
 
 #: Where the backfill's output goes: beside the job's driver log.
 BACKFILL_LOG = "backfill.log"
-
-
-def backfill_command(job: RegisteredJob, start: str, end: str, master: str) -> list[str]:
-    """``spark-submit --master M --conf ... jobs/backfill.py --application APP --config FILE --window-*``."""
-    conf = [part for key, value in job.submit_conf.items() for part in ("--conf", f"{key}={value}")]
-    return [
-        spark_submit_binary() or "spark-submit",
-        "--master",
-        master,
-        *conf,
-        str(job.application_path().with_name("backfill.py")),
-        "--application",
-        job.application,
-        "--config",
-        str(job.config_path()),
-        "--window-start",
-        start,
-        "--window-end",
-        end,
-    ]
 
 
 def backfill_job(name: str, *, start: str, end: str, registry: Path | None, master: str = "local[*]") -> int:
@@ -67,7 +44,7 @@ def backfill_job(name: str, *, start: str, end: str, registry: Path | None, mast
         return EXIT_CONFIG_ERROR
     driver_log, _ = JobControl(job.name, paths.status_dir).driver_log_target()
     log_path = driver_log.with_name(BACKFILL_LOG)
-    command = backfill_command(job, start, end, master)
+    command = JobInvocation.backfill(job, start, end).command(master)
     print(f"backfilling job {job.name} [{start}, {end}): {' '.join(command)}")
     print(f"log: {log_path}")
     process = start_detached(command, log_path, driver_environment(), append=False)

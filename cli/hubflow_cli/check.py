@@ -1,7 +1,7 @@
 """``hubflow check``: every registered job's config and every pipeline's binding, without Spark.
 
 For each job of the registry: its application is known, its config reads and validates with that
-application's model (``hubflow_plugins.core.registry.read_job_paths``, the check Airflow makes at run
+application's model (``hubflow.registry.read_job_paths``, the check Airflow makes at run
 time), its name agrees with the registry's, and for a pipeline (``application: module:function``) the
 function imports, its parameters bind to the config's sources and ``params:`` fit its model
 (``hubflow_jobs.pipeline.job.load_pipeline``, the check ``jobs/pipeline.py`` makes before Spark).
@@ -18,12 +18,13 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK, applications
+from hubflow import applications
+from hubflow.config import ConfigError, load_config
+from hubflow.registry import RegistryError, load_registry, read_job_paths
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_OK
 from hubflow_jobs.builtins.legacy_config import LegacyConfigWarning
-from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.pipeline.binding import PipelineError
 from hubflow_jobs.pipeline.job import load_pipeline
-from hubflow_plugins.core.registry import RegistryError, load_registry, read_job_paths
 
 #: The ``application`` of a job config checked without a registry, for messages.
 NO_REGISTRY = "--application"

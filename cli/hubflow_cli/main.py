@@ -12,8 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR
 from hubflow_cli.scaffold import SOURCE_KINDS
-from hubflow_jobs import EXIT_CONFIG_ERROR
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,8 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from hubflow.registry import registry_path
     from hubflow_cli.check import check_job_config, check_registry, report
-    from hubflow_plugins.core.registry import registry_path
 
     if args.config is None:
         if args.pipeline or args.application:

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import yaml
 
+from hubflow.config import JOB_NAME_PATTERN
+from hubflow.registry import RegistryError, jobs_folder, load_registry, registry_path
+from hubflow.repository import PIPELINES_DIR_ENV, pipelines_folder
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_OK
 from hubflow_cli import repo_root, scaffold
-from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
-from hubflow_jobs.config import JOB_NAME_PATTERN
-from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV, pipelines_folder
-from hubflow_plugins.core.registry import RegistryError, jobs_folder, load_registry, registry_path
 
 _ITEM = re.compile(r"^(\s*)- ", re.MULTILINE)
 _EMPTY_JOBS = re.compile(r"^jobs:[ \t]*\[\][ \t]*(#.*)?$", re.MULTILINE)

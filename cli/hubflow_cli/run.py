@@ -28,8 +28,18 @@ from typing import Any
 
 import yaml
 
-from hubflow_cli.check import check_job_config
-from hubflow_jobs import (
+from hubflow.invocation import JobInvocation, job_environment
+from hubflow.operations.job_control import JobControl
+from hubflow.progress.history import progress_lag
+from hubflow.registry import (
+    RegisteredJob,
+    RegistryError,
+    load_registry,
+    read_job_paths,
+    registry_path,
+)
+from hubflow.status import StatusFolder
+from hubflow.status.exit_codes import (
     EXIT_CONFIG_ERROR,
     EXIT_FAILED,
     EXIT_HELD,
@@ -38,19 +48,9 @@ from hubflow_jobs import (
     EXIT_LOCKED,
     EXIT_OK,
 )
-from hubflow_jobs.runtime.detached_process import start_detached
-from hubflow_jobs.status import StatusFolder
-from hubflow_plugins.core.job_control import JobControl
-from hubflow_plugins.core.job_exit import run_outcome
-from hubflow_plugins.core.registry import (
-    RegisteredJob,
-    RegistryError,
-    load_registry,
-    read_job_paths,
-    registry_path,
-)
-from hubflow_plugins.core.spark_submit_command import job_environment, spark_submit_binary
-from hubflow_plugins.status_page.progress_history import progress_lag
+from hubflow.supervision.detached_process import start_detached
+from hubflow.supervision.job_exit import run_outcome
+from hubflow_cli.check import check_job_config
 
 #: What each of the job's exit codes means, for the last line of a run.
 EXIT_MEANINGS = {
@@ -71,21 +71,6 @@ def driver_environment() -> dict[str, str]:
     env = {**os.environ, **job_environment()}
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return env
-
-
-def submit_command(job: RegisteredJob, config: Path, master: str) -> list[str]:
-    """``spark-submit --master M --conf ... jobs/<application>.py [--pipeline ...] --config FILE``."""
-    conf = [part for key, value in job.submit_conf.items() for part in ("--conf", f"{key}={value}")]
-    return [
-        spark_submit_binary() or "spark-submit",
-        "--master",
-        master,
-        *conf,
-        str(job.application_path()),
-        *job.run_args,
-        "--config",
-        str(config),
-    ]
 
 
 def once_config(config_path: Path, folder: Path) -> Path:
@@ -165,7 +150,8 @@ def run_job(
             print(f"--once: running {config} (a copy of {job.config_path()} with availableNow)")
         log_path, _ = JobControl(job.name, paths.status_dir).driver_log_target()
         folder = StatusFolder(paths.status_dir)
-        return _supervise(job, submit_command(job, config, master), log_path, folder, every)
+        command = JobInvocation.run(job, config=config).command(master)
+        return _supervise(job, command, log_path, folder, every)
 
 
 def _supervise(

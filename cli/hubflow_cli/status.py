@@ -1,9 +1,9 @@
 """``hubflow status [JOB]``: what the status page shows of each registered job, in the terminal.
 
-The facts come from the status page's own snapshot (``hubflow_plugins.status_page.job_snapshots``,
+The facts come from the status page's own snapshot (``hubflow.progress.job_snapshots``,
 Airflow-free): the checkpoint's verdict, the state and liveness from ``status.json``, the last batch,
 the lag, the on-call hold. The lease holder is read from the job's status folder (its ``lease``
-document, :mod:`hubflow_jobs.status`). Nothing is changed.
+document, :mod:`hubflow.status`). Nothing is changed.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
-from hubflow_jobs.redaction import redact
-from hubflow_jobs.status import LEASE_FILE, StatusFolder
-from hubflow_plugins.core.registry import RegisteredJob, RegistryError, load_registry, registry_path
-from hubflow_plugins.status_page.job_snapshots import job_snapshot
-from hubflow_plugins.status_page.progress_history import ProgressSamples
+from hubflow.progress.history import ProgressSamples
+from hubflow.progress.job_snapshots import job_snapshot
+from hubflow.redaction import redact
+from hubflow.registry import RegisteredJob, RegistryError, load_registry, registry_path
+from hubflow.status import LEASE_FILE, StatusFolder
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_OK
 
 
 def lease_holder(job: RegisteredJob) -> dict[str, Any] | None:

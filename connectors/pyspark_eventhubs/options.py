@@ -208,7 +208,7 @@ def _int_value(name: str, raw: object, low: int = 1, high: int | None = None) ->
 def parse_iso_duration_option(key: str, raw: str) -> float:
     """Seconds of an ISO-8601 duration option such as ``PT60S`` or ``PT1M30S``: the Scala connector's
     option format, kept for compatibility; hubflow's own config durations ("30 s", "2 min") are
-    ``hubflow_jobs.durations.parse_duration``."""
+    ``hubflow.durations.parse_duration``."""
     try:
         value = isodate.parse_duration(str(raw).strip())
     except (isodate.ISO8601Error, ValueError):

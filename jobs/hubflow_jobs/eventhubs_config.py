@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from hubflow_jobs.config import KeyedValueError, StrictModel, TextMap, checks_environment
+from hubflow.config import KeyedValueError, StrictModel, TextMap, checks_environment
 from pyspark_eventhubs import DEFAULT_CONSUMER_GROUP, EventHubsConnectionString, EventPosition
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from hubflow_jobs.config import KeyedValueError
+from hubflow.config import KeyedValueError
 from hubflow_jobs.eventhubs_config import EventHubConnectionConfig
 from pyspark_eventhubs import EventHubsConnectionString
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from pydantic import model_validator
 
-from hubflow_jobs.config import KeyedValueError
+from hubflow.config import KeyedValueError
 from hubflow_jobs.eventhubs_kafka import RECOMMENDED_PRODUCER_SETTINGS, EventHubsKafkaConfig
 
 #: Spark Kafka sink options hubflow derives from the sink's keys (lower case); ``options`` may not

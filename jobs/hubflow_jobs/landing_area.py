@@ -12,11 +12,8 @@ are now (:func:`interval_files`), and lists them again when one moves while it r
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
-
-from hubflow_jobs.config import is_local, local_path
 
 log = logging.getLogger(__name__)
 
@@ -26,20 +23,6 @@ T = TypeVar("T")
 MOVED_FILE_ERRORS = ("PATH_NOT_FOUND", "FILE_NOT_EXIST", "FileNotFoundException")
 #: How many times an interval is listed and read when files keep moving under it.
 MOVED_FILE_ATTEMPTS = 3
-
-
-def archive_root(landing: str, archive_dir: str) -> str:
-    """Where a landing file is archived: ``archive_dir`` + the landing folder's path.
-
-    Spark's ``cleanSource=archive`` keeps a file's whole path under the archive folder (without
-    scheme and authority), so ``<landing>/2026/11/f.json`` is archived as
-    ``<archive_dir><landing path>/2026/11/f.json``; the archive task uses the same layout.
-    """
-    if is_local(landing):
-        path = os.path.abspath(local_path(landing))
-    else:
-        path = "/" + landing.split("://", 1)[1].split("/", 1)[-1]
-    return archive_dir.rstrip("/") + "/" + path.strip("/")
 
 
 def interval_files(landing: str, archive: str | None, folders: list[str]) -> tuple[list[str], dict[str, int]]:
@@ -74,7 +57,7 @@ def files_read(paths: list[str], where: dict[str, int]) -> str:
 
 def _files_under(folder: str) -> dict[str, str]:
     """Data files under ``folder`` by relative path, skipping names Spark skips (``_*``, ``.*``)."""
-    from hubflow_jobs.storage.azure import url_to_fs
+    from hubflow.storage.azure import url_to_fs
 
     fs, root = url_to_fs(folder)
     if not fs.isdir(root):

@@ -1,8 +1,8 @@
-"""hubflow's Airflow-side code as ordinary Python modules (Airflow puts ``plugins/`` on ``sys.path``).
+"""hubflow's Airflow side, laid out like a provider package (Airflow puts ``plugins/`` on ``sys.path``).
 
-``checkpoint_inspector``, ``archive``, ``health``, ``job_control`` and ``rewind`` are plain libraries
-with no Airflow import, so they can be used from a shell, a test or a Spark driver as well as from
-the operators and sensors. What a job and its supervisors share - the status folder's files, the job
-states, the lease and the STOP/KILL/HOLD markers - is imported from the jobs runtime package
-(``hubflow_jobs.status``, installed as ``hubflow-jobs``; it imports no Spark), never copied.
+Hooks own connections and I/O, operators are thin (read parameters, call the control plane, report),
+sensors and triggers judge and wait, notifications carry alerts, the status page serves the jobs'
+progress, and the DAG factory builds every DAG from the registry. What to do for a job - supervision
+decisions, health verdicts, job control, rewind, archive, alert decisions - is the control plane's
+(``hubflow``, which imports no Airflow), imported from there, never copied.
 """

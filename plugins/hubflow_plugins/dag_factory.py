@@ -33,12 +33,12 @@ from airflow.sdk import (
     Param,
 )
 
-from hubflow_jobs.applications import writes_lake_tables
-from hubflow_jobs.durations import parse_duration
-from hubflow_plugins.core.event_arrivals import EventsSchedule, arrivals_asset_name, arrivals_asset_uri
-from hubflow_plugins.core.health import HEALTHY, HEALTHY_STREAMING
-from hubflow_plugins.core.lake_assets import AssetSchedule, alias_name
-from hubflow_plugins.core.registry import RegisteredJob, Registry
+from hubflow.applications import writes_lake_tables
+from hubflow.durations import parse_duration
+from hubflow.event_schedule import EventsSchedule, arrivals_asset_name, arrivals_asset_uri
+from hubflow.lake_assets import AssetSchedule, alias_name
+from hubflow.registry import RegisteredJob, Registry
+from hubflow.supervision.health import HEALTHY, HEALTHY_STREAMING
 from hubflow_plugins.operators.cleanup import (
     ArchiveOperator,
     CheckpointBackupRetentionOperator,

@@ -51,7 +51,7 @@ def airflow_env(data: Path, registry: Path, api_port: int, conn: str, alerts_url
 
 def wait_for_airflow(ui: str, standalone: subprocess.Popen, started: datetime, status_page: str) -> Api:
     """Wait until Airflow runs DAGs and knows the demo's, unpause them; its REST API."""
-    from hubflow_plugins.core.airflow_readiness import RUNS_DAGS, AirflowNotReady, wait_until_ready
+    from hubflow.supervision.airflow_readiness import RUNS_DAGS, AirflowNotReady, wait_until_ready
 
     # Triggered only once the API server, scheduler and DAG processor are all up: a task queued
     # before the API server listens fails ("Connection refused").

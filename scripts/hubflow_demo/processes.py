@@ -6,8 +6,8 @@ import json
 import os
 import subprocess
 
+from hubflow.supervision.detached_process import start_detached
 from hubflow_demo.settings import DEMO, PIDS
-from hubflow_jobs.runtime.detached_process import start_detached
 
 
 def start(name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:

@@ -49,7 +49,7 @@ def _stop_group(name: str, pid: int, quiet: bool) -> None:
 def stop_streaming_jobs(quiet: bool, wait: float = 30) -> list[str]:
     """Stop every streaming driver the demo's status folders show running here: the STOP marker
     (the running batch finishes), then SIGKILL to its process group. Returns what was done."""
-    from hubflow_plugins.core.job_control import JobControl
+    from hubflow.operations.job_control import JobControl
 
     done = []
     for status in sorted((DEMO / "data" / "status").glob("*/status.json")):

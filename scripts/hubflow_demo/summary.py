@@ -38,8 +38,8 @@ def summary_facts(
 
 def summarize(data: Path, registry: Path, facts: dict[str, Any]) -> Table:
     """The summary table; the lake's Delta tables are read with delta-rs, as any non-Spark reader would."""
-    from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
-    from hubflow_plugins.core.registry import load_registry
+    from hubflow.checkpoints.inspector import inspect_checkpoint
+    from hubflow.registry import load_registry
 
     good, bad, sent = facts["good"], facts["bad"], facts["sent"]
     table = Table(title="hubflow demo", show_lines=False)

@@ -18,15 +18,15 @@ from hubflow_demo.progress import DemoFailed, say, wait_for
 from hubflow_demo.settings import BRONZE, SUPERVISOR
 
 if TYPE_CHECKING:
-    from hubflow_jobs.status import Liveness
-    from hubflow_plugins.core.job_control import JobControl
-    from hubflow_plugins.core.registry import RegisteredJob
+    from hubflow.operations.job_control import JobControl
+    from hubflow.registry import RegisteredJob
+    from hubflow.status import Liveness
 
 
 def bronze_control(registry: Path) -> tuple[RegisteredJob, JobControl]:
     """The bronze job in the demo's registry, and the control of its status folder."""
-    from hubflow_plugins.core.job_control import JobControl
-    from hubflow_plugins.core.registry import load_registry
+    from hubflow.operations.job_control import JobControl
+    from hubflow.registry import load_registry
 
     job = load_registry(registry).job(BRONZE)
     control = JobControl(BRONZE, job.paths.status_dir, heartbeat_timeout=job.heartbeat_timeout)
@@ -35,7 +35,7 @@ def bronze_control(registry: Path) -> tuple[RegisteredJob, JobControl]:
 
 def running(control: JobControl) -> Any:
     """The driver's liveness while it runs (running or idle), else something false."""
-    from hubflow_jobs.status.states import JobState
+    from hubflow.status.states import JobState
 
     live = control.liveness()
     return live.alive and live.state in (JobState.RUNNING, JobState.IDLE) and live
@@ -96,7 +96,7 @@ def wait_for_supervisor(
     data: Path, job: RegisteredJob, control: JobControl, seen: set[tuple[str, int]]
 ) -> None:
     """The supervisor's first new word after the kill, then the status page's backoff view."""
-    from hubflow_plugins.core.supervision import backoff_view
+    from hubflow.supervision.supervisor import backoff_view
 
     decision = wait_for(
         lambda: _supervisor_said(data, seen, "the next start is due", "starting it again", "started job"),
@@ -151,6 +151,6 @@ def hold_and_stop(control: JobControl) -> None:
 
 
 def _time(text: Any) -> datetime | None:
-    from hubflow_plugins.core.job_control import parse_time
+    from hubflow.operations.job_control import parse_time
 
     return parse_time(text)

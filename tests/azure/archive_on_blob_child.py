@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from hubflow_plugins.core.archive import archive_processed_files
+from hubflow.operations.archive import archive_processed_files
 from tests.azure.die_on_cue import die_at
 
 

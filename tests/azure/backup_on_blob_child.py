@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from hubflow_plugins.core.checkpoint_backups import backup_checkpoint
+from hubflow.checkpoints.backups import backup_checkpoint
 from tests.azure.die_on_cue import die_at
 
 

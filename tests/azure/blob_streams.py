@@ -23,7 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def start_child(azurite: Azurite, module: str, *args: str) -> subprocess.Popen:
     """``python -m <module> <args>`` with the repository importable and Azurite's account in the
     child's environment, the way a supervisor hands a storage access to a driver or a task."""
-    from hubflow_jobs.storage.azure import env_for
+    from hubflow.storage.azure import env_for
 
     env = {
         **os.environ,

@@ -1,7 +1,7 @@
 """Test helper: make this process SIGKILL itself at the N-th point of its Blob operations.
 
 The storage is the real Blob API (Azurite); only the moment of death is arranged. A point is the
-moment just before or just after one call of :class:`~hubflow_jobs.storage.blob_objects.BlobObjects`
+moment just before or just after one call of :class:`~hubflow.storage.blob_api.BlobObjects`
 ``copy``, ``create`` or ``delete`` (the operations that change storage). Code running in several
 threads has other operations in flight when the process dies.
 """
@@ -13,7 +13,7 @@ import signal
 import threading
 from typing import Any
 
-from hubflow_jobs.storage.blob_objects import BlobObjects
+from hubflow.storage.blob_api import BlobObjects
 
 OPERATIONS = ("copy", "create", "delete")
 

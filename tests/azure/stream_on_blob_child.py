@@ -3,10 +3,10 @@
     python -m tests.azure.stream_on_blob_child stream|finish LANDING CHECKPOINT ARCHIVE TABLE STATUS
 
 Spark reaches the storage through hadoop-azure's ABFS driver with the settings
-``hubflow_jobs.storage.azure`` derives from the access in ``HUBFLOW_AZURE_STORAGE`` (the way a
+``hubflow.storage.azure`` derives from the access in ``HUBFLOW_AZURE_STORAGE`` (the way a
 supervisor hands it to a driver). The file source reads LANDING one file per batch with
 ``cleanSource=archive`` into ARCHIVE; the sink is the Delta table TABLE; the job's status goes to
-the status folder STATUS (``hubflow_jobs.status`` on Blob). ``stream`` runs until killed,
+the status folder STATUS (``hubflow.status`` on Blob). ``stream`` runs until killed,
 printing ``STARTED`` once its query runs and ``COMMITTED <batch id>`` after each batch with rows;
 ``finish`` runs ``availableNow`` and prints ``IDS <json list>`` of the table's ``id`` column.
 """
@@ -19,9 +19,9 @@ import time
 
 from pyspark.sql import SparkSession
 
+from hubflow.status import JobState, JobStatus, StatusFolder
+from hubflow.storage.azure import SPARK_REDACTION_REGEX, accesses_from_env
 from hubflow_jobs.runtime.session import DELTA_CONF
-from hubflow_jobs.status import JobState, JobStatus, StatusFolder
-from hubflow_jobs.storage.azure import SPARK_REDACTION_REGEX, accesses_from_env
 
 
 def session() -> SparkSession:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs.storage.blob_objects import SOURCE_ETAG_METADATA
-from hubflow_plugins.core.archive import archive_processed_files
+from hubflow.operations.archive import archive_processed_files
+from hubflow.storage.blob_api import SOURCE_ETAG_METADATA
 from tests.azure.blob_streams import BlobStream, start_child, upload_stream
 from tests.plugins.file_streams import FileStream
 from tests.support.azurite import Azurite
@@ -81,7 +81,7 @@ def test_already_archived_is_decided_by_content_not_by_size(blob_stream: BlobStr
 
 def test_a_landing_file_replaced_after_listing_is_not_deleted(blob_stream: BlobStream, monkeypatch) -> None:
     """The delete is conditional on the ETag that was copied: a newer version stays in landing."""
-    from hubflow_jobs.storage import blob_objects
+    from hubflow.storage import blob_objects
 
     committed = sorted(set(blob_stream.landed) - blob_stream.uncommitted)
     victim = committed[0]

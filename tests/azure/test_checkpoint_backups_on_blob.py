@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_plugins.core.checkpoint_backups import (
+from hubflow.checkpoints.backups import (
     MANIFEST,
     BackupError,
     backup_checkpoint,
@@ -18,7 +18,7 @@ from hubflow_plugins.core.checkpoint_backups import (
     purge_checkpoint_backups,
     restore_checkpoint,
 )
-from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
+from hubflow.checkpoints.inspector import inspect_checkpoint
 from tests.azure.blob_streams import BlobStream, start_child, upload_stream
 from tests.plugins.file_streams import FileStream
 from tests.support.azurite import Azurite
@@ -93,7 +93,7 @@ def test_a_file_that_appears_during_the_backup_is_never_deleted(
     blob_checkpoint: BlobStream, monkeypatch
 ) -> None:
     """A running job (which must not be) writing meanwhile: the backup says so and deletes nothing new."""
-    from hubflow_plugins.core import checkpoint_backups
+    from hubflow.checkpoints import backups as checkpoint_backups
 
     original_publish = checkpoint_backups._BlobTree.publish
 

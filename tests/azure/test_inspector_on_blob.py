@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs.checkpoint_logs import TAIL_CHUNK
-from hubflow_jobs.storage.azure import url_to_fs
-from hubflow_plugins.core.checkpoint_inspector import Verdict, inspect_checkpoint
+from hubflow.checkpoints.inspector import Verdict, inspect_checkpoint
+from hubflow.checkpoints.spark_logs import TAIL_CHUNK
+from hubflow.storage.azure import url_to_fs
 from tests.support.azurite import Azurite
 from tests.support.file_source_checkpoint import file_log_text, write_file_source_checkpoint
 

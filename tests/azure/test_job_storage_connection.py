@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from hubflow_jobs.status import StatusFolder
-from hubflow_jobs.storage.azure import forget_accesses
-from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
-from hubflow_plugins.core.registry import load_registry
+from hubflow.checkpoints.inspector import inspect_checkpoint
+from hubflow.invocation import JobInvocation
+from hubflow.registry import load_registry
+from hubflow.status import StatusFolder
+from hubflow.storage.azure import forget_accesses
 from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.operators.cleanup import ArchiveOperator, CheckpointBackupRetentionOperator
@@ -92,9 +93,9 @@ def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
     job = load_registry().job("blobjob")
     secrets = driver_secrets(job)  # what the operators hand the driver
     assert secret in secrets["HUBFLOW_AZURE_STORAGE"]
-    hook = build_submit_hook(job, secrets=secrets)
+    hook = build_submit_hook(job, JobInvocation.run(job, secrets=secrets))
     log_path = tmp_path / "driver.log"
-    process = hook.launch_detached(str(job.application_path()), log_path)
+    process = hook.launch_detached(log_path)
     try:
         # The Airflow side: the status folder and the checkpoint through the same connection.
         use_job_storage(job)

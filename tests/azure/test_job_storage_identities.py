@@ -33,9 +33,10 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs.status import StatusFolder
-from hubflow_jobs.storage.azure import AzureStorageAccess, forget_accesses
-from hubflow_plugins.core.registry import load_registry
+from hubflow.invocation import JobInvocation
+from hubflow.registry import load_registry
+from hubflow.status import StatusFolder
+from hubflow.storage.azure import AzureStorageAccess, forget_accesses
 from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from tests.azure.submitted_jobs import REDACTED, files_job_registry, get_json, orders_json, session_cmdlines
@@ -184,7 +185,7 @@ def test_a_spark_job_reaches_its_storage_with_an_identity_whose_tokens_renew(
     if access is not None:
         secrets["HUBFLOW_AZURE_STORAGE"] = access.to_json()
     log_path = tmp_path / "driver.log"
-    process = build_submit_hook(job, secrets=secrets).launch_detached(str(job.application_path()), log_path)
+    process = build_submit_hook(job, JobInvocation.run(job, secrets=secrets)).launch_detached(log_path)
     client_id, route = CLIENT_IDS[kind], ROUTES[kind]
 
     def jvm_tokens() -> int:

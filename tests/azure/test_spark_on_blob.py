@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs.status import StatusFolder
-from hubflow_jobs.storage.azure import env_for
-from hubflow_plugins.core.archive import archive_processed_files
-from hubflow_plugins.core.checkpoint_inspector import Verdict, inspect_checkpoint
+from hubflow.checkpoints.inspector import Verdict, inspect_checkpoint
+from hubflow.operations.archive import archive_processed_files
+from hubflow.status import StatusFolder
+from hubflow.storage.azure import env_for
 from tests.support.azurite import Azurite
 
 pytestmark = pytest.mark.integration

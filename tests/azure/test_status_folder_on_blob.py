@@ -1,5 +1,5 @@
-"""The job↔supervisor contract on the real Blob API (Azurite): ``hubflow_jobs.status`` on an
-``abfs://`` folder uses :class:`~hubflow_jobs.storage.blob_store.BlobStore`, whose conditions the service
+"""The job↔supervisor contract on the real Blob API (Azurite): ``hubflow.status`` on an
+``abfs://`` folder uses :class:`~hubflow.storage.blob_document_store.BlobStore`, whose conditions the service
 enforces: exactly one of 8 concurrent starters (separate processes) wins, a stale holder's renewal and
 release fail, readers never see a half-written status.json, STOP/HOLD/KILL requests round-trip."""
 
@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_LOCKED, EXIT_OK
-from hubflow_jobs.config import RuntimeConfig
+from hubflow.config import RuntimeConfig
+from hubflow.status import LEASE_FILE, JobState, JobStatus, Lease, StatusFolder
+from hubflow.status.exit_codes import EXIT_LOCKED, EXIT_OK
+from hubflow.storage.azure import env_for
+from hubflow.storage.blob_api import BlobObjects
+from hubflow.storage.blob_document_store import BlobStore
+from hubflow.storage.document_stores import store_for
 from hubflow_jobs.runtime.runner import clear_leftover_requests
-from hubflow_jobs.status import LEASE_FILE, JobState, JobStatus, Lease, StatusFolder
-from hubflow_jobs.storage.azure import env_for
-from hubflow_jobs.storage.blob_objects import BlobObjects
-from hubflow_jobs.storage.blob_store import BlobStore
-from hubflow_jobs.storage.stores import store_for
 from tests.support.azurite import Azurite
 
 pytestmark = pytest.mark.integration

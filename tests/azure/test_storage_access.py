@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs.storage.azure import (
+from hubflow.storage.azure import (
     STORAGE_ACCESS_ENV,
     AzureStorageAccess,
     BlobUrl,
@@ -19,7 +19,7 @@ from hubflow_jobs.storage.azure import (
     url_to_fs,
     use_access,
 )
-from hubflow_jobs.storage.blob_objects import SOURCE_ETAG_METADATA, BlobObjects
+from hubflow.storage.blob_api import SOURCE_ETAG_METADATA, BlobObjects
 from tests.support.azurite import ACCOUNT, ACCOUNT_KEY, Azurite
 
 

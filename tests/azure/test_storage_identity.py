@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_jobs.status import JobState, JobStatus, StatusFolder
-from hubflow_jobs.storage.azure import forget_accesses
-from hubflow_plugins.core.registry import load_registry
+from hubflow.registry import load_registry
+from hubflow.status import JobState, JobStatus, StatusFolder
+from hubflow.storage.azure import forget_accesses
 from hubflow_plugins.hooks.azure_storage import use_job_storage
 from tests.dags.helpers import landing_job, write_registry
 from tests.support.azurite import ACCOUNT, Azurite, azurite_problem, start_azurite

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from hubflow_jobs.storage.azure import AzureStorageAccess, known_to_msal
+from hubflow.storage.azure import AzureStorageAccess, known_to_msal
 
 HOST = "lakeacct.dfs.core.windows.net"
 PROVIDERS = "org.apache.hadoop.fs.azurebfs.oauth2."

@@ -142,9 +142,9 @@ def test_a_new_eventhubs_kafka_pipeline_reads_the_emulators_events_through_kafka
     from azure.eventhub import EventData, EventHubProducerClient
 
     from eventhubs_emulator import Emulator, EmulatorConfig
+    from hubflow.repository import PIPELINES_DIR_ENV
+    from hubflow.status.exit_codes import EXIT_OK
     from hubflow_cli.scaffold import EMULATOR_BOOTSTRAP_LINE, connection_variable
-    from hubflow_jobs import EXIT_OK
-    from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV
     from tests.jobs.pipelines_support import run_on_session
 
     pipelines, registry = tmp_path / "pipelines", tmp_path / "registry.yaml"

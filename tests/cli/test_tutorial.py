@@ -11,7 +11,6 @@ the threshold of the tutorial's backfill.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from hubflow_demo import sample_data, settings
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "pipelines.md"
@@ -40,14 +40,6 @@ def tutorial_blocks() -> list[tuple[str, dict[str, str], str]]:
         attrs = dict(part.split("=", 1) for part in attributes.split())
         blocks.append((language, attrs, body))
     return blocks
-
-
-def _demo() -> Any:
-    """scripts/demo.py as a module (its emulator config, events and connection file)."""
-    spec = importlib.util.spec_from_file_location("demo_script", REPO / "scripts" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _run_bash(script: str, project: Path, env: dict[str, str]) -> dict[str, str]:
@@ -90,12 +82,11 @@ def test_the_pipelines_tutorial_runs_as_written(tmp_path: Path) -> None:
         "HUBFLOW_REGISTRY": str(project / "dags" / "registry.yaml"),
         "HUBFLOW_PIPELINES_DIR": str(project / "pipelines"),
     }
-    demo = _demo()
-    with Emulator(demo.emulator_config(), port=0) as emulator:
+    with Emulator(sample_data.emulator_config(), port=0) as emulator:
         # What `make demo` does for the tutorial: the hub, its events, the connection file.
-        connection = emulator.connection_string(demo.HUB)
-        sent = demo.send_events(connection)
-        connection_file = project / demo.CONNECTION_FILE.relative_to(demo.REPO)
+        connection = emulator.connection_string(settings.HUB)
+        sent = sample_data.send_events(connection)
+        connection_file = project / settings.CONNECTION_FILE.relative_to(settings.REPO)
         connection_file.parent.mkdir(parents=True)
         connection_file.write_text(connection, encoding="utf-8")
 

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from pyspark_eventhubs import EventPosition
 from pyspark_eventhubs.schema import EVENTHUBS_SCHEMA
 from tests.support.query_attempts import run_query, wait_available_now
 
 pytestmark = pytest.mark.integration
 
-EARLIEST = '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": true}'
+EARLIEST = EventPosition.start_of_stream().to_json()
 
 
 def run_available_now(spark: Any, options: dict[str, str], checkpoint: Path, out: Path) -> list[dict]:
@@ -190,8 +191,8 @@ def test_partition_whose_unread_events_all_expired_never_blocks_and_the_loss_is_
     """The driver moves the start past events that expired unread (failOnDataLoss=false) instead
     of planning a range no receiver can deliver (which used to wait out receiverTimeout and fail);
     the loss reaches the query's progress and, through the job runtime's listener, status.json."""
+    from hubflow.status import JobStatus, StatusFolder
     from hubflow_jobs.runtime.listener import StatusListener, summarize_source
-    from hubflow_jobs.status import JobStatus, StatusFolder
 
     hub.send([f"old-{i}" for i in range(20)], partition="0")
     options = hub.options(

@@ -83,13 +83,13 @@ def start_airflow_services(
 ) -> tuple[list, dict[str, str]]:
     """Start a real api-server, scheduler and dag-processor (LocalExecutor) for ``env``, and a
     triggerer when asked (deferred tasks, asset watchers), and return once the first three are ready
-    (``hubflow_plugins.core.airflow_readiness``): only then may a test unpause or trigger a DAG, or
+    (``hubflow.supervision.airflow_readiness``): only then may a test unpause or trigger a DAG, or
     its tasks meet an API server that is not listening yet.
 
     Returns the processes (stop them with ``tests.support.processes.stop_processes``) and the
     environment pointing the workers at this api-server.
     """
-    from hubflow_plugins.core.airflow_readiness import RUNS_DAGS, wait_until_ready
+    from hubflow.supervision.airflow_readiness import RUNS_DAGS, wait_until_ready
     from tests.support.processes import free_port, start_background
 
     port = free_port()

@@ -39,7 +39,7 @@ def _announced(airflow_home, table: Path) -> list[tuple[int, int]]:
 def _table_version(table: Path, sink_format: str) -> int:
     """The table's newest version: a Delta commit, or a parquet output's last file-sink batch."""
     if sink_format == "parquet":
-        from hubflow_plugins.core.file_sink_log import last_batch_id
+        from hubflow.checkpoints.file_sink_log import last_batch_id
 
         return last_batch_id(str(table))
     return max(int(path.stem) for path in (table / "_delta_log").glob("*.json"))

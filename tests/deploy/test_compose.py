@@ -269,7 +269,8 @@ def test_dockerfile_builds_from_debian_with_java_and_the_locked_project() -> Non
     sync = "uv pip sync --no-cache --require-hashes --compile-bytecode $find_links \\\n"
     assert sync + "        /opt/hubflow/requirements.lock" in text
     assert "apache-airflow-providers-celery" not in text  # the lock has it; nothing reinstalls it
-    assert "/opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/jobs" in text
+    installed = "/opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/control \\\n"
+    assert installed + "        /opt/hubflow/src/jobs;" in text
     assert "hubflow-jobs.pth" not in text  # jobs/ is installed as the package hubflow-jobs
     lock = (REPO_ROOT / "requirements.lock").read_text().splitlines()
     pins = dict(line.split()[0].split("==", 1) for line in lock if "==" in line and not line.startswith(" "))

@@ -141,7 +141,7 @@ def stack() -> Iterator[ComposeStack]:
 def api(stack: ComposeStack) -> AirflowApi:
     """A client of the stack's API server, once Airflow is ready: the same gate as every test that
     starts Airflow (``stack.sh up`` waited for the containers' health checks; this asks Airflow)."""
-    from hubflow_plugins.core.airflow_readiness import Service, wait_until_ready
+    from hubflow.supervision.airflow_readiness import Service, wait_until_ready
 
     url = f"http://127.0.0.1:{stack.ports['airflow']}"
     wait_until_ready(url, tuple(Service), timeout=300, interval=2)

@@ -39,7 +39,7 @@ DEV_TOOLS = {
 DEV_MODULES = {"pytest", "_pytest", "xdist", "pytest_timeout", "hypothesis", "ruff", "uv"}
 DEV_MODULES |= {"aiosmtpd", "selenium", "build", "duckdb"}
 #: What the image copies and runs (Dockerfile: the packages, DAGs, plugins, jobs, pipelines, deploy/).
-IMAGE_CODE = ("dags", "plugins", "jobs", "connectors", "emulator", "pipelines", "deploy")
+IMAGE_CODE = ("dags", "plugins", "control", "jobs", "connectors", "emulator", "pipelines", "deploy")
 _HASH = re.compile(r"^--hash=sha256:[0-9a-f]{64}$")
 _PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9_,.-]+\])?==([A-Za-z0-9.+!_-]+)")
 

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {
     "pyspark_eventhubs": ROOT / "connectors",
     "eventhubs_emulator": ROOT / "emulator",
+    "hubflow": ROOT / "control",
     "hubflow_jobs": ROOT / "jobs",
     "hubflow_plugins": ROOT / "plugins",
     "hubflow_cli": ROOT / "cli",

@@ -1,10 +1,11 @@
 """The layers of ``hubflow_jobs`` (docs/jobs.md): each imports only the layers below it.
 
-From the bottom: what every layer shares (durations, UTC times, redaction), storage, the status
-contract, the job config and the inputs it describes, lake tables, the driver's runtime and the
-shared backfill, the pipeline layer (with the catalogue of built-ins, ``applications``), and the
-built-in pipelines on top. The graph is the import-cycle test's (every import, function-level ones
-included), so an upward import anywhere fails here with its modules named.
+From the bottom: the package itself, the inputs a config describes (Event Hubs, Kafka, landing
+areas, interval folders), lake tables, the driver's runtime and the shared backfill, the pipeline
+layer, and the built-in pipelines on top. Everything below them (configs, status, storage,
+checkpoint logs) is the control plane's, ``hubflow`` (tests/control/test_import_rules.py). The graph
+is the import-cycle test's (every import, function-level ones included), so an upward import
+anywhere fails here with its modules named.
 """
 
 from __future__ import annotations
@@ -13,21 +14,17 @@ from tests.foundation.test_import_cycles import PACKAGES, import_graph
 
 #: Bottom first; a module's layer is the first entry naming it or its package.
 LAYERS: list[tuple[str, ...]] = [
-    ("hubflow_jobs", "hubflow_jobs.durations", "hubflow_jobs.utc_times", "hubflow_jobs.redaction"),
-    ("hubflow_jobs.storage",),
-    ("hubflow_jobs.status",),
+    ("hubflow_jobs",),
     (
-        "hubflow_jobs.config",
         "hubflow_jobs.eventhubs_config",
         "hubflow_jobs.eventhubs_kafka",
         "hubflow_jobs.eventhubs_kafka_sink",
-        "hubflow_jobs.checkpoint_logs",
         "hubflow_jobs.landing_area",
         "hubflow_jobs.interval_folders",
     ),
     ("hubflow_jobs.lake",),
-    ("hubflow_jobs.runtime", "hubflow_jobs.backfill"),
-    ("hubflow_jobs.pipeline", "hubflow_jobs.applications"),
+    ("hubflow_jobs.runtime", "hubflow_jobs.backfill_window"),
+    ("hubflow_jobs.pipeline",),
     ("hubflow_jobs.builtins",),
 ]
 
@@ -57,4 +54,4 @@ def test_every_module_of_hubflow_jobs_imports_only_its_own_layer_and_those_below
 def test_the_layers_are_packages_named_as_in_the_docs() -> None:
     root = PACKAGES["hubflow_jobs"] / "hubflow_jobs"
     packages = {path.parent.name for path in root.glob("*/__init__.py")}
-    assert packages == {"builtins", "lake", "pipeline", "runtime", "status", "storage"}
+    assert packages == {"builtins", "lake", "pipeline", "runtime"}

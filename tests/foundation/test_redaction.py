@@ -1,4 +1,4 @@
-"""The one grammar of secrets in free text (hubflow_jobs.redaction): every way a secret is written
+"""The one grammar of secrets in free text (hubflow.redaction): every way a secret is written
 in what hubflow shows is masked, its key kept; other values are left alone."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hubflow_jobs.redaction import MASK, redact
+from hubflow.redaction import MASK, redact
 
 SECRET = "s3cr3tVALUE+/="
 

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from hubflow_jobs.backfill import WindowError, parse_window
-from hubflow_jobs.status import age_seconds
-from hubflow_jobs.utc_times import utc_time
+from hubflow.status import age_seconds
+from hubflow.utc_times import utc_time
+from hubflow_jobs.backfill_window import WindowError, parse_window
 
 TEN = datetime(2026, 11, 22, 10, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV
+from hubflow.repository import PIPELINES_DIR_ENV
 
 from .helpers import EmulatedHub
 

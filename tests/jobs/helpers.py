@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from hubflow_jobs.runtime.detached_process import start_detached
+from hubflow.supervision.detached_process import start_detached
 from tests.support.spark_cluster import spark_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -295,8 +295,8 @@ def receive_all(connection_string: str, timeout: float = 60) -> list[tuple[str, 
 
 def files_to_lake_config(path: Path) -> Any:
     """The built-in files_to_lake's config read from ``path`` (old keys or new) by its model."""
+    from hubflow.config import load_config
     from hubflow_jobs.builtins.files_to_lake import FilesToLakeConfig
-    from hubflow_jobs.config import load_config
 
     return load_config(path, FilesToLakeConfig)
 
@@ -321,7 +321,7 @@ def run_files_to_lake(spark: Any, config: Any, stop: Any = None, **kwargs: Any) 
 def backfill_files(spark: Any, config: Any, start: Any, end: Any) -> dict[str, int]:
     """files_to_lake's backfill of ``[start, end)``, as ``jobs/backfill.py`` runs it: the window
     checked first (WindowError without Spark), then the pipeline's backfill; its counts."""
-    from hubflow_jobs.applications import pipeline_reference
+    from hubflow.applications import pipeline_reference
     from hubflow_jobs.pipeline.backfill import backfill_pipeline, check_window
     from hubflow_jobs.pipeline.binding import bind, load_function
 
@@ -335,8 +335,8 @@ def backfill_files(spark: Any, config: Any, start: Any, end: Any) -> dict[str, i
 
 def landing_archive(config: Any) -> str:
     """Where Spark's ``cleanSource=archive`` puts a files_to_lake config's landing files."""
+    from hubflow.config import archive_root
     from hubflow_jobs.builtins.files_to_lake import SOURCE
-    from hubflow_jobs.landing_area import archive_root
 
     source = config.sources[SOURCE]
     return archive_root(source.path, source.archive_dir)

@@ -17,11 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-from hubflow_jobs import EXIT_LOCKED, EXIT_OK
-from hubflow_jobs.config import RuntimeConfig
+from hubflow.config import RuntimeConfig
+from hubflow.status import JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
+from hubflow.status.exit_codes import EXIT_LOCKED, EXIT_OK
 from hubflow_jobs.runtime.stop import StopRequest
 from hubflow_jobs.runtime.watchdog import HardExit, Watchdog
-from hubflow_jobs.status import JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
 
 
 def say(text: str) -> None:

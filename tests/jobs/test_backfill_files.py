@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_OK
-from hubflow_jobs.backfill import WindowError, window_label
+from hubflow.config import ConfigError
+from hubflow.status.exit_codes import EXIT_OK
+from hubflow_jobs.backfill_window import WindowError, window_label
 from hubflow_jobs.builtins.files_to_lake import FilesToLakeConfig
-from hubflow_jobs.config import ConfigError
 
 from .helpers import (
     backfill_files,
@@ -135,7 +135,7 @@ def test_a_file_archived_between_listing_and_reading_is_read_from_the_archive(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A scheduled run archiving files while a backfill reads them: the backfill lists again."""
-    import hubflow_jobs.pipeline.file_backfill as backfill
+    import hubflow_jobs.pipeline.files_backfill as backfill
 
     config = _config(tmp_path)
     ids = _land(tmp_path, 10, "a.json", 0, 4, 1) | _land(tmp_path, 10, "b.json", 10, 3, 0)

@@ -260,8 +260,8 @@ def test_old_and_new_keys_are_the_same_job(
     """A built-in's old config and the same config in the pipeline's keys validate to one job (same
     sources, sinks, checkpoints, params): what the resumes above prove for the old keys holds for the
     new. Only the old keys are read with the deprecation warning."""
+    from hubflow.config import load_config
     from hubflow_jobs.builtins.legacy_config import LegacyConfigWarning
-    from hubflow_jobs.config import load_config
 
     model = _config_model(builtin)
     old = old_config(tmp_path)
@@ -318,9 +318,9 @@ def _aggregate_new_keys(config: dict[str, Any]) -> dict[str, Any]:
 def test_aggregate_old_and_new_keys_are_the_same_job(tmp_path: Path) -> None:
     """eventhubs_aggregate's old config (one ``sink:`` for two tables) and its pipeline keys validate
     to one job, whose quarantine query resumes from the checkpoint the old job kept in the table."""
+    from hubflow.config import load_config
     from hubflow_jobs.builtins.eventhubs_aggregate import EventHubsAggregateConfig
     from hubflow_jobs.builtins.legacy_config import LegacyConfigWarning
-    from hubflow_jobs.config import load_config
 
     from .fixtures.eventhubs_aggregate_v0.make_fixture import config as aggregate_config
 
@@ -350,9 +350,9 @@ def test_an_aggregate_checkpoint_of_the_job_before_pipelines_resumes_exactly(
     is dropped and counted, d's window sums both runs' events, e (10:00) closes 4 and 5, every
     window is written once and every bad event quarantined once; nothing is read again. Run in-process
     on the shared session (as tests/jobs/test_eventhubs_aggregate.py runs the job), not spark-submit."""
+    from hubflow.config import load_config
     from hubflow_jobs.builtins.eventhubs_aggregate import EventHubsAggregateConfig
     from hubflow_jobs.builtins.legacy_config import LegacyConfigWarning
-    from hubflow_jobs.config import load_config
     from hubflow_jobs.pipeline.job import start_function
     from hubflow_jobs.pipeline.progress import STATE_STORE_PROVIDER_CONF
     from hubflow_jobs.runtime.runner import run_job

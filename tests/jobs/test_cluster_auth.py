@@ -2,7 +2,7 @@
 
 The master and worker run with ``spark.authenticate`` and the secret in Spark's variable
 ``_SPARK_AUTH_SECRET``. A job whose driver holds the same secret in that variable runs (the runtime
-hands it to the driver's SparkConf, hubflow_jobs.spark_auth.auth_conf); a driver with another
+hands it to the driver's SparkConf, hubflow.spark_auth.auth_conf); a driver with another
 secret, or with none, is refused with a message that says what to check, and reads nothing. The
 secret is never written where a command line or a log would show it: not in the job's log, not in
 the executor launch commands the worker records.
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_jobs import EXIT_FAILED, EXIT_OK
-from hubflow_jobs.spark_auth import SPARK_AUTH_SECRET_ENV
+from hubflow.spark_auth import SPARK_AUTH_SECRET_ENV
+from hubflow.status.exit_codes import EXIT_FAILED, EXIT_OK
 from tests.support.spark_cluster import StandaloneCluster, spark_env, start_cluster
 
 from .helpers import (

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_jobs import EXIT_CONFIG_ERROR
+from hubflow.config import ConfigError, declared_column_names, load_config
+from hubflow.durations import parse_duration
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR
 from hubflow_jobs.builtins.files_to_lake import FilesToLakeConfig
-from hubflow_jobs.config import ConfigError, declared_column_names, load_config
-from hubflow_jobs.durations import parse_duration
 from hubflow_jobs.pipeline.job import run_builtin
 
 from .helpers import files_to_lake_config, landing_config, python_job, write_config

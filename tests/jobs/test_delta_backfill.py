@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_OK
-from hubflow_jobs.applications import pipeline_reference
-from hubflow_jobs.backfill import BackfillRefused
+from hubflow.applications import pipeline_reference
+from hubflow.config import load_config
+from hubflow.status.exit_codes import EXIT_OK
+from hubflow_jobs.backfill_window import BackfillRefused
 from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
-from hubflow_jobs.config import load_config
 from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runtime.runner import run_job
 from hubflow_jobs.runtime.stop import StopRequest

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_FAILED, EXIT_OK
+from hubflow.config import load_config
+from hubflow.status.exit_codes import EXIT_FAILED, EXIT_OK
 from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
-from hubflow_jobs.config import load_config
 from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runtime.runner import run_job
 from hubflow_jobs.runtime.stop import StopRequest

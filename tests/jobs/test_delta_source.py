@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_FAILED, EXIT_OK
+from hubflow.config import ConfigError, load_config
+from hubflow.status.exit_codes import EXIT_FAILED, EXIT_OK
 from hubflow_jobs.builtins.bronze_to_silver import BronzeToSilverConfig
-from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.lake.delta_source import DeltaReadOptions
 from hubflow_jobs.lake.maintenance import compact
 from hubflow_jobs.pipeline.job import start_function

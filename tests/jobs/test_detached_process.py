@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from hubflow_jobs.runtime.detached_process import start_detached
+from hubflow.supervision.detached_process import start_detached
 
 CHILD = (
     "import os, sys; print(os.environ['HUBFLOW_PROBE'], os.getsid(0) == os.getpid(), sys.stdin.read() == '')"

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from hubflow_jobs.durations import parse_duration, parse_positive_duration
+from hubflow.durations import parse_duration, parse_positive_duration
 
 
 @pytest.mark.parametrize(

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow.config import load_config
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_OK
 from hubflow_jobs.builtins.eventhubs_aggregate import (
     QUARANTINE,
     QUARANTINE_CHECKPOINT,
     SINK,
     EventHubsAggregateConfig,
 )
-from hubflow_jobs.config import load_config
 from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.pipeline.progress import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER_CONF
 from hubflow_jobs.runtime.runner import run_job

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_OK
+from hubflow.config import ConfigError, load_config
+from hubflow.status.exit_codes import EXIT_OK
 from hubflow_jobs.builtins.eventhubs_to_lake import EventHubsToLakeConfig
-from hubflow_jobs.config import ConfigError, load_config
 from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runtime.runner import run_job
 from hubflow_jobs.runtime.stop import StopRequest

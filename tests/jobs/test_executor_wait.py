@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_FAILED
+from hubflow.status.exit_codes import EXIT_FAILED
 from hubflow_jobs.runtime.executors import needs_executors
 from tests.support.processes import start_background, stop_process, wait_until
 from tests.support.spark_cluster import spark_env

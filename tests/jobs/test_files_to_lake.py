@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from hubflow_jobs import EXIT_FAILED, EXIT_OK
+from hubflow.status.exit_codes import EXIT_FAILED, EXIT_OK
 from hubflow_jobs.builtins.files_to_lake import FilesToLakeConfig
 from hubflow_jobs.pipeline.job import start_function
 from hubflow_jobs.runtime.runner import run_job
@@ -286,9 +286,9 @@ def test_a_batch_that_fails_ends_the_run_with_the_reason(spark: Any, tmp_path: P
 def test_losing_the_lease_to_another_instance_fences_the_job_at_once(spark: Any, tmp_path: Path) -> None:
     """The watchdog finds the lease taken (another driver may write the checkpoint already) and
     fences: here, on a shared session, by stopping the query at once instead of exiting hard."""
-    from hubflow_jobs import EXIT_LEASE_LOST
+    from hubflow.status import JobStatus, Lease, StatusFolder
+    from hubflow.status.exit_codes import EXIT_LEASE_LOST
     from hubflow_jobs.runtime.watchdog import StopQueries, Watchdog
-    from hubflow_jobs.status import JobStatus, Lease, StatusFolder
 
     config = _config(
         tmp_path,

@@ -1,4 +1,4 @@
-"""The job↔supervisor contract (``hubflow_jobs.status``): status.json, conditional storage, the
+"""The job↔supervisor contract (``hubflow.status``): status.json, conditional storage, the
 lease (concurrent starters, takeover only after expiry, a stale holder fenced), markers, the hold,
 the kill request obeyed from another host, and the driver log copied into the status folder.
 
@@ -22,13 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_jobs import EXIT_KILLED, EXIT_LEASE_LOST, EXIT_LOCKED, EXIT_OK
-from hubflow_jobs import status as contract
-from hubflow_jobs.config import RuntimeConfig
-from hubflow_jobs.runtime.runner import clear_leftover_requests
-from hubflow_jobs.runtime.stop import StopRequest
-from hubflow_jobs.runtime.watchdog import Watchdog
-from hubflow_jobs.status import (
+from hubflow import status as contract
+from hubflow.config import RuntimeConfig
+from hubflow.status import (
     LEASE_FILE,
     JobState,
     JobStatus,
@@ -39,7 +35,11 @@ from hubflow_jobs.status import (
     pid_alive,
     process_identity,
 )
-from hubflow_jobs.storage.stores import FsspecStore, LocalStore
+from hubflow.status.exit_codes import EXIT_KILLED, EXIT_LEASE_LOST, EXIT_LOCKED, EXIT_OK
+from hubflow.storage.document_stores import FsspecStore, LocalStore
+from hubflow_jobs.runtime.runner import clear_leftover_requests
+from hubflow_jobs.runtime.stop import StopRequest
+from hubflow_jobs.runtime.watchdog import Watchdog
 from tests.support.processes import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +148,7 @@ def test_conditional_writes_of_a_store(tmp_path: Path, kind: str) -> None:
 
 def test_contract_imports_neither_spark_nor_airflow() -> None:
     probe = (
-        "import sys, hubflow_jobs, hubflow_jobs.status, hubflow_jobs.runtime.driver_log; "
+        "import sys, hubflow_jobs, hubflow.status, hubflow_jobs.runtime.driver_log; "
         "print(sorted(m for m in ('pyspark', 'airflow', 'py4j') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env())
@@ -197,7 +197,7 @@ def test_on_this_host_a_dead_holder_is_replaced_at_once_and_a_live_one_refuses(
     timing = LeaseTiming(duration=600, refresh_interval=10, fence_after=300)
     lease = Lease(folder, "job_a", timing)
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="hubflow_jobs.status"):
+    with caplog.at_level(logging.WARNING, logger="hubflow.status"):
         lease.acquire()
     assert time.monotonic() - started < 5, "a dead pid on this host needs no waiting"
     assert f"taking over the lease of job job_a from pid {dead} on host" in caplog.text
@@ -288,7 +288,7 @@ def test_a_frozen_holder_on_another_host_is_taken_over_after_the_lease_and_fence
 def test_stop_from_a_host_that_cannot_signal_the_driver_ends_in_an_obeyed_kill_request(
     tmp_path: Path,
 ) -> None:
-    from hubflow_plugins.core.job_control import JobControl
+    from hubflow.operations.job_control import JobControl
 
     status_dir = tmp_path / "status" / "job_a"
     job = _holder(status_dir, (30, 1, 20), "--ignore-stop", host="other-host")

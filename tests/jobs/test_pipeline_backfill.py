@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_OK
-from hubflow_jobs.backfill import BackfillRefused
-from hubflow_jobs.config import load_config
+from hubflow.config import load_config
+from hubflow.repository import PIPELINES_DIR_ENV
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow_jobs.backfill_window import BackfillRefused
 from hubflow_jobs.pipeline import PipelineError
 from hubflow_jobs.pipeline.backfill import backfill_pipeline, backfill_problem
-from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV, bind
+from hubflow_jobs.pipeline.binding import bind
 from hubflow_jobs.pipeline.declarations import PipelineConfig
 from hubflow_jobs.pipeline.job import load_pipeline
 from tests.support.lake import spark_rows

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs.config import ConfigError, load_config
+from hubflow.config import ConfigError, load_config
 from hubflow_jobs.pipeline import PipelineConfig
 from hubflow_jobs.pipeline.declarations import DeltaSource, EventHubsSource, FilesSource, ParquetSource
 

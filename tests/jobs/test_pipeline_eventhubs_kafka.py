@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_OK
+from hubflow.status.exit_codes import EXIT_OK
 
 from .helpers import EmulatedHub
 from .pipelines_support import (
@@ -146,7 +146,7 @@ def test_one_function_reads_the_same_rows_through_kafka_as_through_amqp(
         per_partition[row[0]] = max(per_partition.get(row[0], -1), row[1] + 1)
     assert last == {"hub1": per_partition}
     # ... which the checkpoint inspector and the health sensor read: no lag, then the events sent since
-    from hubflow_plugins.core.health import check_health
+    from hubflow.supervision.health import check_health
 
     health = check_health(str(checkpoint), stalled_after=timedelta(hours=1), latest=("hub1", per_partition))
     assert (health.verdict, health.failed, health.lag) == ("healthy", False, dict.fromkeys(per_partition, 0))
@@ -174,12 +174,12 @@ def test_a_kafka_source_pipeline_killed_9_resumes_with_each_event_once_and_no_se
     """kill -9 of ``spark-submit jobs/pipeline.py`` reading through Spark's Kafka source into Delta,
     after its first commit; an availableNow rerun does the rest. Its driver and task log, event log
     (what the UI's SQL and environment tabs show) and checkpoint hold no part of the secret."""
-    from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV
+    from hubflow.repository import PIPELINES_DIR_ENV
+    from hubflow.supervision.health import check_health, committed_sequence_numbers
     from hubflow_jobs.pipeline.job import load_pipeline, ship_module
     from hubflow_jobs.pipeline.streams import start_pipeline
     from hubflow_jobs.runtime.runner import run_job
     from hubflow_jobs.runtime.stop import StopRequest
-    from hubflow_plugins.core.health import check_health, committed_sequence_numbers
 
     from . import helpers
 
@@ -272,7 +272,7 @@ def _after(moment: datetime) -> datetime:
 def test_a_kafka_source_pipeline_backfills_an_interval_by_timestamp_each_event_once(
     spark: Any, kafka_env: tuple[EmulatedHub, str], tmp_path: Path, pipelines: Path
 ) -> None:
-    from hubflow_jobs.backfill import BackfillRefused
+    from hubflow_jobs.backfill_window import BackfillRefused
     from hubflow_jobs.pipeline.backfill import backfill_pipeline
     from hubflow_jobs.pipeline.job import load_pipeline
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_OK
+from hubflow.status.exit_codes import EXIT_OK
 from tests.support.emulator import AZURE_IDENTITY_VARIABLES
 
 from .helpers import EmulatedHub, receive_all, write_json_landing_file
@@ -140,8 +140,8 @@ def test_a_submitted_job_keeps_the_client_secret_off_every_command_line_page_and
     once its batches carried every event, the secret is on no command line of its processes, and
     Spark's environment page (the UI's REST API), the event log, status.json and the driver log hold
     none of it."""
-    from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV
-    from hubflow_jobs.status import StatusFolder
+    from hubflow.repository import PIPELINES_DIR_ENV
+    from hubflow.status import StatusFolder
     from tests.azure.submitted_jobs import get_json, session_cmdlines
     from tests.support.processes import free_port, stop_process
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hubflow_jobs import EXIT_FAILED, EXIT_OK
-from hubflow_jobs.config import ConfigError, load_config
+from hubflow.config import ConfigError, load_config
+from hubflow.status.exit_codes import EXIT_FAILED, EXIT_OK
 from hubflow_jobs.pipeline import PipelineConfig
 
 from .helpers import EmulatedHub, event_count, receive_all, write_config, write_json_landing_file

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_FAILED, EXIT_OK
+from hubflow.status.exit_codes import EXIT_FAILED, EXIT_OK
 
 from .helpers import EmulatedHub, event_count, receive_all, write_json_landing_file
 from .pipelines_support import pipeline_config, run_on_session, write_module

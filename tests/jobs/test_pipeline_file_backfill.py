@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_OK
-from hubflow_jobs.backfill import BackfillRefused
-from hubflow_jobs.landing_area import archive_root
+from hubflow.config import archive_root
+from hubflow.status.exit_codes import EXIT_OK
+from hubflow_jobs.backfill_window import BackfillRefused
 from hubflow_jobs.pipeline import PipelineError
 from hubflow_jobs.pipeline.backfill import backfill_pipeline
 from hubflow_jobs.pipeline.job import load_pipeline

@@ -14,8 +14,8 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from hubflow_jobs import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_OK
-from hubflow_jobs.pipeline.binding import PIPELINES_DIR_ENV
+from hubflow.repository import PIPELINES_DIR_ENV
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_OK
 from hubflow_jobs.pipeline.job import load_pipeline, ship_module
 from hubflow_jobs.pipeline.streams import start_pipeline
 from hubflow_jobs.runtime.runner import run_job

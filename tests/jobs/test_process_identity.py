@@ -1,4 +1,4 @@
-"""Which process holds a lease or wrote status.json (``hubflow_jobs.status.process_identity``): a pid is
+"""Which process holds a lease or wrote status.json (``hubflow.status.process_identity``): a pid is
 judged only in its own process space (host name, pid namespace, boot) and only together with its start time.
 
 Real processes throughout: a ``sleep`` whose pid a document claims with another start time (the pid
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_jobs.status import (
+from hubflow.status import (
     LEASE_FILE,
     STATUS_FILE,
     Lease,
@@ -29,7 +29,7 @@ from hubflow_jobs.status import (
     StatusFolder,
     utc_now,
 )
-from hubflow_jobs.status.process_identity import (
+from hubflow.status.process_identity import (
     is_running,
     process_fields,
     same_process_space,
@@ -108,7 +108,7 @@ def test_a_lease_whose_pid_now_names_another_process_is_taken_over_and_that_proc
 
         lease = Lease(folder, "job_a", LeaseTiming(duration=600, refresh_interval=10, fence_after=300))
         started = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="hubflow_jobs.status"):
+        with caplog.at_level(logging.WARNING, logger="hubflow.status"):
             lease.acquire()
         assert time.monotonic() - started < 5, "a holder known to be gone needs no waiting"
         assert f"taking over the lease of job job_a from pid {unrelated.pid} on host" in caplog.text
@@ -135,7 +135,7 @@ def _can_unshare_pid() -> str | None:
 #: Run in another pid namespace (same host name): write this process's identity to argv[1], wait.
 NAMESPACED_HOLDER = """
 import json, pathlib, sys, time
-from hubflow_jobs.status.process_identity import this_process
+from hubflow.status.process_identity import this_process
 pathlib.Path(sys.argv[1] + ".tmp").write_text(json.dumps(this_process()))
 pathlib.Path(sys.argv[1] + ".tmp").rename(sys.argv[1])
 time.sleep(300)

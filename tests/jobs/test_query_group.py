@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from hubflow.status import JobStatus, StatusFolder
 from hubflow_jobs.runtime.listener import StatusListener
 from hubflow_jobs.runtime.query_group import last_batch_id, stop_after_batch
-from hubflow_jobs.status import JobStatus, StatusFolder
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_FAILED, EXIT_OK
+from hubflow.status.exit_codes import EXIT_FAILED, EXIT_OK
 
 from .helpers import (
     EVENTHUBS_TO_LAKE,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_OK
+from hubflow.status.exit_codes import EXIT_OK
 from tests.support.lake import delta_version, spark_rows
 
 from .helpers import (

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from hubflow_jobs import EXIT_FAILED, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
-from hubflow_jobs.status import pid_alive, process_identity
+from hubflow.status import pid_alive, process_identity
+from hubflow.status.exit_codes import EXIT_FAILED, EXIT_KILLED, EXIT_LOCKED, EXIT_OK
 from tests.support.processes import wait_until
 
 from .helpers import (

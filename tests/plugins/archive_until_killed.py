@@ -22,7 +22,7 @@ from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
 
-from hubflow_plugins.core.archive import archive_processed_files
+from hubflow.operations.archive import archive_processed_files
 
 STEPS = ("during-copy", "before-rename", "before-delete")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from airflow.sdk import CronDataIntervalTimetable, DeltaDataIntervalTimetable
 
-from hubflow_plugins.core.registry import Registry, RegistryError, load_registry
+from hubflow.registry import Registry, RegistryError, load_registry
 from hubflow_plugins.dag_factory import build_dags, interval_timetable
 from tests.dags.helpers import landing_job, write_registry
 
@@ -157,7 +157,7 @@ def test_a_job_scheduled_on_tables_runs_when_their_assets_change_and_every_job_a
     from airflow.sdk import AssetAlias, AssetAll, AssetAny
     from airflow.sdk.definitions.asset import AssetNameRef
 
-    from hubflow_plugins.core.lake_assets import alias_name
+    from hubflow.lake_assets import alias_name
 
     jobs = [
         landing_job(tmp_path, "clicks", streaming=True),
@@ -252,7 +252,7 @@ def test_a_job_scheduled_on_events_without_a_connection_is_refused_saying_which_
 def test_a_schedule_on_assets_that_cannot_be_read_is_refused_naming_the_job_and_the_fix(
     tmp_path: Path, schedule: str, message: str
 ) -> None:
-    from hubflow_plugins.core.registry import RegistryError
+    from hubflow.registry import RegistryError
 
     registry = write_registry(tmp_path, [landing_job(tmp_path, "silver", schedule=schedule)])
     with pytest.raises(RegistryError, match="jobs") as error:

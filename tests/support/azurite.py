@@ -6,7 +6,7 @@ with its data in a temporary folder; :meth:`Azurite.stop` ends it. The emulator 
 well-known development account ``devstoreaccount1`` (its key is public, published by Microsoft).
 
 Tests reach it the way production reaches a storage account: an Airflow connection (its URI is in
-:meth:`Azurite.airflow_connection_env`) or an :class:`~hubflow_jobs.storage.azure.AzureStorageAccess`
+:meth:`Azurite.airflow_connection_env`) or an :class:`~hubflow.storage.azure.AzureStorageAccess`
 registered with the process, and ``abfs://<container>@devstoreaccount1.dfs.core.windows.net/...``
 URLs (:meth:`Azurite.url`).
 """
@@ -70,7 +70,7 @@ class Azurite:
 
     def access(self):  # -> AzureStorageAccess
         """The development account as a storage access (what a job's driver gets)."""
-        from hubflow_jobs.storage.azure import AzureStorageAccess
+        from hubflow.storage.azure import AzureStorageAccess
 
         return AzureStorageAccess(connection_string=self.connection_string)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hubflow_jobs.runtime.detached_process import start_detached
+from hubflow.supervision.detached_process import start_detached
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STACK_SCRIPT = REPO_ROOT / "scripts" / "stack.sh"

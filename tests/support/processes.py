@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hubflow_jobs.runtime.detached_process import start_detached
+from hubflow.supervision.detached_process import start_detached
 
 T = TypeVar("T")
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from hubflow.config import KeyedValueError, StrictModel, declared_column_names
 from hubflow_jobs.builtins.legacy_config import LegacyPipelineConfig, LegacySections
-from hubflow_jobs.config import KeyedValueError, StrictModel, declared_column_names
 from hubflow_jobs.lake.tables import INGEST_DATE_COLUMN
 from hubflow_jobs.pipeline import QUARANTINE_REASON
 

@@ -30,9 +30,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from hubflow.config import JobConfig, KeyedValueError, StrictModel, declared_column_names, join_path
+from hubflow.durations import parse_positive_duration
 from hubflow_jobs.builtins.legacy_config import LegacyPipelineConfig, LegacySections
-from hubflow_jobs.config import JobConfig, KeyedValueError, StrictModel, declared_column_names, join_path
-from hubflow_jobs.durations import parse_positive_duration
 from hubflow_jobs.eventhubs_config import EventHubSourceConfig
 from hubflow_jobs.lake.tables import INGEST_DATE_COLUMN, QuarantinedOutputConfig, check_quarantine_path
 from hubflow_jobs.pipeline.declarations import LakeSink

@@ -25,8 +25,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from hubflow_jobs.builtins.legacy_config import LegacyPipelineConfig, LegacySections
-from hubflow_jobs.config import (
+from hubflow.config import (
     JobConfig,
     KeyedValueError,
     StrictModel,
@@ -34,6 +33,7 @@ from hubflow_jobs.config import (
     is_local,
     local_path,
 )
+from hubflow_jobs.builtins.legacy_config import LegacyPipelineConfig, LegacySections
 from hubflow_jobs.lake.tables import INGEST_DATE_COLUMN, QuarantinedOutputConfig
 from hubflow_jobs.pipeline import QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
 from hubflow_jobs.pipeline.columns import BATCH_ID, QUARANTINE_SOURCE_FILE

@@ -30,8 +30,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from hubflow_jobs.builtins.legacy_config import LegacyPipelineConfig, LegacySections
-from hubflow_jobs.config import (
+from hubflow.config import (
     JobConfig,
     KeyedValueError,
     StrictModel,
@@ -39,6 +38,7 @@ from hubflow_jobs.config import (
     declared_column_names,
     existing_local_folder,
 )
+from hubflow_jobs.builtins.legacy_config import LegacyPipelineConfig, LegacySections
 from hubflow_jobs.eventhubs_config import EventHubSinkConfig
 from hubflow_jobs.lake.delta_source import DeltaReadOptions, check_delta_table
 from hubflow_jobs.lake.tables import LakeFormat

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, PrivateAttr, ValidationError, model_validator
 
-from hubflow_jobs.config import KeyedValueError
+from hubflow.config import KeyedValueError
 from hubflow_jobs.pipeline import PipelineConfig
 
 

@@ -29,8 +29,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from hubflow_jobs.config import KeyedValueError, StrictModel, checks_environment, is_local, local_path
-from hubflow_jobs.utc_times import utc_time
+from hubflow.config import KeyedValueError, StrictModel, checks_environment, is_local, local_path
+from hubflow.utc_times import utc_time
 
 _BYTE_UNITS = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3, "tb": 1024**4}
 

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from hubflow_jobs.config import KeyedValueError, StrictModel
+from hubflow.config import KeyedValueError, StrictModel
 from hubflow_jobs.lake.file_sink import ExactlyOnceFileSink
 
 log = logging.getLogger(__name__)

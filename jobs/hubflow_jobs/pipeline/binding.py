@@ -14,8 +14,9 @@ parameter or sink, and the names that would have been valid.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import importlib.util
 import inspect
-import os
 import sys
 import traceback
 import typing
@@ -26,14 +27,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from hubflow.applications import REFERENCE_SEPARATOR
+from hubflow.repository import pipelines_folder
+
 #: Parameter names hubflow binds besides the sources; ``context`` makes a function that starts its
 #: own queries (:class:`~hubflow_jobs.pipeline.streams.PipelineContext`).
 PARAMS, SPARK, CONTEXT = "params", "spark", "context"
 #: The environment variable naming the folder of the user's pipeline modules (default: ``pipelines/``
 #: of the repository).
-PIPELINES_DIR_ENV = "HUBFLOW_PIPELINES_DIR"
-#: The separator of a reference: ``module:function``.
-REFERENCE_SEPARATOR = ":"
 #: PySpark's error for what needs a session (``udf("long")`` parses its DDL type on the JVM) when
 #: there is none: a module doing that at import fails in hubflow's check before Spark starts.
 NO_SESSION_ERROR = "SESSION_OR_CONTEXT_NOT_EXISTS"
@@ -43,17 +44,25 @@ class PipelineError(Exception):
     """A pipeline cannot be bound or its result cannot be written; ``str(error)`` says what to fix."""
 
 
-def is_pipeline_reference(application: str) -> bool:
-    """Whether a registry ``application`` names a pipeline function (``module:function``)."""
-    return REFERENCE_SEPARATOR in application
+def _import_from(folder: Path, module_name: str) -> Any:
+    """``module_name``, its top-level module taken from ``folder`` first, else from the installed packages.
 
-
-def pipelines_folder() -> Path:
-    """The folder of the user's pipeline modules: ``$HUBFLOW_PIPELINES_DIR``, else ``pipelines/``."""
-    configured = os.environ.get(PIPELINES_DIR_ENV)
-    if configured:
-        return Path(configured)
-    return Path(__file__).resolve().parents[3] / "pipelines"
+    The module is registered in ``sys.modules`` under its own name (so cloudpickle ships the
+    functions of a module of ``pipelines/`` by reference, and executors import the file
+    ``ship_module`` gives them); ``sys.path`` is left as it was.
+    """
+    top = module_name.partition(".")[0]
+    if top not in sys.modules and folder.is_dir():
+        spec = importlib.machinery.PathFinder.find_spec(top, [str(folder)])
+        if spec is not None and spec.loader is not None:
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[top] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[top]
+                raise
+    return importlib.import_module(module_name)
 
 
 def load_function(reference: str, folder: Path | None = None) -> Callable[..., Any]:
@@ -64,11 +73,9 @@ def load_function(reference: str, folder: Path | None = None) -> Callable[..., A
             f"pipeline {reference!r}: write it as module:function, e.g. hot_devices:transform"
         )
     folder = folder or pipelines_folder()
-    if folder.is_dir() and str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
     importlib.invalidate_caches()  # a module written since the folder was last looked at is found too
     try:
-        module = importlib.import_module(module_name)
+        module = _import_from(folder, module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise PipelineError(

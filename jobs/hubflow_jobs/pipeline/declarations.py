@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from hubflow_jobs.config import (
+from hubflow.config import (
     JOB_NAME_PATTERN,
     JobConfig,
     KeyedValueError,

@@ -1,7 +1,7 @@
 """What a pipeline backfill writes: each sink table's rows of the interval, replacing the earlier ones.
 
 Shared by the backfills of both source kinds that can backfill (:mod:`.backfill` for an Event Hub,
-:mod:`.file_backfill` for landing files); they differ in how an interval's rows are read, found
+:mod:`.files_backfill` for landing files); they differ in how an interval's rows are read, found
 and checked, not in how they are written. Runs on the driver.
 
 * **delta** sinks: the table's rows the interval's predicate selects are replaced in one Delta
@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from hubflow_jobs.backfill import WINDOW_COLUMN, backfill_path, overwrite_window_partition, window_label
+from hubflow_jobs.backfill_window import (
+    WINDOW_COLUMN,
+    backfill_path,
+    overwrite_window_partition,
+    window_label,
+)
 from hubflow_jobs.lake.tables import replace_rows
 from hubflow_jobs.pipeline.binding import Binding, PipelineError
 from hubflow_jobs.pipeline.declarations import PipelineConfig

@@ -21,12 +21,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from hubflow_jobs import EXIT_CONFIG_ERROR
-from hubflow_jobs.config import ConfigError, load_config
-from hubflow_jobs.pipeline.binding import Binding, PipelineError, bind, load_function, pipelines_folder
+from hubflow.config import ConfigError, load_config
+from hubflow.invocation import ARG_CONFIG, ARG_PIPELINE
+from hubflow.repository import pipelines_folder
+from hubflow.status import JobStatus
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR
+from hubflow_jobs.pipeline.binding import Binding, PipelineError, bind, load_function
 from hubflow_jobs.pipeline.declarations import PipelineConfig
 from hubflow_jobs.runtime.runner import configure_logging, main
-from hubflow_jobs.status import JobStatus
 
 log = logging.getLogger("hubflow_jobs")
 
@@ -35,11 +37,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """``--pipeline MODULE:FUNCTION --config FILE``."""
     parser = argparse.ArgumentParser(description="Run a hubflow pipeline (docs/pipelines.md).")
     parser.add_argument(
-        "--pipeline",
+        ARG_PIPELINE,
         required=True,
         help="the pipeline function, e.g. hot_devices:transform, or a built-in job's name",
     )
-    parser.add_argument("--config", required=True, help="the pipeline's YAML config file")
+    parser.add_argument(ARG_CONFIG, required=True, help="the pipeline's YAML config file")
     return parser.parse_args(list(argv))
 
 
@@ -51,7 +53,7 @@ def load_pipeline(
     ``application`` is ``module:function`` or the name of a built-in that is a pipeline; its config
     is read with the built-in's model (which also reads the keys of before pipelines).
     """
-    from hubflow_jobs.applications import config_model, pipeline_reference
+    from hubflow.applications import config_model, pipeline_reference
 
     reference = pipeline_reference(application) or application
     model = config_model(application) or PipelineConfig
@@ -79,18 +81,18 @@ def run_pipeline(argv: Sequence[str]) -> int:
         ", ".join(config.sinks),
     )
     start = functools.partial(_start, binding=binding)
-    return main(["--config", args.config], type(config), start, description=f"pipeline {binding.reference}")
+    return main([ARG_CONFIG, args.config], type(config), start, description=f"pipeline {binding.reference}")
 
 
 def run_builtin(application: str, argv: Sequence[str]) -> int:
     """The ``main`` of a built-in's entry script ``jobs/<application>.py --config FILE``."""
-    return run_pipeline(["--pipeline", application, *argv])
+    return run_pipeline([ARG_PIPELINE, application, *argv])
 
 
 def start_function(application: str) -> Callable[[Any, PipelineConfig, JobStatus], Any]:
     """The runner's start function of a pipeline ``application`` (``module:function`` or a built-in's
     name), bound to the config it is given: for running a pipeline in-process, as tests do."""
-    from hubflow_jobs.applications import pipeline_reference
+    from hubflow.applications import pipeline_reference
 
     reference = pipeline_reference(application) or application
     function = load_function(reference)

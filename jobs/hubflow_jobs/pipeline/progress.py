@@ -25,7 +25,7 @@ import logging
 import threading
 from typing import Any
 
-from hubflow_jobs.status import JobStatus
+from hubflow.status import JobStatus
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from hubflow.status import JobStatus
 from hubflow_jobs.lake.tables import TableBatchWriter, check_table_format, start_table_stream
 from hubflow_jobs.pipeline.binding import Binding, PipelineError, sink_frames
 from hubflow_jobs.pipeline.columns import BATCH_ID, QUARANTINE_REASON, RAW_RECORD, SOURCE_FILE
@@ -38,7 +39,6 @@ from hubflow_jobs.pipeline.declarations import (
 )
 from hubflow_jobs.pipeline.progress import PipelineProgress, use_state_store
 from hubflow_jobs.runtime.query_group import QueryGroup, helper_session
-from hubflow_jobs.status import JobStatus
 
 log = logging.getLogger(__name__)
 

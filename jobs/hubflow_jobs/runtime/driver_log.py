@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from hubflow_jobs.status import DRIVER_LOG_FILE, StatusFolder
+from hubflow.status import DRIVER_LOG_FILE, StatusFolder
 
 log = logging.getLogger(__name__)
 

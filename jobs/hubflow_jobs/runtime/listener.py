@@ -3,7 +3,7 @@ life; :class:`QueryProgressListener` hands one named query's progress to a job's
 
 Started, every progress (batch id, rows, rates, duration and per-source offsets including the
 latest offset, i.e. the lag), idle and terminated (with the exception) update
-:class:`~hubflow_jobs.status.JobStatus`, which rewrites status.json atomically and counts the
+:class:`~hubflow.status.JobStatus`, which rewrites status.json atomically and counts the
 run's ``input_rows``. Events an Event Hubs source skipped because they expired unread
 (``failOnDataLoss=false``) go to status.json's ``data_loss`` (per source, for this run), which the
 status page shows. Each progress is also appended to ``progress_history.jsonl``
@@ -20,7 +20,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from hubflow_jobs.status import JobState, JobStatus, utc_now
+from hubflow.status import JobState, JobStatus, utc_now
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hubflow_jobs import (
+from hubflow.config import ConfigError, JobConfig, load_config
+from hubflow.invocation import ARG_CONFIG
+from hubflow.status import HOLD_MARKER, JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
+from hubflow.status.exit_codes import (
     EXIT_CONFIG_ERROR,
     EXIT_FAILED,
     EXIT_HELD,
@@ -33,7 +36,7 @@ from hubflow_jobs import (
     EXIT_LOCKED,
     EXIT_OK,
 )
-from hubflow_jobs.config import ConfigError, JobConfig, load_config
+from hubflow.status.process_identity import process_fields
 from hubflow_jobs.runtime.executors import NoExecutorsError
 from hubflow_jobs.runtime.listener import StatusListener
 from hubflow_jobs.runtime.query_group import last_batch_id, stop_after_batch
@@ -46,8 +49,6 @@ from hubflow_jobs.runtime.stop import (
     restore_jvm_sigterm_handler,
 )
 from hubflow_jobs.runtime.watchdog import HardExit, StopQueries, Watchdog
-from hubflow_jobs.status import HOLD_MARKER, JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
-from hubflow_jobs.status.process_identity import process_fields
 
 log = logging.getLogger("hubflow_jobs")
 
@@ -76,7 +77,7 @@ def configure_logging() -> None:
 def parse_args(argv: Sequence[str], description: str) -> argparse.Namespace:
     """The command line every job takes: ``--config FILE``."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--config", required=True, help="the job's YAML config file (see docs/jobs.md)")
+    parser.add_argument(ARG_CONFIG, required=True, help="the job's YAML config file (see docs/jobs.md)")
     return parser.parse_args(list(argv))
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hubflow_jobs.config import JobConfig
+from hubflow.config import JobConfig
+from hubflow.spark_auth import SPARK_AUTH_SECRET_ENV, auth_conf
+from hubflow.storage.azure import SPARK_REDACTION_REGEX, accesses_from_env, spark_hadoop_conf
 from hubflow_jobs.runtime.executors import NoExecutorsError, wait_for_executors
-from hubflow_jobs.spark_auth import SPARK_AUTH_SECRET_ENV, auth_conf
-from hubflow_jobs.storage.azure import SPARK_REDACTION_REGEX, accesses_from_env, spark_hadoop_conf
 
 #: Delta Lake's SQL extension and catalog. Its jars are not fetched at run time: scripts/bootstrap.sh
 #: (and the image build) install the locked ones (jvm-deps.lock) into pyspark's own jars folder.
@@ -77,8 +77,8 @@ def storage_conf(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 def build_session(config: JobConfig) -> Any:
     """Return the SparkSession for ``config``: app name = job name, conf = defaults, the storage
     access of the driver's environment (:func:`storage_conf`), the job's
-    :meth:`~hubflow_jobs.config.JobConfig.extra_spark_conf`, then ``spark_conf``; Spark's redaction
-    pattern is always hubflow's (:data:`~hubflow_jobs.storage.azure.SPARK_REDACTION_REGEX`).
+    :meth:`~hubflow.config.JobConfig.extra_spark_conf`, then ``spark_conf``; Spark's redaction
+    pattern is always hubflow's (:data:`~hubflow.storage.azure.SPARK_REDACTION_REGEX`).
 
     The master and deploy mode come from spark-submit (or a local default when run by plain python).
     On a cluster it returns once the application has an executor, and raises

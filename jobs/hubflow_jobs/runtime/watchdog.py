@@ -12,7 +12,7 @@ happen on time happens here instead:
 
 A second thread, the dead man's switch, does no I/O and so cannot hang on storage: once the lease
 has not been renewed for half of ``runtime.lease_fence_after`` it asks for a graceful stop, and at
-``lease_fence_after`` it fences the job (see :mod:`hubflow_jobs.status` for why this keeps
+``lease_fence_after`` it fences the job (see :mod:`hubflow.status` for why this keeps
 two drivers off one checkpoint).
 
 To *fence* is to stop writing to the checkpoint now, whatever the main thread is doing. In a real
@@ -31,10 +31,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hubflow_jobs import EXIT_KILLED, EXIT_LEASE_LOST
-from hubflow_jobs.config import RuntimeConfig
-from hubflow_jobs.runtime.stop import StopRequest
-from hubflow_jobs.status import (
+from hubflow.config import RuntimeConfig
+from hubflow.status import (
     HOLD_MARKER,
     KILL_MARKER,
     STOP_MARKER,
@@ -44,6 +42,8 @@ from hubflow_jobs.status import (
     StatusFolder,
     pid_alive,
 )
+from hubflow.status.exit_codes import EXIT_KILLED, EXIT_LEASE_LOST
+from hubflow_jobs.runtime.stop import StopRequest
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ Airflow connection that reaches it (``storage_conn_id``). The connection is the 
 secrets backend. :class:`AzureStorageHook` is the provider's ``WasbHook`` (its connection form and
 ``get_conn()``: the provider's ``BlobServiceClient``, or for an ``adls`` connection the
 ``AzureDataLakeStorageV2Hook``'s ``DataLakeServiceClient``) plus the one thing the provider lacks:
-the connection as a :class:`hubflow_jobs.storage.azure.AzureStorageAccess`, which fsspec/adlfs,
+the connection as a :class:`hubflow.storage.azure.AzureStorageAccess`, which fsspec/adlfs,
 the Blob SDK and a job's Spark driver (hadoop-azure) all take.
 
 The credential is the one the provider's ``get_conn()`` picks, in the provider's order
@@ -30,8 +30,8 @@ or a path-style emulator URL such as Azurite's ``http://127.0.0.1:10000/devstore
 
 Every secret is registered with Airflow's log masker before it is used. Airflow-side code gets the
 job's access with :func:`use_job_storage` (archive, backups, status folder and checkpoint reads open
-their URLs through :func:`hubflow_jobs.storage.azure.url_to_fs`); the driver receives it only through
-its environment (:func:`job_storage_env`, ``hubflow_jobs.storage.azure.STORAGE_ACCESS_ENV``).
+their URLs through :func:`hubflow.storage.azure.url_to_fs`); the driver receives it only through
+its environment (:func:`job_storage_env`, ``hubflow.storage.azure.STORAGE_ACCESS_ENV``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 from airflow.providers.microsoft.azure.hooks.wasb import WasbHook
 from airflow.providers.microsoft.azure.utils import get_field, parse_blob_account_url
 
-from hubflow_jobs.storage.azure import AzureStorageAccess, StorageAccessError, env_for, use_access
+from hubflow.storage.azure import AzureStorageAccess, StorageAccessError, env_for, use_access
 
 
 class AzureStorageHook(WasbHook):
@@ -116,7 +116,7 @@ def job_storage_access(job: Any) -> AzureStorageAccess | None:
 def use_job_storage(job: Any) -> Any:
     """Authenticate this process's later requests to the job's storage account with its connection
     (archive, backups, status folder, checkpoint inspection all open URLs through
-    :func:`hubflow_jobs.storage.azure.url_to_fs`); returns ``job``."""
+    :func:`hubflow.storage.azure.url_to_fs`); returns ``job``."""
     access = job_storage_access(job)
     if access is not None:
         use_access(access)

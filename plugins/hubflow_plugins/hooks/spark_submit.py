@@ -1,12 +1,12 @@
 """spark-submit for registered jobs, through the Spark provider's SparkSubmitHook.
 
 The hook owns the ``spark_default`` connection (master, deploy mode, binary) and builds the
-command line; this module adds what hubflow jobs need: the job's ``--config``, the interpreter
-Spark's Python workers must use, secrets passed in the driver's environment only (never on the
-command line, so never in ``ps``, a log or the Spark UI), a driver environment without the
-worker's Airflow settings (:func:`~hubflow_plugins.core.spark_submit_command.driver_environment`),
-and a detached launch for long-running streaming jobs whose driver must outlive the Airflow task
-that started it.
+command line from a :class:`~hubflow.invocation.JobInvocation` (entry script, arguments, conf and
+the driver's environment, built from the registry in the control plane). This module adds what
+the Airflow side owns: the job's secrets from Airflow connections, passed in the driver's
+environment only (never on the command line, so never in ``ps``, a log or the Spark UI), and a
+detached launch for long-running streaming jobs whose driver must outlive the Airflow task that
+started it.
 
 The provider's own ``env_vars`` is not used: on YARN and Kubernetes it turns each variable into a
 ``--conf`` (``spark.yarn.appMasterEnv.*``, ``spark.kubernetes.driverEnv.*``) on the command line,
@@ -23,14 +23,9 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from hubflow_jobs.runtime.detached_process import start_detached
-from hubflow_plugins.core.registry import RegisteredJob
-from hubflow_plugins.core.spark_submit_command import (
-    config_variables,
-    driver_environment,
-    job_environment,
-    spark_submit_binary,
-)
+from hubflow.invocation import JobInvocation, spark_submit_binary
+from hubflow.registry import RegisteredJob
+from hubflow.supervision.detached_process import start_detached
 
 #: The environment variable through which a job receives the Event Hubs connection string.
 EVENTHUBS_CONNECTION_STRING_ENV = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
@@ -40,21 +35,25 @@ class JobSubmitHook(SparkSubmitHook):
     """SparkSubmitHook that gives spark-submit the job's environment only, and can also start it in
     its own session and return at once."""
 
-    def __init__(
-        self, *, job_env: dict[str, str], named_variables: set[str] | None = None, **kwargs: Any
-    ) -> None:
-        super().__init__(**kwargs)
-        self._job_env = job_env
-        self._named_variables = frozenset(named_variables or ())
+    def __init__(self, *, invocation: JobInvocation, **kwargs: Any) -> None:
+        super().__init__(
+            conf=dict(invocation.conf), name=invocation.name, application_args=list(invocation.args), **kwargs
+        )
+        self.invocation = invocation
 
     def driver_env(self) -> dict[str, str]:
         """spark-submit's whole environment: what the job keeps of this process's, and its own."""
-        return driver_environment(os.environ, self._job_env, self._named_variables)
+        return self.invocation.environment(os.environ)
+
+    def command(self) -> list[str]:
+        """The whole spark-submit command line of the invocation, as the provider builds it."""
+        return self._build_spark_submit_command(str(self.invocation.script))
 
     def submit(self, application: str = "", **kwargs: Any) -> str | None:
-        """The provider's submit, in :meth:`driver_env` (the provider passes ``env`` on to Popen)."""
+        """The provider's submit of the invocation's script, in :meth:`driver_env` (the provider
+        passes ``env`` on to Popen)."""
         kwargs.setdefault("env", self.driver_env())
-        return super().submit(application, **kwargs)
+        return super().submit(application or str(self.invocation.script), **kwargs)
 
     @property
     def returncode(self) -> int | None:
@@ -66,10 +65,8 @@ class JobSubmitHook(SparkSubmitHook):
         process = getattr(self, "_submit_sp", None)
         return process.returncode if process is not None else None
 
-    def launch_detached(
-        self, application: str, log_path: Path, ship_to: str | None = None
-    ) -> subprocess.Popen:
-        """Start spark-submit for ``application`` without waiting; its output goes to ``log_path``.
+    def launch_detached(self, log_path: Path, ship_to: str | None = None) -> subprocess.Popen:
+        """Start the invocation's spark-submit without waiting; its output goes to ``log_path``.
 
         The process gets a session of its own, so it survives the end of the Airflow task; the
         job's status folder (heartbeat, pid) is how supervisors follow it afterwards. With
@@ -77,7 +74,7 @@ class JobSubmitHook(SparkSubmitHook):
         which copies ``log_path`` into that folder's ``driver.log`` while the driver runs and when
         it ends.
         """
-        command = self._build_spark_submit_command(application)
+        command = self.command()
         if ship_to:
             command = [
                 sys.executable,
@@ -109,15 +106,8 @@ def driver_secrets(job: RegisteredJob) -> dict[str, str]:
     return secrets
 
 
-def build_submit_hook(
-    job: RegisteredJob,
-    *,
-    secrets: dict[str, str] | None = None,
-    extra_args: list[str] | None = None,
-    conf: dict[str, str] | None = None,
-) -> JobSubmitHook:
-    """A hook that submits ``job`` with its config, conf overrides (the registry's, then ``conf``)
-    and secret environment.
+def build_submit_hook(job: RegisteredJob, invocation: JobInvocation) -> JobSubmitHook:
+    """A hook that submits ``invocation`` (a call of ``job``) through the job's Spark connection.
 
     The Spark connection must exist: the provider would otherwise fall back to ``--master yarn``,
     which fails later with a message about HADOOP_CONF_DIR that hides the real cause. A job with
@@ -136,23 +126,17 @@ def build_submit_hook(
             '"host": "local[*]"}\' or `airflow connections add spark_default --conn-type spark '
             "--conn-host spark://HOST:7077`"
         ) from None
-    kwargs: dict[str, Any] = {
-        "conn_id": job.spark_conn_id,
-        "conf": {**job.submit_conf, **(conf or {})},
-        "name": job.name,
-        "application_args": ["--config", str(job.config_path()), *(extra_args or [])],
-    }
+    kwargs: dict[str, Any] = {"conn_id": job.spark_conn_id}
     binary = spark_submit_binary()
     if binary:
         kwargs["spark_binary"] = binary
-    hook = JobSubmitHook(
-        job_env=job_environment(secrets), named_variables=config_variables(job.config_path()), **kwargs
-    )
+    hook = JobSubmitHook(invocation=invocation, **kwargs)
+    secrets = sorted(invocation.secret_names)
     connection = hook._connection
     if secrets and connection.get("deploy_mode") == "cluster":
         raise ValueError(
             f"job {job.name}: the Airflow connection {job.spark_conn_id!r} runs the driver in deploy mode "
-            f"cluster (master {connection.get('master')}), where its secret ({', '.join(sorted(secrets))}) "
+            f"cluster (master {connection.get('master')}), where its secret ({', '.join(secrets)}) "
             "could reach the driver only on spark-submit's command line, visible in ps and the "
             "cluster's UI. Set the connection's deploy mode to client (the driver then runs on the "
             "Airflow worker and gets the secret in its environment)"

@@ -1,4 +1,4 @@
-"""Hand alert messages (:mod:`hubflow_plugins.core.alerts`) to Airflow notifiers.
+"""Hand alert messages (:mod:`hubflow.alerts`) to Airflow notifiers.
 
 Each entry of a job's ``alerts.notifiers`` becomes a real ``BaseNotifier`` per message: the SMTP
 provider's ``SmtpNotifier``, the Slack provider's ``SlackWebhookNotifier``, or any class named by
@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hubflow_plugins.core.alerts import AlertMessage
-from hubflow_plugins.core.registry import AlertNotifier
+from hubflow.alerts import AlertMessage
+from hubflow.registry import AlertNotifier
 
 
 def build_notifier(config: AlertNotifier, message: AlertMessage) -> Any:

@@ -1,10 +1,11 @@
 """One alerting cycle for a job, from the task that looked at it: the streaming supervisor after its
 judgment, a scheduled job's ``run_job`` after its run (the registry's ``alerts:``).
 
-The findings come from the job's status folder and the health judgment (``core.alerts.read_findings``),
-the core decides what to say (``core.alerts.alert_cycle``, state in the status folder's alerts.json,
-so a message is sent once whoever runs the cycle), and the registry's notifiers send it. It never
-raises: a problem with alerting is logged and the task goes on.
+The findings come from the job's status folder and the health judgment
+(``hubflow.alerts.read_findings``), the control plane decides what to say
+(``hubflow.alerts.alert_cycle``, state in the status folder's alerts.json, so a message is sent once
+whoever runs the cycle), and the registry's notifiers send it. It never raises: a problem with
+alerting is logged and the task goes on.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from hubflow_plugins.core.registry import RegisteredJob
+from hubflow.registry import RegisteredJob
 
 
 def run_alert_cycle(
@@ -34,8 +35,8 @@ def run_alert_cycle(
     """
     if job.alerts is None or not job.alerts.enabled:
         return []
-    from hubflow_jobs.status import StatusFolder
-    from hubflow_plugins.core.alerts import AlertKind, alert_cycle, first_line, read_findings
+    from hubflow.alerts import AlertKind, alert_cycle, first_line, read_findings
+    from hubflow.status import StatusFolder
     from hubflow_plugins.notifications.alert_notifiers import send_alerts
 
     try:
@@ -62,7 +63,7 @@ def run_alert_cycle(
 
         sent = alert_cycle(folder, findings, policy, send)
     except Exception as exc:  # alerting must not stop the task
-        from hubflow_jobs.redaction import redact
+        from hubflow.redaction import redact
 
         warn("alerts of job %s not evaluated: %s", job.name, redact(f"{type(exc).__name__}: {exc}"))
         return []
@@ -74,7 +75,7 @@ def run_alert_cycle(
 def judge_job(job: RegisteredJob) -> Any:
     """The checkpoint's judgment as the job's ``check_health`` makes it: a streaming job's batch in
     flight is fine and a held job is not judged; idle is not stalled (``core.health.judge``)."""
-    from hubflow_plugins.core.health import HEALTHY, HEALTHY_STREAMING, HealthCheck, judge
+    from hubflow.supervision.health import HEALTHY, HEALTHY_STREAMING, HealthCheck, judge
 
     streaming = job.mode == "streaming"
     return judge(
@@ -96,8 +97,8 @@ def measure_backlog(job: RegisteredJob, health: Any) -> tuple[int, float]:
     oldest of them was enqueued (one event read per partition that lags)."""
     from datetime import UTC, datetime
 
-    from hubflow_plugins.core.alerts import hub_backlog, unread_from
-    from hubflow_plugins.core.health import committed_sequence_numbers
+    from hubflow.alerts import hub_backlog, unread_from
+    from hubflow.supervision.health import committed_sequence_numbers
     from hubflow_plugins.hooks.eventhubs import EventHubsHook
 
     hook = EventHubsHook(job.eventhubs_conn_id or "")

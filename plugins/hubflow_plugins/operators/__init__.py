@@ -1,1 +1,3 @@
-"""Airflow operators that run, supervise and clean up after registered jobs (thin: the core does the work)."""
+"""Airflow operators that run, supervise and clean up after registered jobs (thin: the control plane
+does the work).
+"""

@@ -1,6 +1,7 @@
 """Operators that clean up after registered jobs: archive processed files, purge checkpoint backups,
-maintain Delta tables. Each asks the core (``core.archive``, ``core.checkpoint_backups``) or the
-job's own spark-submit path (``jobs/lake_maintenance.py``) to do the work.
+maintain Delta tables. Each asks the control plane (``hubflow.operations.archive``,
+``hubflow.checkpoints.backups``) or the job's own spark-submit path (``jobs/lake_maintenance.py``)
+to do the work.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from hubflow_jobs.durations import parse_duration
-from hubflow_plugins.core.registry import load_registry
+from hubflow.durations import parse_duration
+from hubflow.invocation import JobInvocation
+from hubflow.registry import load_registry
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.run_context import is_backfill_run, is_true
 
@@ -46,7 +48,7 @@ class ArchiveOperator(BaseOperator):
         self.max_workers = max_workers
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from hubflow_plugins.core.archive import archive_processed_files, purge_archive
+        from hubflow.operations.archive import archive_processed_files, purge_archive
 
         if is_backfill_run(context):
             raise AirflowSkipException(
@@ -93,7 +95,7 @@ class CheckpointBackupRetentionOperator(BaseOperator):
         self.older_than = older_than
 
     def execute(self, context: Any) -> list[str]:
-        from hubflow_plugins.core.checkpoint_backups import checkpoint_backups_root, purge_checkpoint_backups
+        from hubflow.checkpoints.backups import checkpoint_backups_root, purge_checkpoint_backups
         from hubflow_plugins.hooks.azure_storage import use_job_storage
 
         job = use_job_storage(load_registry().job(self.job_name))
@@ -150,20 +152,18 @@ class DeltaMaintenanceOperator(BaseOperator):
         if not tables:
             raise AirflowSkipException(f"job {job.name} writes no Delta table: nothing to maintain")
         retention = parse_duration(self.vacuum_retention or job.vacuum_retention)
-        args = [
-            "--application",
-            job.application,
-            "--vacuum-retention-hours",
-            f"{retention.total_seconds() / 3600:g}",
-            "--checkpoint-after-commits",
-            str(job.delta_checkpoint_after_commits),
-            *(["--dry-run"] if dry_run else []),
-        ]
+        invocation = JobInvocation.maintenance(
+            job,
+            vacuum_retention_hours=retention.total_seconds() / 3600,
+            checkpoint_after_commits=job.delta_checkpoint_after_commits,
+            dry_run=dry_run,
+            secrets=driver_secrets(job),
+        )
         self.log.info(
             "maintaining the Delta tables of job %s%s: %s", job.name, " (dry run)" if dry_run else "", tables
         )
-        self._hook = build_submit_hook(job, secrets=driver_secrets(job), extra_args=args)
-        self._hook.submit(str(job.application_path().with_name("lake_maintenance.py")))
+        self._hook = build_submit_hook(job, invocation)
+        self._hook.submit()
         return {"job": job.name, "tables": tables, "dry_run": dry_run}
 
     def on_kill(self) -> None:

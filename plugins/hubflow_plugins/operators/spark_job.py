@@ -9,9 +9,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from hubflow_jobs.applications import backfill_builtins, can_backfill
-from hubflow_plugins.core.job_exit import judge_failed_run, run_outcome
-from hubflow_plugins.core.lake_assets import (
+from hubflow.applications import backfill_builtins, can_backfill
+from hubflow.invocation import JobInvocation
+from hubflow.lake_assets import (
     COMMIT_TAG_CONF,
     alias_name,
     commit_tag,
@@ -22,7 +22,8 @@ from hubflow_plugins.core.lake_assets import (
     versions_of_earlier_tries,
     versions_of_run,
 )
-from hubflow_plugins.core.registry import RegisteredJob, RegistryError, load_registry
+from hubflow.registry import RegisteredJob, RegistryError, load_registry
+from hubflow.supervision.job_exit import judge_failed_run, run_outcome
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.notifications.job_alerts import run_alert_cycle
 from hubflow_plugins.run_context import backfill_window
@@ -39,7 +40,7 @@ class SparkJobOperator(BaseOperator):
     reruns never duplicate.
 
     Each Delta table the run committed to gets an asset event (the table's asset, through the job's
-    asset alias outlet, :mod:`hubflow_plugins.core.lake_assets`) naming the versions it added: its
+    asset alias outlet, :mod:`hubflow.lake_assets`) naming the versions it added: its
     commits carry the task try's tag, so a concurrent writer's versions are not counted. Each
     parquet output gets one naming the file sink batches the run committed (its ``_spark_metadata``
     batch ids). A retry also announces what earlier tries of the same run committed (a try that
@@ -47,7 +48,7 @@ class SparkJobOperator(BaseOperator):
 
     Both kinds of run are safe to retry (the DAG factory gives them the registry's ``retries``). A
     failure a retry cannot cure - an invalid config, an on-call hold, a kill request (the job's exit
-    code, see :mod:`hubflow_plugins.core.job_exit`) - raises ``AirflowFailException``, which Airflow
+    code, see :mod:`hubflow.supervision.job_exit`) - raises ``AirflowFailException``, which Airflow
     never retries; any other failure is retried.
 
     :param job_name: the job's name in the registry (``dags/registry.yaml``).
@@ -110,19 +111,18 @@ class SparkJobOperator(BaseOperator):
             )
 
     def _run(self, job: RegisteredJob, tag: str) -> dict[str, Any]:
-        from hubflow_jobs.status import StatusFolder
+        from hubflow.status import StatusFolder
 
-        self._hook = build_submit_hook(
-            job, secrets=driver_secrets(job), extra_args=job.run_args, conf={COMMIT_TAG_CONF: tag}
-        )
-        self.log.info("running job %s: %s --config %s", job.name, job.application_path(), job.config_path())
+        invocation = JobInvocation.run(job, secrets=driver_secrets(job), conf={COMMIT_TAG_CONF: tag})
+        self._hook = build_submit_hook(job, invocation)
+        self.log.info("running job %s: %s %s", job.name, invocation.script, " ".join(invocation.args))
         try:
             folder = StatusFolder(job.paths.status_dir)
             earlier = (folder.status() or {}).get("started_at")
             outcome = lambda: run_outcome(folder.status(), earlier)  # noqa: E731
         except RegistryError:
             outcome = None  # the run itself refuses the config, naming the mistake (exit 2)
-        self._submit(job, str(job.application_path()), outcome=outcome)
+        self._submit(job, outcome=outcome)
         status = StatusFolder(job.paths.status_dir).status() or {}
         progress = status.get("last_progress") or {}
         self.log.info(
@@ -147,27 +147,24 @@ class SparkJobOperator(BaseOperator):
                 "docs/operations.md)"
             )
         self.log.info("backfill run: job %s processes exactly the interval [%s, %s)", job.name, start, end)
-        window = ["--window-start", start, "--window-end", end]
-        self._hook = build_submit_hook(
-            job,
-            secrets=driver_secrets(job),
-            extra_args=["--application", job.application, *window],
-            conf={COMMIT_TAG_CONF: tag},
+        invocation = JobInvocation.backfill(
+            job, start, end, secrets=driver_secrets(job), conf={COMMIT_TAG_CONF: tag}
         )
-        self._submit(job, str(job.application_path().with_name("backfill.py")), backfill=True)
+        self._hook = build_submit_hook(job, invocation)
+        self._submit(job, backfill=True)
         return {"job": job.name, "backfill": {"window_start": start, "window_end": end}}
 
     def _submit(
         self,
         job: RegisteredJob,
-        application: str,
         backfill: bool = False,
         outcome: Callable[[], str | None] | None = None,
     ) -> None:
-        """spark-submit ``application``; a failure no retry can cure becomes ``AirflowFailException``.
-        ``outcome`` reads the run's own reason from its status.json after a failure."""
+        """spark-submit the hook's invocation; a failure no retry can cure becomes
+        ``AirflowFailException``. ``outcome`` reads the run's own reason from its status.json after a
+        failure."""
         try:
-            self._hook.submit(application)
+            self._hook.submit()
         except AirflowException as exc:
             reason = outcome() if outcome is not None else None
             verdict = judge_failed_run(job.name, self._hook.returncode, backfill=backfill, reason=reason)
@@ -177,7 +174,7 @@ class SparkJobOperator(BaseOperator):
             raise
 
     def on_kill(self) -> None:
-        from hubflow_jobs.status import StatusFolder
+        from hubflow.status import StatusFolder
 
         try:
             from hubflow_plugins.hooks.azure_storage import use_job_storage

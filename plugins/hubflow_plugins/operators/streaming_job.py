@@ -3,7 +3,7 @@
 Thin on purpose: the registry says what a job is, ``core.supervision`` decides what an action does
 (a pure function of what was found), ``hooks.spark_submit`` builds the command through the
 provider's SparkSubmitHook, ``core.job_control`` stops a running job, ``core.rewind`` does a rewind
-and ``hubflow_jobs.status`` (the job<->supervisor contract) says whether it runs or is held.
+and ``hubflow.status`` (the job<->supervisor contract) says whether it runs or is held.
 Heavy imports (fsspec backends, the Azure SDK) happen inside ``execute``.
 """
 
@@ -15,8 +15,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from hubflow_plugins.core.registry import RegisteredJob, load_registry
-from hubflow_plugins.core.supervision import STREAMING_ACTIONS, Step
+from hubflow.invocation import JobInvocation
+from hubflow.registry import RegisteredJob, load_registry
+from hubflow.supervision.supervisor import STREAMING_ACTIONS, Step
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from hubflow_plugins.run_context import is_true, requested_by
 
@@ -86,8 +87,8 @@ class StreamingJobOperator(BaseOperator):
         self.dry_run = dry_run
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from hubflow_plugins.core.job_control import JobControl
-        from hubflow_plugins.core.supervision import decide
+        from hubflow.operations.job_control import JobControl
+        from hubflow.supervision.supervisor import decide
 
         if self.action not in STREAMING_ACTIONS:
             raise AirflowFailException(f"unknown action {self.action!r}; expected one of {STREAMING_ACTIONS}")
@@ -151,7 +152,7 @@ class StreamingJobOperator(BaseOperator):
         """Read what ``decide`` needs from the status folder and call it."""
         from datetime import UTC, datetime
 
-        from hubflow_plugins.core.job_control import parse_time
+        from hubflow.operations.job_control import parse_time
 
         state = control.supervisor_state() if self.action == "ensure_running" else {}
         status = control.folder.status() or {}
@@ -176,7 +177,7 @@ class StreamingJobOperator(BaseOperator):
         succeeds). Never fails the supervisor."""
         from airflow.sdk import Asset, AssetAlias
 
-        from hubflow_plugins.core.lake_assets import (
+        from hubflow.lake_assets import (
             alias_name,
             job_tables,
             last_announced,
@@ -206,7 +207,7 @@ class StreamingJobOperator(BaseOperator):
             )
 
     def _alert(self, context: Any, job: RegisteredJob, refusal: str) -> None:
-        """The supervisor's alerts (registry ``alerts:``): judge, let the core decide, notify.
+        """The supervisor's alerts (registry ``alerts:``): judge, let the control plane decide, notify.
 
         Judged before the steps run (a restart that follows is the supervisor's answer, not news;
         the checkpoint of a job the supervisor just found dead is what on-call must hear about).
@@ -271,7 +272,7 @@ class StreamingJobOperator(BaseOperator):
 
     def _rewind(self, job: RegisteredJob, control: Any, live: Any, dry_run: bool, who: str) -> dict[str, Any]:
         """The on-call rewind: the hook asks the hub, ``rewind.rewind_job`` does the rest."""
-        from hubflow_plugins.core.rewind import RewindError, rewind_job
+        from hubflow.operations.rewind import RewindError, rewind_job
         from hubflow_plugins.hooks.eventhubs import EventHubsHook
 
         if not job.eventhubs_conn_id:
@@ -302,17 +303,17 @@ class StreamingJobOperator(BaseOperator):
     def _start(
         self, job: RegisteredJob, control: Any, count_restart: bool = True, fingerprint: dict | None = None
     ) -> str:
-        """Launch the driver detached through the spark-submit hook; the core waits for it to run.
+        """Launch the driver detached through the spark-submit hook; the control plane waits for it to run.
 
         Records what it starts (the fingerprint) and counts the start (a supervisor's restart of a
         dead job) or resets the backoff (any other start) before the launch.
         """
-        from hubflow_plugins.core.job_control import JobStartError
+        from hubflow.operations.job_control import JobStartError
 
         log_path, ship_to = control.driver_log_target()
         control.prepare_start(count_restart, fingerprint if fingerprint is not None else _fingerprint(job))
-        hook = build_submit_hook(job, secrets=driver_secrets(job), extra_args=job.run_args)
-        process = hook.launch_detached(str(job.application_path()), log_path, ship_to=ship_to)
+        hook = build_submit_hook(job, JobInvocation.run(job, secrets=driver_secrets(job)))
+        process = hook.launch_detached(log_path, ship_to=ship_to)
         control.mark_starting(process.pid)
         where = control.folder.path("driver.log")
         self.log.info("started spark-submit pid %s for job %s; driver log %s", process.pid, job.name, where)
@@ -326,6 +327,6 @@ class StreamingJobOperator(BaseOperator):
 
 def _fingerprint(job: RegisteredJob) -> dict:
     """What the job runs now: its config file and, for a pipeline, its module's source."""
-    from hubflow_plugins.core.supervision import job_fingerprint
+    from hubflow.supervision.supervisor import job_fingerprint
 
     return job_fingerprint(job.config_path(), job.application)

@@ -12,10 +12,10 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from hubflow_jobs.durations import parse_duration
-from hubflow_jobs.status import JobState
-from hubflow_plugins.core.health import FAILING, HEALTHY, HealthCheck
-from hubflow_plugins.core.registry import load_registry
+from hubflow.durations import parse_duration
+from hubflow.registry import load_registry
+from hubflow.status import JobState
+from hubflow.supervision.health import FAILING, HEALTHY, HealthCheck
 from hubflow_plugins.run_context import is_backfill_run
 from pyspark_eventhubs import DEFAULT_CONSUMER_GROUP
 
@@ -38,7 +38,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
         supervisor sets it: a held job is meant to be stopped).
     :param deferrable: judge once, and when that says wait, wait in the triggerer instead of
         holding a worker slot; the trigger makes the same judgment as a poke
-        (:func:`hubflow_plugins.core.health.judge`).
+        (:func:`hubflow.supervision.health.judge`).
 
     In a backfill run the sensor is skipped (and with it what follows, e.g. archiving).
     """
@@ -135,7 +135,7 @@ class CheckpointHealthSensor(BaseSensorOperator):
 
     def _judge(self, job: Any, check: HealthCheck) -> bool:
         """One judgment, reported (a failing one fails the task); whether the wait is over."""
-        from hubflow_plugins.core.health import judge
+        from hubflow.supervision.health import judge
 
         latest = None
         if check.max_lag_events is not None:

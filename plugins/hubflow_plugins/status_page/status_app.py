@@ -27,8 +27,8 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
+from hubflow.progress.history import OffsetsCache, ProgressSamples
 from hubflow_plugins.status_page.job_access import AirflowDagAccess, EveryoneSeesAll, JobAccess
-from hubflow_plugins.status_page.progress_history import OffsetsCache, ProgressSamples
 
 HERE = Path(__file__).resolve().parent
 #: How often the page fetches fresh data, in seconds.
@@ -76,8 +76,8 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     def registered_jobs() -> list[Any]:
-        from hubflow_plugins.core.registry import RegistryError
-        from hubflow_plugins.status_page.job_snapshots import load_jobs, redact
+        from hubflow.progress.job_snapshots import load_jobs, redact
+        from hubflow.registry import RegistryError
 
         try:
             return load_jobs(registry_path)
@@ -91,7 +91,7 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
     @app.get("/api/jobs")
     def list_jobs(request: Request) -> JSONResponse:
         """The snapshot of every job the user may read, in registry order."""
-        from hubflow_plugins.status_page.job_snapshots import job_snapshot
+        from hubflow.progress.job_snapshots import job_snapshot
 
         return JSONResponse(
             {"jobs": [job_snapshot(job, samples, use_storage=_use_job_storage) for job in jobs(request)]}
@@ -110,7 +110,7 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
     @app.get("/api/jobs/{name}")
     def get_job(request: Request, name: str) -> JSONResponse:
         """One job's snapshot with its chart points (``history``)."""
-        from hubflow_plugins.status_page.job_snapshots import job_snapshot
+        from hubflow.progress.job_snapshots import job_snapshot
 
         job = registered(request, name)
         return JSONResponse(
@@ -122,7 +122,7 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
     @app.get("/api/jobs/{name}/driver-log")
     def get_driver_log(request: Request, name: str) -> PlainTextResponse:
         """The end of the job's driver log, read from its status folder (local or remote)."""
-        from hubflow_plugins.status_page.job_snapshots import driver_log_tail, redact
+        from hubflow.progress.job_snapshots import driver_log_tail, redact
 
         job = registered(request, name, logs=True)
         try:
@@ -138,7 +138,7 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
     @app.get("/", response_class=HTMLResponse)
     def page(request: Request) -> HTMLResponse:
         """The status page, rendered with the current snapshots; the script refreshes it."""
-        from hubflow_plugins.status_page.job_snapshots import job_snapshot
+        from hubflow.progress.job_snapshots import job_snapshot
 
         snapshots = [
             job_snapshot(

@@ -8,14 +8,14 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from hubflow_plugins.core.health import HealthCheck
-from hubflow_plugins.core.registry import MIN_HEARTBEAT_TIMEOUT
+from hubflow.registry import MIN_HEARTBEAT_TIMEOUT
+from hubflow.supervision.health import HealthCheck
 from pyspark_eventhubs import DEFAULT_CONSUMER_GROUP
 
 
 class CheckpointHealthTrigger(BaseTrigger):
     """Fires once the job's health is acceptable or failing: the same judgment as the sensor's poke
-    (:func:`hubflow_plugins.core.health.judge`: idle, hold and lag included).
+    (:func:`hubflow.supervision.health.judge`: idle, hold and lag included).
 
     The event payload is ``HealthResult.to_dict()``; the sensor turns a failing one into a failure.
     The first five arguments are those of triggers deferred before the judgment moved here (a
@@ -75,10 +75,10 @@ class CheckpointHealthTrigger(BaseTrigger):
         )
 
     def _judge(self) -> Any:
-        from hubflow_plugins.core.health import judge
+        from hubflow.supervision.health import judge
 
         if self.storage_conn_id:  # the checkpoint and status folder are read through it
-            from hubflow_jobs.storage.azure import use_access
+            from hubflow.storage.azure import use_access
             from hubflow_plugins.hooks.azure_storage import AzureStorageHook
 
             use_access(AzureStorageHook(self.storage_conn_id).access())

@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from hubflow_plugins.core.event_arrivals import (
+from hubflow.event_schedule import (
     EXTRA_HUB,
     EXTRA_JOB,
     EXTRA_NEW_EVENTS,
@@ -136,7 +136,7 @@ class _HubReader:
         from pyspark_eventhubs.positions import latest_sequence_number
 
         if self.checkpoint is None:
-            from hubflow_plugins.core.registry import load_registry
+            from hubflow.registry import load_registry
 
             self.checkpoint = load_registry().job(self.job_name).paths.checkpoint_location
         if self.client is None:
@@ -166,8 +166,8 @@ class _HubReader:
 
 def _committed(checkpoint: str, hub: str) -> dict[str, int]:
     """The end of the job's newest committed batch per partition of ``hub`` (empty before its first)."""
-    from hubflow_plugins.core.checkpoint_inspector import inspect_checkpoint
-    from hubflow_plugins.core.health import committed_sequence_numbers
+    from hubflow.checkpoints.inspector import inspect_checkpoint
+    from hubflow.supervision.health import committed_sequence_numbers
 
     report = inspect_checkpoint(checkpoint, stalled_after=timedelta(days=1))
     return committed_sequence_numbers(report.to_dict(), hub)

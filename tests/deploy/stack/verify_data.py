@@ -18,8 +18,8 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
+from hubflow.config import load_config
 from hubflow_jobs.builtins.files_to_lake import SINK, SOURCE, FilesToLakeConfig
-from hubflow_jobs.config import load_config
 from hubflow_jobs.pipeline import PipelineConfig
 
 CONFIGS = Path("/opt/hubflow/stack-test")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from hubflow_jobs.storage.azure import forget_accesses, url_to_fs, use_access
+from hubflow.storage.azure import forget_accesses, url_to_fs, use_access
 from hubflow_plugins.hooks.azure_storage import AzureStorageHook
 
 

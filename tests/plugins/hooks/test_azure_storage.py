@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from hubflow.invocation import JobInvocation
+from hubflow.registry import load_registry
+from hubflow.storage.azure import SPARK_REDACTION_REGEX, STORAGE_ACCESS_ENV, AzureStorageAccess
 from hubflow_jobs.runtime.session import storage_conf
-from hubflow_jobs.storage.azure import SPARK_REDACTION_REGEX, STORAGE_ACCESS_ENV, AzureStorageAccess
-from hubflow_plugins.core.registry import load_registry
 from hubflow_plugins.hooks.azure_storage import job_storage_access
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
 from tests.dags.helpers import landing_job, write_registry
@@ -53,8 +54,8 @@ def test_the_driver_gets_the_access_in_its_environment_and_never_on_the_command_
     _connection(monkeypatch, "spark_default", conn_type="spark", host="local[1]")
 
     secrets = driver_secrets(job)
-    hook = build_submit_hook(job, secrets=secrets)
-    command = hook._build_spark_submit_command(str(job.application_path()))
+    hook = build_submit_hook(job, JobInvocation.run(job, secrets=secrets))
+    command = hook.command()
 
     assert AzureStorageAccess.model_validate_json(
         hook.driver_env()[STORAGE_ACCESS_ENV]
@@ -75,7 +76,7 @@ def test_a_driver_in_the_cluster_is_refused_rather_than_given_the_key_on_its_com
         extra={"deploy-mode": "cluster"},
     )
     with pytest.raises(ValueError, match=f"deploy mode cluster.*{STORAGE_ACCESS_ENV}") as error:
-        build_submit_hook(job, secrets=driver_secrets(job))
+        build_submit_hook(job, JobInvocation.run(job, secrets=driver_secrets(job)))
     assert KEY not in str(error.value)
 
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from hubflow_jobs.spark_auth import SPARK_AUTH_SECRET_ENV
-from hubflow_plugins.core.registry import load_registry
+from hubflow.invocation import JobInvocation
+from hubflow.registry import load_registry
+from hubflow.spark_auth import SPARK_AUTH_SECRET_ENV
 from hubflow_plugins.hooks.spark_submit import EVENTHUBS_CONNECTION_STRING_ENV, build_submit_hook
 
 pytestmark = pytest.mark.integration
@@ -26,7 +28,7 @@ def test_a_missing_spark_connection_is_named_with_how_to_create_it(registry: Pat
     with pytest.raises(
         AirflowNotFoundException, match="the Airflow connection 'spark_default' does not exist"
     ):
-        build_submit_hook(job)
+        build_submit_hook(job, JobInvocation.run(job))
 
 
 def test_the_job_command_carries_its_config_and_conf_and_the_secret_only_its_environment(
@@ -34,13 +36,15 @@ def test_the_job_command_carries_its_config_and_conf_and_the_secret_only_its_env
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     job = load_registry().job("orders")
-    hook = build_submit_hook(job, secrets={EVENTHUBS_CONNECTION_STRING_ENV: SECRET}, extra_args=["--dry-run"])
+    invocation = JobInvocation.run(job, secrets={EVENTHUBS_CONNECTION_STRING_ENV: SECRET})
+    hook = build_submit_hook(job, invocation)
 
-    command = hook._build_spark_submit_command(str(job.application_path()))
+    command = hook.command()
 
     assert command[command.index("--master") + 1] == "local[2]"
     assert "spark.app.name=orders" in command and f"spark.cores.max={job.cores_max}" in command
-    assert command[-4:] == [str(job.application_path()), "--config", str(job.config_path()), "--dry-run"]
+    assert command[-3:] == [str(job.application_path()), "--config", str(job.config_path())]
+    assert SECRET not in repr(invocation), "an invocation's repr (in a log) leaves its secrets out"
     assert not any("SharedAccessKey" in part for part in command), "a secret on the command line is in ps"
     assert hook.driver_env()[EVENTHUBS_CONNECTION_STRING_ENV] == SECRET
     assert hook.driver_env()["PYSPARK_PYTHON"] == os.environ.get("PYSPARK_PYTHON", sys.executable)
@@ -105,13 +109,13 @@ def test_the_driver_gets_the_jobs_variables_and_none_of_the_workers_airflow_sett
     seen = {}
     for how in ("submit", "detached"):
         out = tmp_path / f"environment-{how}.json"
-        hook = build_submit_hook(
-            job, secrets={EVENTHUBS_CONNECTION_STRING_ENV: SECRET}, extra_args=["--out", str(out)]
-        )
+        invocation = JobInvocation.run(job, secrets={EVENTHUBS_CONNECTION_STRING_ENV: SECRET})
+        invocation = replace(invocation, script=application, args=(*invocation.args, "--out", str(out)))
+        hook = build_submit_hook(job, invocation)
         if how == "submit":
-            hook.submit(str(application))
+            hook.submit()
         else:
-            process = hook.launch_detached(str(application), tmp_path / "detached.log")
+            process = hook.launch_detached(tmp_path / "detached.log")
             assert process.wait(timeout=300) == 0, (tmp_path / "detached.log").read_text()[-3000:]
         seen[how] = json.loads(out.read_text())
 
@@ -136,5 +140,6 @@ def test_a_job_with_a_secret_refuses_a_connection_whose_driver_runs_in_the_clust
     job = load_registry().job("orders")
     refused = r"deploy mode cluster .* Set the connection's deploy mode to client"
     with pytest.raises(ValueError, match=refused):
-        build_submit_hook(job, secrets={EVENTHUBS_CONNECTION_STRING_ENV: SECRET})
-    assert build_submit_hook(job)._connection["deploy_mode"] == "cluster", "no secret: nothing to refuse"
+        build_submit_hook(job, JobInvocation.run(job, secrets={EVENTHUBS_CONNECTION_STRING_ENV: SECRET}))
+    no_secret = build_submit_hook(job, JobInvocation.run(job))
+    assert no_secret._connection["deploy_mode"] == "cluster", "no secret: nothing to refuse"

@@ -36,7 +36,7 @@ class Api:
 
 @pytest.fixture(scope="module")
 def api(airflow_home: AirflowHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    from hubflow_plugins.core.airflow_readiness import wait_until_ready
+    from hubflow.supervision.airflow_readiness import wait_until_ready
     from tests.support.processes import free_port, start_background, stop_processes
 
     port = free_port()

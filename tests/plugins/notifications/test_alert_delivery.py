@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from hubflow_jobs.status import JobState, JobStatus, StatusFolder
-from hubflow_plugins.core.alerts import AlertMessage, AlertPolicy, Findings, decide_alerts
-from hubflow_plugins.core.registry import AlertNotifier
+from hubflow.alerts import AlertMessage, AlertPolicy, Findings, decide_alerts
+from hubflow.registry import AlertNotifier
+from hubflow.status import JobState, JobStatus, StatusFolder
 from hubflow_plugins.notifications.alert_notifiers import send_alerts
 from hubflow_plugins.operators.streaming_job import StreamingJobOperator
 from tests.dags.helpers import landing_job, write_registry

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from hubflow_plugins.core.checkpoint_backups import backup_checkpoint, checkpoint_backups_root
+from hubflow.checkpoints.backups import backup_checkpoint, checkpoint_backups_root
 from hubflow_plugins.operators.cleanup import (
     ArchiveOperator,
     CheckpointBackupRetentionOperator,

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException
 
-from hubflow_jobs.status import StatusFolder
-from hubflow_plugins.core.job_control import JobControl
+from hubflow.operations.job_control import JobControl
+from hubflow.status import StatusFolder
 from hubflow_plugins.operators.streaming_job import StreamingJobOperator
 from tests.dags.helpers import landing_job, write_registry
 from tests.support.spark_cluster import spark_env

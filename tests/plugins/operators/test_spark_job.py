@@ -16,9 +16,9 @@ from airflow.sdk import AssetAlias
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.execution_time.context import OutletEventAccessors
 
+from hubflow.lake_assets import alias_name
+from hubflow.status import JobState, StatusFolder
 from hubflow_jobs.pipeline import QUARANTINE_REASON
-from hubflow_jobs.status import JobState, StatusFolder
-from hubflow_plugins.core.lake_assets import alias_name
 from hubflow_plugins.operators.spark_job import SparkJobOperator
 from tests.dags.helpers import landing_job, write_registry
 from tests.jobs.helpers import write_json_landing_file

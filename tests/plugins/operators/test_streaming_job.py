@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from hubflow_jobs.status import JobState, JobStatus, StatusFolder
+from hubflow.status import JobState, JobStatus, StatusFolder
 from hubflow_plugins.operators.streaming_job import StreamingJobOperator
 from tests.dags.helpers import landing_job, write_registry
 
@@ -87,7 +87,7 @@ class _EarlierEvents:
         """Keep what a run announced (as Airflow does once it succeeds); return name -> (from, to)."""
         from airflow.sdk import AssetAlias
 
-        from hubflow_plugins.core.lake_assets import alias_name
+        from hubflow.lake_assets import alias_name
 
         added = outlet_events[AssetAlias(alias_name(job))].asset_alias_events
         for event in added:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from hubflow_jobs.status import JobState, JobStatus, StatusFolder
+from hubflow.status import JobState, JobStatus, StatusFolder
 from hubflow_plugins.operators.cleanup import ArchiveOperator
 from hubflow_plugins.operators.streaming_job import StreamingJobOperator
 from hubflow_plugins.sensors.checkpoint_health import CheckpointHealthSensor

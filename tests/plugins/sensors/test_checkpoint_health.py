@@ -1,6 +1,6 @@
 """CheckpointHealthSensor called directly (no scheduler): what it hands the triggerer when deferrable,
 how it ends on the trigger's event, and how it waits on a verdict it neither accepts nor fails on.
-Its judgement on real checkpoints is tested in tests/plugins/core/test_health.py and the triggers'."""
+Its judgement on real checkpoints is tested in tests/control/test_health.py and the triggers'."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
-from hubflow_plugins.core.checkpoint_inspector import Verdict
-from hubflow_plugins.core.registry import load_registry
+from hubflow.checkpoints.inspector import Verdict
+from hubflow.registry import load_registry
 from hubflow_plugins.sensors.checkpoint_health import CheckpointHealthSensor
 from hubflow_plugins.triggers.checkpoint_health import CheckpointHealthTrigger
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import yaml
 
+from hubflow.status import JobStatus, StatusFolder
 from hubflow_jobs.runtime.listener import StatusListener
-from hubflow_jobs.status import JobStatus, StatusFolder
+from pyspark_eventhubs import EventPosition
 
-EARLIEST = '{"offset": "-1", "seqNo": -1, "enqueuedTime": null, "isInclusive": true}'
+EARLIEST = EventPosition.start_of_stream().to_json()
 
 
 def job_config(base: Path, name: str, source: dict[str, Any]) -> Path:

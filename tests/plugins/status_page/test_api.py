@@ -11,8 +11,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from hubflow_jobs.redaction import redact
-from hubflow_plugins.status_page.progress_history import source_lag
+from hubflow.progress.history import source_lag
+from hubflow.redaction import redact
 from hubflow_plugins.status_page.status_app import create_app
 from tests.plugins.status_page.conftest import BATCH_SIZE, EVENT_COUNTS, SECRET, StatusWorld
 
@@ -157,7 +157,7 @@ def test_history_file_is_read_from_its_end(status_world: StatusWorld, tmp_path: 
     """A history file of months costs the same to read: only its tail is parsed."""
     import fsspec
 
-    from hubflow_plugins.status_page.progress_history import HISTORY_TAIL_BYTES, MAX_POINTS, read_history_file
+    from hubflow.progress.history import HISTORY_TAIL_BYTES, MAX_POINTS, read_history_file
 
     real = (status_world.base / "status/events_history/progress_history.jsonl").read_text().splitlines()
     template = json.loads(real[-1])
@@ -209,8 +209,8 @@ def test_charts_keep_every_batch_the_page_saw_across_runs(spark: Any, tmp_path: 
 def test_a_held_job_shows_who_held_it_and_its_driver_log_is_linked_with_secrets_masked(
     status_world: StatusWorld,
 ) -> None:
-    from hubflow_jobs.status import StatusFolder
-    from hubflow_plugins.core.registry import load_registry
+    from hubflow.registry import load_registry
+    from hubflow.status import StatusFolder
 
     folder = StatusFolder(load_registry(status_world.registry).job("never_ran").paths.status_dir)
     client = client_for(status_world)
@@ -235,8 +235,8 @@ def test_a_held_job_shows_who_held_it_and_its_driver_log_is_linked_with_secrets_
 
 def test_data_loss_in_status_json_is_listed_under_the_job(status_world: StatusWorld) -> None:
     """status.json's ``data_loss`` (written by the jobs listener) is shown as one line per partition."""
-    from hubflow_jobs.status import STATUS_FILE, JobStatus, StatusFolder
-    from hubflow_plugins.core.registry import load_registry
+    from hubflow.registry import load_registry
+    from hubflow.status import STATUS_FILE, JobStatus, StatusFolder
 
     folder = StatusFolder(load_registry(status_world.registry).job("never_ran").paths.status_dir)
     client = client_for(status_world)
@@ -258,9 +258,9 @@ def test_a_job_in_a_restart_backoff_shows_when_its_next_start_is_due(status_worl
     """restarts.json and supervisor.json (written by the supervisor) give the backoff on the page."""
     from datetime import UTC, datetime, timedelta
 
-    from hubflow_jobs.status import RESTARTS_FILE, StatusFolder
-    from hubflow_jobs.status.names import SUPERVISOR_FILE
-    from hubflow_plugins.core.registry import load_registry
+    from hubflow.registry import load_registry
+    from hubflow.status import RESTARTS_FILE, StatusFolder
+    from hubflow.status.names import SUPERVISOR_FILE
 
     job = load_registry(status_world.registry).job("never_ran")
     folder = StatusFolder(job.paths.status_dir)
@@ -287,8 +287,8 @@ def test_a_restarted_idle_run_shows_the_checkpoints_last_batch_and_no_lag(status
     """A run that found nothing new plans no batch: Spark reports it idle (``onQueryIdle``), not as
     progress. The page shows the checkpoint's last committed batch and lag 0, unless a batch is in
     flight; a run that is not idle gets no lag it cannot know."""
-    from hubflow_jobs.status import STATUS_FILE, JobState, JobStatus, StatusFolder
-    from hubflow_plugins.core.registry import load_registry
+    from hubflow.registry import load_registry
+    from hubflow.status import STATUS_FILE, JobState, JobStatus, StatusFolder
 
     paths = load_registry(status_world.registry).job("events_plain").paths
     folder = StatusFolder(paths.status_dir)

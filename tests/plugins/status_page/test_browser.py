@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hubflow_jobs.runtime.detached_process import start_detached
-from hubflow_plugins.core.airflow_readiness import wait_until_ready
+from hubflow.supervision.airflow_readiness import wait_until_ready
+from hubflow.supervision.detached_process import start_detached
 from tests.plugins.status_page.conftest import StatusWorld
 from tests.plugins.status_page.png import read_png
 from tests.plugins.status_page.test_airflow_plugin import plugin_env
@@ -47,7 +47,9 @@ def _free_port() -> int:
 def page_url(status_world: StatusWorld) -> Iterator[str]:
     """The status page served by uvicorn in a child process on 127.0.0.1."""
     port = _free_port()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(REPO_ROOT / p) for p in ("plugins", "jobs", "")))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(str(REPO_ROOT / p) for p in ("control", "plugins", "jobs", ""))
+    )
     server = subprocess.Popen(
         [
             sys.executable,

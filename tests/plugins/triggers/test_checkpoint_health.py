@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hubflow_plugins.core.health import FAILING, HEALTHY
+from hubflow.supervision.health import FAILING, HEALTHY
 from hubflow_plugins.triggers.checkpoint_health import CheckpointHealthTrigger
 from tests.plugins.file_streams import FileStream
 
@@ -85,7 +85,7 @@ def test_trigger_reports_a_held_job_and_judges_an_idle_live_one_as_the_poke_does
     """The poke's judgment, deferred: a stopped job held by on-call fires ``held`` (not judged) whatever
     its checkpoint says; a streaming job alive with a fresh heartbeat and no new input is idle, not
     stalled; the same checkpoint without either fails ``stalled``."""
-    from hubflow_jobs.status import JobStatus, StatusFolder
+    from hubflow.status import JobStatus, StatusFolder
 
     stream = FileStream(spark, tmp_path / "s")
     stream.land_and_run(batches=1, files_per_batch=1)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hubflow_plugins.core.registry import load_registry
+from hubflow.registry import load_registry
 from hubflow_plugins.triggers.event_arrivals import EventHubsArrivalTrigger
 from tests.dags.helpers import landing_job, write_registry
 from tests.jobs.helpers import EmulatedHub
@@ -41,10 +41,10 @@ def _registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, conn_id: str) -
 
 def _commit_all(spark, hub: EmulatedHub, checkpoint: str) -> None:
     """What the job's run does to its checkpoint: read the hub availableNow and commit."""
-    from pyspark_eventhubs import DefaultSource, register_data_source
+    from pyspark_eventhubs import DefaultSource, EventPosition, register_data_source
 
     register_data_source(spark, DefaultSource)
-    earliest = json.dumps({"offset": "-1", "seqNo": -1, "enqueuedTime": None, "isInclusive": True})
+    earliest = EventPosition.start_of_stream().to_json()
     options = {"eventhubs.connectionString": hub.connection_string, "eventhubs.startingPosition": earliest}
     query = (
         spark.readStream.format("eventhubs")
