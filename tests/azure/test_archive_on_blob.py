@@ -81,7 +81,7 @@ def test_already_archived_is_decided_by_content_not_by_size(blob_stream: BlobStr
 
 def test_a_landing_file_replaced_after_listing_is_not_deleted(blob_stream: BlobStream, monkeypatch) -> None:
     """The delete is conditional on the ETag that was copied: a newer version stays in landing."""
-    from hubflow.storage import blob_objects
+    from hubflow.storage import blob_api as blob_objects
 
     committed = sorted(set(blob_stream.landed) - blob_stream.uncommitted)
     victim = committed[0]
