@@ -15,6 +15,7 @@ Files (all through :mod:`hubflow.storage.document_stores`, so the folder may be 
 ``alerts.json``        supervisor   the alerts sent and still active (so none is sent twice)
 ``supervisor.json``    supervisor   what the job was started with (fingerprint), the backoff's reset
 ``driver.log``         supervisor   the driver's output (written or copied here by the launcher)
+``audit.jsonl``        on-call      one line per action: who, what, dry run, why, outcome, hold
 =====================  ===========  =============================================================
 
 status.json and the lease name the process that wrote them: ``pid`` and ``host`` (for people) and
@@ -45,3 +46,10 @@ DRIVER_LOG_FILE = "driver.log"
 DRIVER_LOG_MAX_BYTES = 16 * 1024 * 1024
 #: Restart times kept in restarts.json.
 RESTARTS_KEPT = 50
+#: The audit trail (``hubflow.operations.audit``): one JSON line per on-call action and per start the
+#: supervisor makes; appended by conditional writes, so concurrent writers lose nothing.
+AUDIT_FILE = "audit.jsonl"
+#: Audit entries kept in audit.jsonl (the newest; older ones are dropped as new ones come).
+AUDIT_KEPT = 500
+#: Each text of an audit entry (reason, outcome, holds) is cut to this many characters.
+AUDIT_TEXT_MAX_CHARS = 1000

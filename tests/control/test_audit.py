@@ -1,0 +1,125 @@
+"""The audit trail (``hubflow.operations.audit``) on a real local status folder: entries round-trip,
+appends from several processes at once all land, the file keeps only the newest entries, and a
+secret in a reason is masked before it is stored."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from hubflow.operations.audit import AuditEntry, append_audit, outcome, read_audit
+from hubflow.status import StatusFolder
+from hubflow.status.names import AUDIT_FILE, AUDIT_KEPT
+
+#: A child process: append argv[3] entries to the status folder argv[1], by "writer <argv[2]>".
+_APPENDER = """
+import sys
+from hubflow.operations.audit import AuditEntry, append_audit
+from hubflow.status import StatusFolder
+
+folder, writer, count = StatusFolder(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+for n in range(count):
+    append_audit(folder, AuditEntry.now(by=f"writer {writer}", action="stop", dry_run=True,
+                                        reason=str(n), outcome="done: would stop"))
+"""
+
+
+def _entry(n: int = 0, **fields: object) -> AuditEntry:
+    values: dict = {
+        "by": "alice (run manual__1)",
+        "action": "stop",
+        "dry_run": False,
+        "reason": f"sink full {n}",
+        "outcome": outcome("done", "held job clicks"),
+        "hold_before": None,
+        "hold_after": "by alice (run manual__1) at 2026-11-28T02:00:00.000+00:00: sink full",
+    }
+    values.update(fields)
+    return AuditEntry.now(**values)
+
+
+def test_an_appended_entry_reads_back_whole_as_one_json_line(tmp_path: Path) -> None:
+    folder = StatusFolder(str(tmp_path / "clicks"))
+    assert read_audit(folder) == [], "no audit file yet"
+    first, second = _entry(1), _entry(2, action="start", dry_run=True, source="cli", hold_after=None)
+    assert append_audit(folder, first) == first
+    append_audit(folder, second)
+
+    assert read_audit(folder) == [first, second], "oldest first"
+    assert read_audit(folder, limit=1) == [second]
+    lines = (tmp_path / "clicks" / AUDIT_FILE).read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["reason"] for line in lines] == ["sink full 1", "sink full 2"]
+    assert json.loads(lines[1]) == {
+        "at": second.at,
+        "by": "alice (run manual__1)",
+        "action": "start",
+        "dry_run": True,
+        "reason": "sink full 2",
+        "outcome": "done: held job clicks",
+        "hold_before": None,
+        "hold_after": None,
+        "source": "cli",
+    }
+    assert second.line() == (
+        f"{second.at} alice (run manual__1): start (dry run) because sink full 2 -> done: held job "
+        "clicks [cli]"
+    )
+    assert first.line().endswith(
+        "-> done: held job clicks; hold none -> by alice (run manual__1) at "
+        "2026-11-28T02:00:00.000+00:00: sink full"
+    )
+
+
+def test_appends_from_four_processes_at_once_lose_no_entry(tmp_path: Path) -> None:
+    url = str(tmp_path / "clicks")
+    children = [
+        subprocess.Popen([sys.executable, "-c", _APPENDER, url, str(writer), "25"], stderr=subprocess.PIPE)
+        for writer in range(4)
+    ]
+    for child in children:
+        _, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err.decode()
+
+    entries = read_audit(StatusFolder(url))
+    assert len(entries) == 100
+    for writer in range(4):
+        mine = [int(e.reason or -1) for e in entries if e.by == f"writer {writer}"]
+        assert mine == list(range(25)), f"writer {writer}'s entries, in its order"
+
+
+def test_the_file_keeps_only_the_newest_entries(tmp_path: Path) -> None:
+    folder = StatusFolder(str(tmp_path / "clicks"))
+    for n in range(7):
+        append_audit(folder, _entry(n), kept=5)
+    assert [e.reason for e in read_audit(folder)] == [f"sink full {n}" for n in range(2, 7)]
+    assert len((tmp_path / "clicks" / AUDIT_FILE).read_text(encoding="utf-8").splitlines()) == 5
+    assert AUDIT_KEPT >= 100, "the default keeps a useful history"
+
+
+def test_a_secret_in_a_reason_or_outcome_is_masked_before_it_is_stored(tmp_path: Path) -> None:
+    folder = StatusFolder(str(tmp_path / "clicks"))
+    secret = "c2VjcmV0LWtleS12YWx1ZQ=="
+    stored = append_audit(
+        folder,
+        _entry(
+            reason=f"rotating Endpoint=sb://ns/;SharedAccessKeyName=x;SharedAccessKey={secret}",
+            outcome=outcome("failed", f"start failed: password={secret}"),
+            hold_after=f"by bob: client_secret={secret}",
+        ),
+    )
+    assert stored.reason == "rotating Endpoint=sb://ns/;SharedAccessKeyName=x;SharedAccessKey=***"
+    assert stored.outcome == "failed: start failed: password=***"
+    raw = (tmp_path / "clicks" / AUDIT_FILE).read_text(encoding="utf-8")
+    assert secret not in raw and "SharedAccessKey=***" in raw and "client_secret=***" in raw
+
+
+def test_a_broken_line_is_skipped_and_long_texts_are_cut(tmp_path: Path) -> None:
+    folder = StatusFolder(str(tmp_path / "clicks"))
+    append_audit(folder, _entry(1))
+    with open(tmp_path / "clicks" / AUDIT_FILE, "a", encoding="utf-8") as handle:
+        handle.write("{not json\n")
+    stored = append_audit(folder, _entry(2, outcome="done: " + "x" * 5000))
+    assert len(stored.outcome) == 1000 and stored.outcome.endswith("…")
+    assert [e.reason for e in read_audit(folder)] == ["sink full 1", "sink full 2"]
