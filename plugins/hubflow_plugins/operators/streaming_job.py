@@ -42,6 +42,9 @@ class StreamingJobOperator(BaseOperator):
     ``rewind_to_sequence_numbers`` (JSON, partition -> sequence number; other partitions resume
     where the old checkpoint committed). A job writing Delta tables only rewinds forward: replayed
     events would land twice (``rewind.check_delta_rewind``; a backfill repairs an interval instead).
+    Every on-call action, dry run or not, and every start or restart ``ensure_running`` makes goes
+    in the job's audit trail (``hubflow.operations.audit``): who, what, why, the outcome (done,
+    refused, failed) and the hold before and after.
 
     :param job_name: the job's name in the registry.
     :param action: one of ``ensure_running``, ``start``, ``stop``, ``restart``, ``rewind``.
@@ -100,10 +103,39 @@ class StreamingJobOperator(BaseOperator):
         control = JobControl(job.name, job.paths.status_dir, heartbeat_timeout=job.heartbeat_timeout)
         live = control.liveness()
         self.log.info("found: %s", live.reason)
+        audit = _AuditRecord(
+            self, control.folder, by=_audit_by(context, self.action, who), dry_run=dry_run, live=live
+        )
+        try:
+            result = self._act(context, decide, job, control, live, dry_run, who, audit)
+        except AirflowFailException as exc:
+            audit.record("refused", str(exc))
+            raise
+        except Exception as exc:
+            audit.record("failed", f"{type(exc).__name__}: {exc}")
+            raise
+        audit.record("done", "; ".join(str(line) for line in result.get("done") or []))
+        return result
+
+    def _act(
+        self,
+        context: Any,
+        decide: Any,
+        job: RegisteredJob,
+        control: Any,
+        live: Any,
+        dry_run: bool,
+        who: str,
+        audit: _AuditRecord,
+    ) -> dict[str, Any]:
+        """Decide and carry out the action; ``audit.wanted`` says whether it goes in the audit trail
+        (every on-call action; of the supervisor's ``ensure_running``, only a start or restart)."""
         if self.action == "rewind":
             return self._rewind(job, control, live, dry_run, who)
         fingerprint = _fingerprint(job)
         decision = self._decide(decide, job, control, live, fingerprint)
+        if self.action == "ensure_running":
+            audit.wanted = Step.START in decision.steps and decision.refusal is None
         if self.action == "ensure_running" and not dry_run:
             self._announce_commits(context, job)
             self._alert(context, job, refusal=decision.refusal or decision.restart_loop or "")
@@ -323,6 +355,55 @@ class StreamingJobOperator(BaseOperator):
             return control.wait_until_running(process, self.start_timeout, log_path)
         except JobStartError as exc:
             raise AirflowException(str(exc)) from None
+
+
+class _AuditRecord:
+    """The audit-trail entry of one run of the operator (``hubflow.operations.audit``): who, what,
+    dry run, why, the hold found before; :meth:`record` adds the outcome and the hold after.
+    Recording never fails the task (what was done is done): a storage problem is logged."""
+
+    def __init__(
+        self, operator: StreamingJobOperator, folder: Any, *, by: str, dry_run: bool, live: Any
+    ) -> None:
+        self.operator = operator
+        self.folder = folder
+        self.by = by
+        self.dry_run = dry_run
+        self.hold_before = live.hold.describe() if live.hold is not None else None
+        #: Whether the run goes in the trail: every on-call action; ``ensure_running`` once it decides
+        #: to start (or restart) the job.
+        self.wanted = operator.action != "ensure_running"
+
+    def record(self, kind: str, message: str) -> None:
+        from hubflow.operations.audit import AuditEntry, append_audit, outcome
+
+        if not self.wanted:
+            return
+        log = self.operator.log
+        try:
+            hold = self.folder.hold()
+            entry = AuditEntry.now(
+                by=self.by,
+                action=self.operator.action,
+                dry_run=self.dry_run,
+                reason=self.operator.reason,
+                outcome=outcome(kind, message),
+                hold_before=self.hold_before,
+                hold_after=hold.describe() if hold is not None else None,
+                source="airflow",
+            )
+            stored = append_audit(self.folder, entry)
+        except Exception as exc:  # the action stands; the trail misses it, and the log says so
+            log.warning("could not record %s in the audit trail: %s", self.operator.action, exc)
+            return
+        log.info("audit trail: %s", stored.line())
+
+
+def _audit_by(context: Any, action: str, who: str) -> str:
+    """Who acted, for the audit trail: the triggering user (``requested_by``), or the supervisor
+    when its own scheduled ``ensure_running`` run has none."""
+    user = getattr(context.get("dag_run"), "triggering_user_name", None)
+    return f"supervisor ({who})" if action == "ensure_running" and not user else who
 
 
 def _fingerprint(job: RegisteredJob) -> dict:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
 from hubflow.status import JobState, JobStatus, StatusFolder
 from hubflow_plugins.operators.streaming_job import StreamingJobOperator
@@ -135,3 +135,76 @@ def test_the_supervisor_announces_each_parquet_batch_of_the_stream_once(
 def test_rewind_is_for_event_hubs_jobs_only(registry: Path) -> None:
     with pytest.raises(AirflowFailException, match="job clicks has no eventhubs_conn_id: only Event Hubs"):
         _action("rewind", rewind_to_enqueued_time="2026-11-22T10:00:00Z").execute(_context())
+
+
+def test_oncall_stop_and_start_go_in_the_audit_trail_with_who_what_and_the_hold(
+    registry: Path, tmp_path: Path
+) -> None:
+    """Every on-call action is recorded (dry run or not, done or failed) with the hold before and
+    after; the supervisor's routine run that starts nothing is not, its start attempt is."""
+    from hubflow.operations.audit import read_audit
+
+    folder = _folder(tmp_path)
+    JobStatus(folder, "clicks").update(state=JobState.FAILED, exception="boom")
+
+    _action("stop", reason="sink full").execute(_context())
+    hold = folder.hold()
+    assert hold is not None
+    _action("start", dry_run="True", reason="sink fixed").execute(_context(user="bob"))
+    assert _action("ensure_running").execute(_context(user=None))["done"][0].startswith("job clicks is held")
+    with pytest.raises(
+        AirflowNotFoundException, match="spark_default"
+    ):  # no Spark connection: the start fails
+        _action("start", reason="sink fixed").execute(_context(user="bob"))
+    with pytest.raises(
+        AirflowNotFoundException, match="spark_default"
+    ):  # the supervisor finds it dead, tries a start
+        _action("ensure_running").execute(_context(user=None))
+
+    stop, dry_start, start, supervisor_start = read_audit(folder)
+    assert (stop.by, stop.action, stop.dry_run, stop.reason) == (
+        "alice (run manual__1)",
+        "stop",
+        False,
+        "sink full",
+    )
+    held = f"held job clicks {hold.describe()}; supervisors leave it stopped until start"
+    assert stop.outcome == f"done: {held}; nothing to stop"
+    assert (stop.hold_before, stop.hold_after, stop.source) == (None, hold.describe(), "airflow")
+
+    assert (dry_start.by, dry_start.action, dry_start.dry_run) == ("bob (run manual__1)", "start", True)
+    assert dry_start.outcome.startswith(
+        f"done: would release the hold {hold.describe()}; would start job clicks"
+    )
+    assert dry_start.hold_before == dry_start.hold_after == hold.describe(), "a dry run keeps the hold"
+
+    assert (start.by, start.action, start.dry_run, start.reason) == (
+        "bob (run manual__1)",
+        "start",
+        False,
+        "sink fixed",
+    )
+    assert start.outcome.startswith(
+        "failed: AirflowNotFoundException: job clicks: the Airflow connection 'spark_default' does not"
+    )
+    assert (start.hold_before, start.hold_after) == (hold.describe(), None), "released before the start"
+
+    assert (supervisor_start.by, supervisor_start.action) == ("supervisor (run manual__1)", "ensure_running")
+    assert supervisor_start.outcome.startswith("failed: ") and supervisor_start.hold_before is None
+    assert start.line().startswith(f"{start.at} bob (run manual__1): start because sink fixed -> failed: ")
+
+
+def test_a_supervisor_run_that_starts_nothing_and_a_refused_action_are_recorded_as_such(
+    registry: Path, tmp_path: Path
+) -> None:
+    from hubflow.operations.audit import read_audit
+
+    folder = _folder(tmp_path)
+    JobStatus(folder, "clicks").update(state=JobState.RUNNING, pid=os.getpid())
+    _action("ensure_running").execute(_context(user=None))
+    assert read_audit(folder) == [], "a routine run that finds the job alive is not an action"
+    with pytest.raises(AirflowFailException, match="only Event Hubs jobs rewind"):
+        _action("rewind", rewind_to_enqueued_time="2026-11-22T10:00:00Z").execute(_context())
+    (refused,) = read_audit(folder)
+    assert (refused.action, refused.by, refused.dry_run) == ("rewind", "alice (run manual__1)", False)
+    assert refused.outcome == "refused: job clicks has no eventhubs_conn_id: only Event Hubs jobs rewind"
