@@ -2,7 +2,8 @@
 
 The facts come from the status page's own snapshot (``hubflow.progress.job_snapshots``,
 Airflow-free): the checkpoint's verdict, the state and liveness from ``status.json``, the last batch,
-the lag, the on-call hold. The lease holder is read from the job's status folder (its ``lease``
+the lag, the on-call hold, the newest entries of the audit trail (who did what to the job). The
+lease holder is read from the job's status folder (its ``lease``
 document, :mod:`hubflow.status`). Nothing is changed.
 """
 
@@ -18,6 +19,9 @@ from hubflow.redaction import redact
 from hubflow.registry import RegisteredJob, RegistryError, load_registry, registry_path
 from hubflow.status import LEASE_FILE, StatusFolder
 from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_OK
+
+#: How many of the newest audit-trail entries are printed per job (``--json`` has the snapshot's).
+AUDIT_PRINTED = 5
 
 
 def lease_holder(job: RegisteredJob) -> dict[str, Any] | None:
@@ -82,6 +86,8 @@ def describe(found: dict[str, Any]) -> list[str]:
         add("exception", found["exception"])
     for line in found.get("data_loss") or []:
         add("data loss", line)
+    for entry in (found.get("audit") or [])[-AUDIT_PRINTED:]:
+        add("audit", entry.get("line"))
     if found.get("error"):
         add("error", found["error"])
     return lines

@@ -38,6 +38,8 @@ _LAST_BATCH_KEYS = (
     "processed_rows_per_second",
     "batch_duration_ms",
 )
+#: How many of the newest audit-trail entries a snapshot carries (oldest first).
+AUDIT_SHOWN = 10
 
 
 def load_jobs(registry_path: Path | None = None) -> list[Any]:
@@ -82,6 +84,7 @@ def job_snapshot(
         "data_loss": None,
         "restart_backoff": None,
         "hold": None,
+        "audit": [],
         "driver_log": False,
         "checkpoint_location": None,
         "delta_tables": [],
@@ -110,6 +113,10 @@ def job_snapshot(
         _fill_status(snapshot, job, paths.status_dir, samples, now, report)
     except Exception as exc:
         errors.append(f"cannot read the status folder: {redact(str(exc))}")
+    try:
+        snapshot["audit"] = audit_entries(paths.status_dir)
+    except Exception as exc:
+        errors.append(f"cannot read the audit trail: {redact(str(exc))}")
     if with_history:
         try:
             snapshot["history"] = job_history(job.name, paths, samples, offsets_cache)
@@ -192,6 +199,20 @@ def _fill_status(
     in_flight = report is not None and report.latest_offsets_batch_id != report.latest_commit_batch_id
     if live.alive and parse_state(status.get("state")) == JobState.IDLE and not in_flight:
         snapshot["lag"] = 0
+
+
+def audit_entries(status_dir: str, limit: int = AUDIT_SHOWN) -> list[dict[str, Any]]:
+    """The newest ``limit`` entries of the job's audit trail, oldest first, each with its ``line``
+    (what ``hubflow status`` prints); texts masked (they are stored masked, and masked again here)."""
+    from hubflow.operations.audit import read_audit
+    from hubflow.status import StatusFolder
+
+    shown = []
+    for entry in read_audit(StatusFolder(status_dir), limit):
+        fields = {key: redact(value) for key, value in entry.to_dict().items()}
+        fields["line"] = redact(entry.line())
+        shown.append(fields)
+    return shown
 
 
 def restart_backoff(

@@ -1,0 +1,50 @@
+"""``hubflow status``: the job's newest audit-trail entries, one line each, from its status folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hubflow.operations.audit import AuditEntry, append_audit, outcome
+from hubflow.registry import load_registry
+from hubflow.status import StatusFolder
+from tests.cli.helpers import hubflow, output
+from tests.dags.helpers import landing_job, write_registry
+
+
+def test_status_prints_the_newest_audit_entries_one_line_each(tmp_path: Path) -> None:
+    registry = write_registry(tmp_path, [landing_job(tmp_path, "clicks", streaming=True)])
+    folder = StatusFolder(load_registry(registry).job("clicks").paths.status_dir)
+    status = hubflow("status", "clicks", "--registry", registry)
+    assert status.returncode == 0, output(status)
+    assert "  audit " not in status.stdout, "no audit trail yet"
+
+    hold = folder.place_hold("sink full", by="alice (run manual__1)").describe()
+    for n in range(6):
+        append_audit(
+            folder,
+            AuditEntry.now(
+                by="alice (run manual__1)",
+                action="stop",
+                dry_run=n == 0,
+                reason=f"sink full {n} token=hunter2",
+                outcome=outcome("done", "held job clicks"),
+                hold_before=None,
+                hold_after=hold,
+            ),
+        )
+    status = hubflow("status", "clicks", "--registry", registry)
+    assert status.returncode == 0, output(status)
+    lines = [line for line in status.stdout.splitlines() if line.startswith("  audit ")]
+    assert len(lines) == 5, "the newest five"
+    assert lines[0].startswith("  audit       20") and "(dry run)" not in "".join(lines)
+    assert lines[0].endswith(
+        ": stop because sink full 1 token=*** -> done: held job clicks; hold none -> " + hold
+    ), lines[0]
+    assert "sink full 5" in lines[-1] and "hunter2" not in status.stdout
+
+    as_json = hubflow("status", "clicks", "--registry", registry, "--json")
+    assert as_json.returncode == 0, output(as_json)
+    (found,) = json.loads(as_json.stdout)
+    assert len(found["audit"]) == 6 and found["audit"][0]["dry_run"] is True
+    assert found["audit"][-1]["by"] == "alice (run manual__1)" and found["audit"][-1]["hold_after"] == hold
