@@ -318,3 +318,63 @@ def test_a_restarted_idle_run_shows_the_checkpoints_last_batch_and_no_lag(status
     finally:
         (offsets / str(last_committed + 1)).unlink(missing_ok=True)
         Path(folder.path(STATUS_FILE)).write_text(saved)
+
+
+def test_the_audit_trail_is_in_the_job_snapshot_and_on_the_page_with_secrets_masked(
+    status_world: StatusWorld,
+) -> None:
+    """The job's audit.jsonl (written by the on-call operator) is in its snapshot, oldest first, and
+    in a table in its section, newest first."""
+    from hubflow.operations.audit import AuditEntry, append_audit, outcome
+    from hubflow.registry import load_registry
+    from hubflow.status import StatusFolder
+    from hubflow.status.names import AUDIT_FILE
+
+    folder = StatusFolder(load_registry(status_world.registry).job("never_ran").paths.status_dir)
+    client = client_for(status_world)
+    assert client.get("/hubflow/api/jobs/never_ran").json()["audit"] == []
+    hold = "by alice (run manual__1) at 2026-11-28T02:00:00.000+00:00: sink full"
+    append_audit(
+        folder,
+        AuditEntry.now(
+            by="alice (run manual__1)",
+            action="stop",
+            dry_run=False,
+            reason=f"sink full, key SharedAccessKey={SECRET}",
+            outcome=outcome("done", "held job never_ran; nothing to stop"),
+            hold_after=hold,
+        ),
+    )
+    append_audit(
+        folder,
+        AuditEntry.now(
+            by="bob (run manual__2)",
+            action="start",
+            dry_run=True,
+            reason="sink fixed",
+            outcome=outcome("done", "would release the hold; would start job never_ran"),
+            hold_before=hold,
+            hold_after=hold,
+        ),
+    )
+    try:
+        job = client.get("/hubflow/api/jobs/never_ran").json()
+        stop, start = job["audit"]
+        assert (stop["by"], stop["action"], stop["dry_run"]) == ("alice (run manual__1)", "stop", False)
+        assert stop["reason"] == "sink full, key SharedAccessKey=***"
+        assert (stop["hold_before"], stop["hold_after"], stop["source"]) == (None, hold, "airflow")
+        assert (start["by"], start["dry_run"], start["hold_before"]) == ("bob (run manual__2)", True, hold)
+        assert start["line"].endswith(
+            "start (dry run) because sink fixed -> done: would release the "
+            f"hold; would start job never_ran; held {hold}"
+        )
+        listed = {j["name"]: j for j in client.get("/hubflow/api/jobs").json()["jobs"]}
+        assert listed["never_ran"]["audit"] == job["audit"] and listed["events_plain"]["audit"] == []
+        html = client.get("/hubflow/").text
+        section = html[html.index('id="audit-never_ran"') :]
+        section = section[: section.index("</table>")]
+        assert section.index("bob (run manual__2)") < section.index("alice (run manual__1)"), "newest first"
+        assert 'start <span class="muted">(dry run)</span>' in section and "held job never_ran" in section
+        assert SECRET not in html and 'id="audit-events_plain" hidden' in html
+    finally:
+        folder.remove(AUDIT_FILE)

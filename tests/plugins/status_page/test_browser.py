@@ -214,3 +214,34 @@ def test_page_shows_inside_the_airflow_ui(airflow_ui: str, tmp_path: Path) -> No
     page = read_png(shot)[:, 120:]
     assert _pixels_near(page, RATE_COLOUR) > 300
     assert _pixels_near(page, LAG_COLOUR) > 300
+
+
+def test_the_page_script_refreshes_the_audit_trail(
+    page_url: str, status_world: StatusWorld, tmp_path: Path
+) -> None:
+    """After its refresh (every 10 s), the script has rebuilt the job's audit table from the API:
+    its cells are plain text (the server's template marks a dry run with a span)."""
+    from hubflow.operations.audit import AuditEntry, append_audit, outcome
+    from hubflow.registry import load_registry
+    from hubflow.status import StatusFolder
+    from hubflow.status.names import AUDIT_FILE
+
+    folder = StatusFolder(load_registry(status_world.registry).job("never_ran").paths.status_dir)
+    append_audit(
+        folder,
+        AuditEntry.now(
+            by="carol (run manual__3)",
+            action="restart",
+            dry_run=True,
+            reason="new config",
+            outcome=outcome("done", "would start job never_ran"),
+        ),
+    )
+    try:
+        dom = run_chromium(tmp_path, "--dump-dom", page_url, budget_ms=15000).stdout
+    finally:
+        folder.remove(AUDIT_FILE)
+    table = dom[dom.index('id="audit-never_ran"') :]
+    table = table[: table.index("</table>")]
+    assert "<td>restart (dry run)</td>" in table, table
+    assert "<td>carol (run manual__3)</td>" in table and "<td>new config</td>" in table

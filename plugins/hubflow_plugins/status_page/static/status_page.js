@@ -139,6 +139,28 @@
     table.hidden = !(job.delta_tables && job.delta_tables.length);
   }
 
+  // The job's audit trail (who did what, when, why, the outcome, the hold), newest first.
+  function updateAudit(job) {
+    var table = document.getElementById("audit-" + job.name);
+    if (!table) { return; }
+    var body = table.tBodies[0];
+    while (body.firstChild) { body.removeChild(body.firstChild); }
+    (job.audit || []).slice().reverse().forEach(function (entry) {
+      var row = document.createElement("tr");
+      row.className = "outcome-" + String(entry.outcome || "").split(":")[0];
+      var action = entry.action + (entry.dry_run ? " (dry run)" : "") +
+        (entry.source && entry.source !== "airflow" ? " [" + entry.source + "]" : "");
+      [entry.at, entry.by, action, shown(entry.reason), entry.outcome, shown(entry.hold_before),
+        shown(entry.hold_after)].forEach(function (text) {
+        var cell = document.createElement("td");
+        cell.textContent = text;
+        row.appendChild(cell);
+      });
+      body.appendChild(row);
+    });
+    table.hidden = !(job.audit && job.audit.length);
+  }
+
   // The hold (who, when, why), the restart backoff, the data loss and the driver-log link of a
   // job's section.
   function updateSection(job) {
@@ -181,7 +203,7 @@
       var name = section.getAttribute("data-job");
       return fetch(base + "/api/jobs/" + encodeURIComponent(name), { credentials: "same-origin" })
         .then(function (response) { return response.ok ? response.json() : null; })
-        .then(function (job) { if (job) { drawJob(job); updateRow(job); updateSection(job); updateDeltaTables(job); } })
+        .then(function (job) { if (job) { drawJob(job); updateRow(job); updateSection(job); updateDeltaTables(job); updateAudit(job); } })
         .catch(function () { /* keep the last drawing; the next refresh tries again */ });
     });
     Promise.all(requests).then(function () {
