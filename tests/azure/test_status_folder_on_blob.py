@@ -171,3 +171,20 @@ def test_stop_hold_and_kill_requests_on_blob(folder_url: str) -> None:
     assert clear_leftover_requests(folder) == ["KILL", "STOP"]
     assert folder.markers_present() == {"HOLD"}, "the hold outlives requests meant for one run"
     assert folder.release_hold() == hold and folder.hold() is None
+
+
+def test_audit_appends_from_four_processes_on_blob_lose_no_entry(
+    folder_url: str, blob_access: Any, tmp_path: Path
+) -> None:
+    """The audit trail's append is a replace-if-unchanged on the ETag (``If-Match``): writers that
+    lose a race read again and retry, so every entry of every writer lands, in its order."""
+    from tests.control.test_audit import assert_every_entry_landed, concurrent_appends
+
+    env = {
+        **os.environ,
+        **env_for([blob_access]),
+        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "control")]),
+    }
+    attempts = concurrent_appends(folder_url, tmp_path / "go", writers=4, count=25, env=env)
+    assert_every_entry_landed(StatusFolder(folder_url), writers=4, count=25)
+    assert attempts > 100, "the writers raced: some conditional writes lost and were retried"

@@ -7,23 +7,46 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from hubflow.operations.audit import AuditEntry, append_audit, outcome, read_audit
 from hubflow.status import StatusFolder
 from hubflow.status.names import AUDIT_FILE, AUDIT_KEPT
 
-#: A child process: append argv[3] entries to the status folder argv[1], by "writer <argv[2]>".
-_APPENDER = """
-import sys
-from hubflow.operations.audit import AuditEntry, append_audit
-from hubflow.status import StatusFolder
+#: The child that appends entries (and says how many conditional writes that took).
+APPENDER = Path(__file__).with_name("audit_appender.py")
 
-folder, writer, count = StatusFolder(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-for n in range(count):
-    append_audit(folder, AuditEntry.now(by=f"writer {writer}", action="stop", dry_run=True,
-                                        reason=str(n), outcome="done: would stop"))
-"""
+
+def concurrent_appends(url: str, go: Path, writers: int, count: int, env: dict | None = None) -> int:
+    """Run ``writers`` appender processes on the folder at ``url``, all released at once by ``go``;
+    return the conditional writes they made in all."""
+    children = [
+        subprocess.Popen(
+            [sys.executable, str(APPENDER), url, str(writer), str(count), str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for writer in range(writers)
+    ]
+    time.sleep(1)  # every child imported and waiting
+    go.touch()
+    attempts = 0
+    for child in children:
+        out, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err
+        attempts += int(out.split()[-1])
+    return attempts
+
+
+def assert_every_entry_landed(folder: StatusFolder, writers: int, count: int) -> None:
+    entries = read_audit(folder)
+    assert len(entries) == writers * count
+    for writer in range(writers):
+        mine = [int(e.reason or -1) for e in entries if e.by == f"writer {writer}"]
+        assert mine == list(range(count)), f"writer {writer}'s entries, in its order"
 
 
 def _entry(n: int = 0, **fields: object) -> AuditEntry:
@@ -74,19 +97,9 @@ def test_an_appended_entry_reads_back_whole_as_one_json_line(tmp_path: Path) -> 
 
 def test_appends_from_four_processes_at_once_lose_no_entry(tmp_path: Path) -> None:
     url = str(tmp_path / "clicks")
-    children = [
-        subprocess.Popen([sys.executable, "-c", _APPENDER, url, str(writer), "25"], stderr=subprocess.PIPE)
-        for writer in range(4)
-    ]
-    for child in children:
-        _, err = child.communicate(timeout=120)
-        assert child.returncode == 0, err.decode()
-
-    entries = read_audit(StatusFolder(url))
-    assert len(entries) == 100
-    for writer in range(4):
-        mine = [int(e.reason or -1) for e in entries if e.by == f"writer {writer}"]
-        assert mine == list(range(25)), f"writer {writer}'s entries, in its order"
+    attempts = concurrent_appends(url, tmp_path / "go", writers=4, count=25)
+    assert_every_entry_landed(StatusFolder(url), writers=4, count=25)
+    assert attempts > 100, "the writers raced: some conditional writes lost and were retried"
 
 
 def test_the_file_keeps_only_the_newest_entries(tmp_path: Path) -> None:
