@@ -124,5 +124,22 @@ def test_supervisor_starts_oncall_stop_holds_start_resumes_and_every_record_land
         assert sorted(ids) == sorted(expected), "every record exactly once across the stop and start"
         driver_log = (tmp_path / "clicks" / "status" / "clicks" / "driver.log").read_text()
         assert driver_log.count("INFO hubflow_jobs: job clicks starting") == 2, "both starts log there"
+
+        # The audit trail: the supervisor's start, on-call's stop and start; not the runs that
+        # found the job alive or held.
+        from hubflow.operations.audit import read_audit
+        from hubflow.status import StatusFolder
+
+        trail = read_audit(StatusFolder(str(tmp_path / "clicks" / "status" / "clicks")))
+        assert [(e.action, e.dry_run, e.outcome.split(":")[0]) for e in trail] == [
+            ("ensure_running", False, "done"),
+            ("stop", False, "done"),
+            ("start", False, "done"),
+        ], [e.line() for e in trail]
+        assert all(e.by.startswith("dag_test (run ") and e.source == "airflow" for e in trail), trail
+        stop, start = trail[1], trail[2]
+        assert stop.hold_before is None and stop.hold_after and stop.hold_after.startswith("by dag_test")
+        assert (start.hold_before, start.hold_after) == (stop.hold_after, None)
+        assert "started job clicks" in trail[0].outcome and "stopped gracefully" in stop.outcome
     finally:
         kill_job(tmp_path, "clicks")
