@@ -11,7 +11,7 @@ Its layers, each a package or module:
   the Delta log, the inspector's verdict, checkpoint backups.
 * :mod:`.supervision` - what a supervisor decides (start, restart, back off), health verdicts,
   how a run ended, starting a detached driver.
-* :mod:`.operations` - what on-call does to a job: stop/hold/start, rewind, archive.
+* :mod:`.operations` - what on-call does to a job: stop/hold/start, rewind, archive, the audit trail.
 * :mod:`.progress` - batches, rows and lag over time; the status page's job snapshots.
 * :mod:`.alerts`, :mod:`.lake_assets`, :mod:`.event_schedule` - alert decisions, the lake tables
   as assets, the ``schedule: events`` grammar.
