@@ -3,14 +3,15 @@
 The job (:mod:`hubflow_jobs.runtime`) and everything that watches or steers it from outside (the
 Airflow operators and sensor, the status page, ``hubflow status``, on-call by hand) meet only here,
 so this package owns every name and rule they share: the files' names (:mod:`.names`), the job's
-states (:mod:`.states`), the folder and its markers (:mod:`.folder`, :mod:`.liveness`), the
-running job's ``status.json`` (:mod:`.job_status`, its ``data_loss`` in :mod:`.data_loss`), the
-single-instance lease (:mod:`.lease`) and
-which process wrote a document (:mod:`.process_identity`). It imports neither Spark nor Airflow.
+states (:mod:`.states`), the folder and its markers (:mod:`.folder`, :mod:`.liveness`), the holds'
+kinds and owners (:mod:`.holds`), the running job's ``status.json`` (:mod:`.job_status`, its
+``data_loss`` in :mod:`.data_loss`), the single-instance lease (:mod:`.lease`) and which process
+wrote a document (:mod:`.process_identity`). It imports neither Spark nor Airflow.
 """
 
 from hubflow.status.documents import age_seconds, utc_now
 from hubflow.status.folder import StatusFolder
+from hubflow.status.holds import HoldKeptError, HoldKind
 from hubflow.status.job_status import JobStatus
 from hubflow.status.lease import Lease, LeaseHeldError, LeaseTiming
 from hubflow.status.liveness import Liveness, Marker, pid_alive
@@ -44,6 +45,8 @@ __all__ = [
     "STATUS_FILE",
     "STOP_MARKER",
     "WORKING_STATES",
+    "HoldKeptError",
+    "HoldKind",
     "JobState",
     "JobStatus",
     "Lease",

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hubflow.status.documents import age_seconds, dump_document, text_or_none, utc_now
+from hubflow.status.holds import HoldKeptError, HoldKind, hold_kind, kept_text, may_release
 from hubflow.status.liveness import Liveness, Marker
 from hubflow.status.names import (
     DRIVER_LOG_FILE,
@@ -79,10 +80,12 @@ class StatusFolder:
     def marker(self, name: str) -> Marker | None:
         """The marker ``name`` (``STOP``, ``KILL``, ``HOLD``), or None when absent."""
         current = self.store.read(name)
-        if current is None:
-            return None
+        return None if current is None else self._parse_marker(name, current.data)
+
+    @staticmethod
+    def _parse_marker(name: str, data: bytes) -> Marker:
         try:
-            fields = json.loads(current.data.decode("utf-8") or "{}")
+            fields = json.loads(data.decode("utf-8") or "{}")
         except (ValueError, UnicodeDecodeError):
             fields = {}
         if not isinstance(fields, dict):
@@ -92,6 +95,8 @@ class StatusFolder:
             by=text_or_none(fields.get("by")),
             reason=text_or_none(fields.get("reason")),
             target=text_or_none(fields.get("target")),
+            # A HOLD written before holds had kinds is an on-call stop.
+            kind=str(hold_kind(fields.get("kind"))) if name == HOLD_MARKER else None,
         )
 
     def put_marker(self, name: str, *, by: str | None, reason: str, target: str | None = None) -> Marker:
@@ -112,20 +117,59 @@ class StatusFolder:
         """Ask the job's watchdog to exit hard (``target``: only the lease holder with that token)."""
         return self.put_marker(KILL_MARKER, by=by, reason=reason, target=target)
 
-    def place_hold(self, reason: str, by: str | None = None) -> Marker:
-        """Keep the job stopped until on-call starts it again (supervisors will not restart it)."""
-        return self.put_marker(HOLD_MARKER, by=by, reason=reason)
+    def place_hold(self, reason: str, by: str | None = None, kind: HoldKind = HoldKind.STOP) -> Marker:
+        """Keep the job stopped until the hold is released (supervisors will not restart it).
+
+        Replaces a hold already there (whether that is allowed is the caller's rule: see
+        :mod:`hubflow.status.holds`); written create-if-absent or replace-if-unchanged, so a
+        concurrent :meth:`release_hold` removes either the old hold or none, never this one.
+        """
+        hold = Marker(at=utc_now(), by=by, reason=reason, kind=str(HoldKind(kind)))
+        data = dump_document(hold.to_dict())
+        while True:
+            current = self.store.read(HOLD_MARKER)
+            if current is None:
+                if self.store.create(HOLD_MARKER, data) is not None:
+                    return hold
+            elif self.store.replace(HOLD_MARKER, data, current.version) is not None:
+                return hold
 
     def hold(self) -> Marker | None:
-        """The on-call hold, or None."""
+        """The hold (its kind, who placed it, when, why), or None."""
         return self.marker(HOLD_MARKER)
 
-    def release_hold(self) -> Marker | None:
-        """Remove the hold; returns the hold that was released, if any."""
-        hold = self.hold()
-        if hold is not None:
-            self.store.remove(HOLD_MARKER)
-        return hold
+    def release_hold(
+        self,
+        kind: HoldKind | None = None,
+        *,
+        by: str | None = None,
+        force: bool = False,
+        reason: str | None = None,
+        placed: Marker | None = None,
+        action: str | None = None,
+    ) -> Marker | None:
+        """Remove the hold if it is of ``kind`` (None: any kind); returns the hold released, if any.
+
+        ``placed``: the very hold the caller placed; another hold of the same kind is kept too.
+        A hold that may not be released raises :class:`~hubflow.status.holds.HoldKeptError` naming
+        it and how to take over (``action`` names the caller in that message); ``force`` (with a
+        ``reason``, said by :func:`~hubflow.status.holds.takeover_text`) releases any hold.
+        The removal is delete-if-unchanged on the version read: a hold replaced in between (a stop
+        placed during a rewind) is judged again, not deleted unseen.
+        """
+        if force and not reason:
+            raise ValueError("taking over a hold (force) needs a reason, recorded with the takeover")
+        job = self.url.rsplit("/", 1)[-1]
+        while True:
+            current = self.store.read(HOLD_MARKER)
+            if current is None:
+                return None
+            hold = self._parse_marker(HOLD_MARKER, current.data)
+            mine = placed is None or hold == placed
+            if not force and not (may_release(hold, kind) and mine):
+                raise HoldKeptError(kept_text(job, hold, action or f"a {kind or 'release'}"), hold)
+            if self.store.delete(HOLD_MARKER, current.version):
+                return hold
 
     def clear_requests(self) -> list[str]:
         """Remove STOP and KILL (requests meant for an earlier run); the names removed."""

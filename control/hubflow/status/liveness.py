@@ -31,12 +31,14 @@ def pid_alive(pid: int) -> bool:
 
 @dataclass(frozen=True)
 class Marker:
-    """A ``STOP``, ``KILL`` or ``HOLD`` request: who asked, when, why, and for which lease holder."""
+    """A ``STOP``, ``KILL`` or ``HOLD`` request: who asked, when, why, and for which lease holder;
+    a hold also says its kind (:class:`hubflow.status.holds.HoldKind`; None: not a hold)."""
 
     at: str | None = None
     by: str | None = None
     reason: str | None = None
     target: str | None = None
+    kind: str | None = None
 
     def describe(self) -> str:
         """``by <who> at <when>: <why>`` with the parts that are known."""
@@ -49,7 +51,8 @@ class Marker:
         return f"{text}: {self.reason}" if self.reason else text
 
     def to_dict(self) -> dict[str, Any]:
-        return {"at": self.at, "by": self.by, "reason": self.reason, "target": self.target}
+        fields = {"at": self.at, "by": self.by, "reason": self.reason, "target": self.target}
+        return fields if self.kind is None else {**fields, "kind": self.kind}
 
 
 @dataclass(frozen=True)
