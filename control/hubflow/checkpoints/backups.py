@@ -71,13 +71,21 @@ def checkpoint_backups_root(checkpoint_location: str) -> str:
 
 
 def backup_checkpoint(
-    checkpoint_location: str, now: datetime | None = None, *, log: Log = lambda line: None
+    checkpoint_location: str,
+    now: datetime | None = None,
+    *,
+    log: Log = lambda line: None,
+    status_dir: str | None = None,
 ) -> str | None:
     """Set the checkpoint aside, whole, into its backups folder; return the backup's URL.
 
-    Returns None when there is no checkpoint. The job must be stopped (a rewind stops it first).
-    Safe to run again after a kill at any point (see the module docstring).
+    Returns None when there is no checkpoint. The job must be stopped (a rewind stops it first):
+    given the job's ``status_dir``, a backup refuses (:class:`BackupError` naming the holder) while
+    the job's lease is in use (:func:`hubflow.status.lease.lease_in_use`), since its driver may be
+    writing the checkpoint. Safe to run again after a kill at any point (see the module docstring).
     """
+    if status_dir is not None:
+        refuse_while_leased(checkpoint_location, status_dir)
     tree = _tree(checkpoint_location)
     root = checkpoint_backups_root(checkpoint_location)
     originals = tree.files(checkpoint_location)
@@ -97,6 +105,21 @@ def backup_checkpoint(
     _delete_originals(tree, checkpoint_location, originals, manifest["files"])
     log(f"checkpoint {checkpoint_location} set aside as {target}")
     return target
+
+
+def refuse_while_leased(checkpoint_location: str, status_dir: str) -> None:
+    """Raise :class:`BackupError` when a driver holds the job's lease (it may write the checkpoint)."""
+    from hubflow.status import StatusFolder
+    from hubflow.status.lease import lease_holder_text, live_lease_holder
+
+    folder = StatusFolder(status_dir)
+    holder = live_lease_holder(folder)
+    if holder is not None:
+        raise BackupError(
+            f"checkpoint {checkpoint_location} is in use: {lease_holder_text(folder, holder)}, so its "
+            "driver may be writing it; nothing was moved. Stop the job first (on-call stop), then "
+            "back it up; a driver whose host is gone loses the lease after its lease_duration."
+        )
 
 
 def list_backups(checkpoint_location: str) -> list[Backup]:
@@ -120,15 +143,22 @@ def list_backups(checkpoint_location: str) -> list[Backup]:
 
 
 def restore_checkpoint(
-    checkpoint_location: str, stamp: str, now: datetime | None = None, *, log: Log = lambda line: None
+    checkpoint_location: str,
+    stamp: str,
+    now: datetime | None = None,
+    *,
+    log: Log = lambda line: None,
+    status_dir: str | None = None,
 ) -> str | None:
     """Put the backup ``stamp`` back at the checkpoint location; return where the replaced one went.
 
-    The job must be stopped. Whatever is at the location is first backed up (nothing is lost); then
-    the backup's files are copied there and verified against its manifest. The backup itself stays.
-    A restore killed half-way is finished by running it again: files already restored are
-    recognised as copies of the backup.
+    The job must be stopped (given ``status_dir``, refused while its lease is in use). Whatever is
+    at the location is first backed up (nothing is lost); then the backup's files are copied there
+    and verified against its manifest. The backup itself stays. A restore killed half-way is
+    finished by running it again: files already restored are recognised as copies of the backup.
     """
+    if status_dir is not None:
+        refuse_while_leased(checkpoint_location, status_dir)
     backups = {b.stamp: b for b in list_backups(checkpoint_location)}
     if stamp not in backups:
         known = ", ".join(backups) or "none"
@@ -141,7 +171,7 @@ def restore_checkpoint(
     present = tree.files(checkpoint_location)
     replaced = None
     if present and not _all_restored_from(tree, backup, checkpoint_location, present):
-        replaced = backup_checkpoint(checkpoint_location, now, log=log)
+        replaced = backup_checkpoint(checkpoint_location, now, log=log, status_dir=status_dir)
         present = {}
     log(f"restoring {len(backup.files)} file(s) of {backup.url} to {checkpoint_location}")
     sources = tree.files(backup.url)
@@ -509,6 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command line: list, make, restore or purge the backups of one checkpoint.
 
     ``python -m hubflow.checkpoints.backups list|backup|restore STAMP|purge DAYS CHECKPOINT``
+    (``backup`` and ``restore`` take ``--status-dir``: refuse while the job's lease is in use).
     Azure credentials come from ``HUBFLOW_AZURE_STORAGE`` or DefaultAzureCredential.
     """
     import argparse
@@ -518,11 +549,16 @@ def main(argv: list[str] | None = None) -> int:
         description=(main.__doc__ or "").splitlines()[0],
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("list", "backup"):
-        commands.add_parser(name).add_argument("checkpoint")
+    commands.add_parser("list").add_argument("checkpoint")
+    backup = commands.add_parser("backup")
+    backup.add_argument("checkpoint")
     restore = commands.add_parser("restore")
     restore.add_argument("checkpoint")
     restore.add_argument("stamp", help="the backup to restore, as printed by 'list'")
+    for command in (backup, restore):
+        command.add_argument(
+            "--status-dir", help="the job's status folder: refuse while a driver holds its lease"
+        )
     purge = commands.add_parser("purge")
     purge.add_argument("checkpoint")
     purge.add_argument("days", type=float)
@@ -532,9 +568,10 @@ def main(argv: list[str] | None = None) -> int:
             for backup in list_backups(args.checkpoint):
                 print(f"{backup.stamp}  {len(backup.files)} file(s)  {backup.url}")
         elif args.command == "backup":
-            print(backup_checkpoint(args.checkpoint, log=print) or "no checkpoint there; nothing to back up")
+            backed_up = backup_checkpoint(args.checkpoint, log=print, status_dir=args.status_dir)
+            print(backed_up or "no checkpoint there; nothing to back up")
         elif args.command == "restore":
-            replaced = restore_checkpoint(args.checkpoint, args.stamp, log=print)
+            replaced = restore_checkpoint(args.checkpoint, args.stamp, log=print, status_dir=args.status_dir)
             if replaced:
                 print(f"the checkpoint that was there is kept as {replaced}")
         else:

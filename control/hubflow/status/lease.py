@@ -25,9 +25,10 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from hubflow.status.documents import dump_document, load_document, utc_now
+from hubflow.status.documents import age_seconds, dump_document, load_document, utc_now
 from hubflow.status.folder import StatusFolder
 from hubflow.status.names import LEASE_FILE, STOP_MARKER
 from hubflow.status.process_identity import is_running, this_process, why_cannot_judge, why_not_running
@@ -197,3 +198,64 @@ class Lease:
             f"{self.folder.path(STOP_MARKER)}). If it was killed on another host, its lease is taken "
             f"over once it has not been renewed for {self.timing.duration:.0f} s."
         )
+
+
+def lease_in_use(holder: dict[str, Any], now: datetime | None = None) -> bool:
+    """Whether the lease document ``holder`` may belong to a driver that still runs (and so may be
+    writing the checkpoint).
+
+    Not in use: its holder ran in this process space and no longer runs, or it was not renewed for
+    longer than its ``lease_duration_seconds`` (wall clocks of two hosts compared: good enough to
+    *refuse*; :func:`wait_until_lease_free` also waits a lease out on its own monotonic clock, as
+    :meth:`Lease.acquire` does). Anything else is in use, a holder that cannot be judged included.
+    """
+    running = is_running(holder)
+    if running is not None:
+        return running
+    age, duration = age_seconds(holder.get("renewed_at"), now), holder.get("lease_duration_seconds")
+    return age is None or not isinstance(duration, int | float) or age <= duration
+
+
+def live_lease_holder(folder: StatusFolder, now: datetime | None = None) -> dict[str, Any] | None:
+    """The job's lease document while it is in use (:func:`lease_in_use`), else None."""
+    holder = folder.read_json(LEASE_FILE)
+    return holder if holder is not None and lease_in_use(holder, now) else None
+
+
+def lease_holder_text(folder: StatusFolder, holder: dict[str, Any]) -> str:
+    """``pid P on host H (since S, last renewed R) holds <lease>``: the holder, for messages."""
+    return (
+        f"pid {holder.get('pid')} on host {holder.get('host')} (since {holder.get('started_at')}, last "
+        f"renewed {holder.get('renewed_at')}) holds {folder.path(LEASE_FILE)}"
+    )
+
+
+def wait_until_lease_free(folder: StatusFolder, timeout: float, poll_seconds: float = 0.2) -> None:
+    """Wait up to ``timeout`` seconds until no driver holds the job's lease; raise
+    :class:`LeaseHeldError` naming the holder when one still does.
+
+    Free: no lease, a lease not in use (:func:`lease_in_use`), or a lease that stayed unchanged (same
+    version) for its ``lease_duration_seconds`` on this process's monotonic clock: its holder no
+    longer renews it, and by the lease's rules has fenced itself.
+    """
+    deadline = time.monotonic() + timeout
+    watched, since = None, 0.0
+    while True:
+        current = folder.store.read(LEASE_FILE)
+        if current is None:
+            return
+        holder = load_document(current.data)
+        if not lease_in_use(holder):
+            return
+        duration = holder.get("lease_duration_seconds")
+        duration = duration if isinstance(duration, int | float) else LeaseTiming().duration
+        if current.version != watched:
+            watched, since = current.version, time.monotonic()
+        elif time.monotonic() - since >= duration:
+            return
+        if time.monotonic() >= deadline:
+            raise LeaseHeldError(
+                f"{lease_holder_text(folder, holder)} after a wait of {timeout:.0f} s: a driver of "
+                f"job {holder.get('job')} may still be writing its checkpoint"
+            )
+        time.sleep(poll_seconds)
