@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 #: The reason of the hold a rewind keeps on the job while it moves and seeds the checkpoint.
 REWIND_HOLD_REASON = (
     "rewind in progress; if this hold stays, the rewind did not finish: read the on-call task's log, "
-    "then start or rewind the job again"
+    "then start or rewind the job again with force and a reason"
 )
 
 
@@ -218,32 +218,35 @@ def rewind_job(
     stop_wait: timedelta,
     start: Callable[[], str],
     log: Callable[..., Any],
+    force: bool = False,
+    reason: str | None = None,
 ) -> dict[str, Any]:
     """Rewind ``job`` (an Event Hubs job) to the requested positions; the on-call rewind, whole.
 
     Plans first (positions from ``to_enqueued_time`` or ``to_sequence_numbers``, the rest resume
     where the checkpoint committed; a Delta sink refuses going back), then, unless ``dry_run``:
-    holds the job (replacing an on-call hold), stops it, moves the checkpoint whole into its backups
-    folder, seeds the new checkpoint at the positions, releases the hold and calls ``start`` (which
-    launches the driver and returns what it did). ``latest`` is the hub's next sequence number per
-    partition (the Event Hubs hook asks the hub). Airflow-free: the operator passes its logger and its
-    driver launcher. Raises :class:`RewindError` with a message for on-call; the old checkpoint is
-    never edited.
+    holds the job with a ``rewind`` hold (replacing an on-call ``stop`` hold; any other kind only
+    with ``force`` and a ``reason``), reads its liveness again and stops it if it runs (a supervisor
+    may have started it since ``live`` was read), waits up to ``stop_wait`` for its lease to be free
+    (no driver writes the checkpoint any more), plans again from the checkpoint as it is now, moves
+    it whole into its backups folder, seeds the new checkpoint at the positions, releases its own
+    hold and calls ``start`` (which launches the driver and returns what it did). A ``stop`` placed
+    meanwhile survives: the rewind then leaves the job held and does not start it. ``latest`` is the
+    hub's next sequence number per partition (the Event Hubs hook asks the hub). Airflow-free: the
+    operator passes its logger and its driver launcher. Raises :class:`RewindError` with a message for
+    on-call; the old checkpoint is never edited.
     """
-    from hubflow.checkpoints.backups import backup_checkpoint
+    from hubflow.checkpoints.backups import BackupError, backup_checkpoint
     from hubflow.checkpoints.inspector import inspect_checkpoint
+    from hubflow.status.holds import HoldKeptError, HoldKind, held_text, kind_of, takeover_text
+    from hubflow.status.lease import LeaseHeldError, wait_until_lease_free
     from hubflow.supervision.health import committed_sequence_numbers, planned_sequence_numbers
 
     checkpoint = job.paths.checkpoint_location
-    report = inspect_checkpoint(checkpoint, stalled_after=job.stalled_after_delta).to_dict()
-    committed = committed_sequence_numbers(report, hub)
-    log("found: hub %s, next sequence number per partition %s", hub, latest)
-    log("found: checkpoint %s is %s; committed %s", checkpoint, report["verdict"], committed or "none")
-    try:
-        when = parse_enqueued_time(to_enqueued_time)
-        at_time = resolve_enqueued_time(connection_string, when)[1] if when else None
-        if at_time is not None:
-            log("found: first sequence numbers enqueued at or after %s: %s", when, at_time)
+
+    def plan_positions(at_time: dict[str, int] | None) -> tuple[dict[str, Any], dict[str, int]]:
+        report = inspect_checkpoint(checkpoint, stalled_after=job.stalled_after_delta).to_dict()
+        committed = committed_sequence_numbers(report, hub)
         positions = rewind_positions(
             sorted(latest, key=int),
             sequence_numbers=parse_sequence_numbers(to_sequence_numbers),
@@ -251,11 +254,30 @@ def rewind_job(
             committed=committed,
         )
         check_delta_rewind(positions, planned_sequence_numbers(report, hub), job.paths.delta_tables)
+        return report, positions
+
+    log("found: hub %s, next sequence number per partition %s", hub, latest)
+    try:
+        when = parse_enqueued_time(to_enqueued_time)
+        at_time = resolve_enqueued_time(connection_string, when)[1] if when else None
+        if at_time is not None:
+            log("found: first sequence numbers enqueued at or after %s: %s", when, at_time)
+        report, positions = plan_positions(at_time)
     except RewindError as exc:
         raise RewindError(f"job {job.name}: cannot rewind: {exc}") from None
+    committed = committed_sequence_numbers(report, hub)
+    log("found: checkpoint %s is %s; committed %s", checkpoint, report["verdict"], committed or "none")
+    if live.hold is not None and kind_of(live.hold) != HoldKind.STOP and not force:
+        raise RewindError(
+            f"{held_text(job.name, live.hold)}; a rewind replaces only a stop hold: pass force with a "
+            "reason to take over"
+        )
+    if force and live.hold is not None and not reason:
+        raise RewindError(f"job {job.name}: taking over a hold (force) needs a reason, recorded with it")
     plan = [
         f"hold job {job.name} while it rewinds, so that no supervisor starts it meanwhile",
         f"stop job {job.name}" if live.alive else f"leave job {job.name} stopped ({live.reason})",
+        f"wait up to {stop_wait} for its lease to be free (no driver writes the checkpoint)",
         f"move checkpoint {checkpoint} whole into its backups folder (never edited)",
         f"write a new checkpoint that resumes at sequence numbers {positions}",
         f"release the hold and start job {job.name}",
@@ -268,14 +290,51 @@ def rewind_job(
     # Held from here until the new checkpoint is written: a supervisor run in between leaves the job
     # stopped instead of starting a driver on a checkpoint being moved (or on none at all). A rewind
     # that fails part-way leaves the hold, with its reason, for on-call to read.
-    replaced = f" (replacing the hold {live.hold.describe()})" if live.hold is not None else ""
-    hold = control.folder.place_hold(REWIND_HOLD_REASON, by=who)
+    found = control.folder.hold()
+    if found is not None and kind_of(found) != HoldKind.STOP:
+        if not force:
+            raise RewindError(
+                f"{held_text(job.name, found)}; a rewind replaces only a stop hold: pass force with a "
+                "reason to take over"
+            )
+        replaced = f" ({takeover_text(found, who, reason)})"
+    else:
+        replaced = f" (replacing the hold {found.describe()})" if found is not None else ""
+    hold = control.folder.place_hold(REWIND_HOLD_REASON, by=who, kind=HoldKind.REWIND)
     done.append(f"held job {job.name} {hold.describe()} while it rewinds{replaced}")
     log("%s", done[-1])
-    if live.alive:
+    # Read again: a supervisor may have started the job between ``live`` and the hold.
+    now_live = control.liveness()
+    if now_live.alive:
+        if not live.alive:
+            log("found: job %s was started since it was last read (%s)", job.name, now_live.reason)
         done.append(control.stop(stop_wait, log=log, requested_by=who))
         log("%s", done[-1])
-    backup = backup_checkpoint(checkpoint, log=log)
+    try:
+        wait_until_lease_free(control.folder, stop_wait.total_seconds())
+    except LeaseHeldError as exc:
+        raise RewindError(
+            f"job {job.name}: cannot rewind: {exc}. The checkpoint was not touched and the rewind's "
+            "hold stays (a driver that sees it stops). Stop that driver (on-call stop, or kill its "
+            "Spark application on that host; a driver whose host is gone loses its lease after its "
+            "lease_duration), then rewind again with force and a reason."
+        ) from None
+    try:
+        report, again = plan_positions(at_time)
+    except RewindError as exc:
+        raise RewindError(f"job {job.name}: cannot rewind: {exc} The checkpoint was not touched.") from None
+    if again != positions:
+        log(
+            "found: checkpoint %s moved on since it was planned (committed %s): resuming at %s",
+            checkpoint,
+            committed_sequence_numbers(report, hub),
+            again,
+        )
+        positions = again
+    try:
+        backup = backup_checkpoint(checkpoint, log=log, status_dir=control.status_dir)
+    except BackupError as exc:
+        raise RewindError(f"job {job.name}: cannot rewind: {exc}") from None
     if backup is None:
         raise RewindError(f"job {job.name}: no checkpoint at {checkpoint}; start the job instead")
     done.append(f"checkpoint moved to {backup}")
@@ -288,9 +347,18 @@ def rewind_job(
         ) from None
     done.append(f"new checkpoint {checkpoint} resumes after batch {batch} at {positions}")
     log("%s", done[-1])
-    control.folder.release_hold()
+    result = {"job": job.name, "action": "rewind", "dry_run": False, "backup": backup, "done": done}
+    try:
+        control.folder.release_hold(HoldKind.REWIND, by=who, placed=hold, action="the rewind")
+    except HoldKeptError as kept:
+        done.append(
+            f"{held_text(job.name, kept.hold)}, placed during the rewind: the hold stays and the job is "
+            "not started; the new checkpoint is in place for its next start"
+        )
+        log("%s", done[-1])
+        return {**result, "held": kept.hold.to_dict()}
     done.append("released the rewind's hold: a rewind ends by starting the job")
     log("%s", done[-1])
     done.append(start())
     log("%s", done[-1])
-    return {"job": job.name, "action": "rewind", "dry_run": False, "backup": backup, "done": done}
+    return result
