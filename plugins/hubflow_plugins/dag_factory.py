@@ -9,7 +9,7 @@ For each job ``<name>``:
   landing files when ``archive`` is set. Backfill runs skip the health check and the archive.
   Its tasks are retried (the job's ``retries``, with a growing delay): a retry resumes from the
   checkpoint or replaces the interval again, so it never does committed work twice.
-And once: ``hubflow__oncall`` (manual, a Params form: job, action, dry run) and
+And once: ``hubflow__oncall`` (manual, a Params form: job, action, dry run, reason, force) and
 ``hubflow__cleanup`` (daily: archive retention, checkpoint backups, and compaction, VACUUM and log
 checkpoints of the Delta tables of every job that writes the lake; a Params form has a dry run).
 
@@ -256,7 +256,19 @@ def oncall_dag(registry: Registry) -> DAG:
                 None,
                 type=["null", "string"],
                 title="Reason",
-                description="stop: why the job is held (shown on the status page until start)",
+                description=(
+                    "stop: why the job is held (shown on the status page until start); "
+                    "force: why the hold is taken over"
+                ),
+            ),
+            "force": Param(
+                False,
+                type="boolean",
+                title="Force",
+                description=(
+                    "start, restart, rewind: take over a hold another action placed (a rewind in "
+                    "progress, an upgrade, a quarantine); needs a reason"
+                ),
             ),
         },
     ) as dag:
@@ -268,6 +280,7 @@ def oncall_dag(registry: Registry) -> DAG:
             rewind_to_enqueued_time="{{ params.rewind_to_enqueued_time or '' }}",
             rewind_to_sequence_numbers="{{ params.rewind_to_sequence_numbers or '' }}",
             reason="{{ params.reason or '' }}",
+            force="{{ params.force }}",
         )
     return dag
 

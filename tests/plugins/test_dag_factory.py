@@ -119,6 +119,8 @@ def test_oncall_offers_the_streaming_jobs_and_renders_its_form_into_the_operator
         "{{ params.action }}",
         "{{ params.dry_run }}",
     )
+    assert oncall.params["force"] is False, "taking over another action's hold is asked for"
+    assert (action.force, action.reason) == ("{{ params.force }}", "{{ params.reason or '' }}")
 
 
 def test_an_empty_registry_builds_no_dags() -> None:

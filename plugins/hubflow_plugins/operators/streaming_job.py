@@ -46,11 +46,19 @@ class StreamingJobOperator(BaseOperator):
     in the job's audit trail (``hubflow.operations.audit``): who, what, why, the outcome (done,
     refused, failed) and the hold before and after.
 
+    Holds have kinds (:mod:`hubflow.status.holds`): ``stop`` places a ``stop`` hold; ``start`` and
+    ``restart`` release only a ``stop`` hold and ``rewind`` holds the job with a ``rewind`` hold of
+    its own. Another kind of hold (a rewind in progress, an upgrade, a quarantine) fails the action
+    naming the hold, unless ``force`` is set with a ``reason``: then the action takes the hold over
+    and says who took over from whom and why.
+
     :param job_name: the job's name in the registry.
     :param action: one of ``ensure_running``, ``start``, ``stop``, ``restart``, ``rewind``.
     :param rewind_to_enqueued_time: ISO-8601 time, for ``rewind``.
     :param rewind_to_sequence_numbers: JSON object partition -> sequence number, for ``rewind``.
-    :param reason: why (``stop``: shown with the hold on the status page).
+    :param reason: why (``stop``: shown with the hold on the status page; with ``force``: why the
+        hold is taken over, recorded with the takeover).
+    :param force: take over a hold another kind of action placed (needs ``reason``).
     :param stop_wait: how long a graceful stop may take before the kill request.
     :param start_timeout: how long a started job has to report itself running.
     :param dry_run: say what would be done, do nothing.
@@ -63,6 +71,7 @@ class StreamingJobOperator(BaseOperator):
         "rewind_to_enqueued_time",
         "rewind_to_sequence_numbers",
         "reason",
+        "force",
     )
     ui_color = "#87cefa"
 
@@ -77,6 +86,7 @@ class StreamingJobOperator(BaseOperator):
         rewind_to_enqueued_time: str | None = None,
         rewind_to_sequence_numbers: str | None = None,
         reason: str | None = None,
+        force: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -88,6 +98,7 @@ class StreamingJobOperator(BaseOperator):
         self.stop_wait = stop_wait
         self.start_timeout = start_timeout
         self.dry_run = dry_run
+        self.force = force
 
     def execute(self, context: Any) -> dict[str, Any]:
         from hubflow.operations.job_control import JobControl
@@ -96,6 +107,12 @@ class StreamingJobOperator(BaseOperator):
         if self.action not in STREAMING_ACTIONS:
             raise AirflowFailException(f"unknown action {self.action!r}; expected one of {STREAMING_ACTIONS}")
         dry_run = is_true(self.dry_run)
+        force = is_true(self.force)
+        if force and not (self.reason or "").strip():
+            raise AirflowFailException(
+                "force takes over a hold another action placed: give a reason too (it is recorded "
+                "with the takeover)"
+            )
         from hubflow_plugins.hooks.azure_storage import use_job_storage
 
         job = use_job_storage(load_registry().job(self.job_name))
@@ -131,7 +148,7 @@ class StreamingJobOperator(BaseOperator):
         """Decide and carry out the action; ``audit.wanted`` says whether it goes in the audit trail
         (every on-call action; of the supervisor's ``ensure_running``, only a start or restart)."""
         if self.action == "rewind":
-            return self._rewind(job, control, live, dry_run, who)
+            return self._rewind(job, control, live, dry_run, who, force)
         fingerprint = _fingerprint(job)
         decision = self._decide(decide, job, control, live, fingerprint)
         if self.action == "ensure_running":
@@ -175,7 +192,9 @@ class StreamingJobOperator(BaseOperator):
             done.append(decision.note)
         for step in decision.steps:  # each said as it is done: a stop can take minutes
             done.append(
-                self._carry_out(step, job, control, live, dry_run, who, decision.count_restart, fingerprint)
+                self._carry_out(
+                    step, job, control, live, dry_run, who, decision.count_restart, fingerprint, force
+                )
             )
             self.log.info("%s", done[-1])
         return {"job": job.name, "action": self.action, "dry_run": dry_run, "done": done}
@@ -259,19 +278,49 @@ class StreamingJobOperator(BaseOperator):
         who: str,
         count_restart: bool,
         fingerprint: dict | None = None,
+        force: bool = False,
     ) -> str:
         """Do one step of the decision (or say what it would do); return what was done."""
+        from hubflow.status.holds import (
+            HoldKeptError,
+            HoldKind,
+            held_text,
+            kept_text,
+            may_release,
+            takeover_text,
+        )
+
         if step == Step.PLACE_HOLD:
             reason = self.reason or "on-call stop"
+            replacing = f" (replacing: {held_text(job.name, live.hold)})" if live.hold is not None else ""
             if dry_run:
-                return f"would hold job {job.name} ({who}: {reason}) and stop it"
-            hold = control.folder.place_hold(reason, by=who)
-            return f"held job {job.name} {hold.describe()}; supervisors leave it stopped until start"
+                return f"would hold job {job.name} ({who}: {reason}) and stop it{replacing}"
+            hold = control.folder.place_hold(reason, by=who, kind=HoldKind.STOP)
+            return (
+                f"held job {job.name} {hold.describe()}; supervisors leave it stopped until start{replacing}"
+            )
         if step == Step.RELEASE_HOLD:
+            # A start or restart releases the user's stop; another kind of hold only with force.
+            if not may_release(live.hold, HoldKind.STOP, force=force):
+                raise AirflowFailException(kept_text(job.name, live.hold, self.action))
+            taking_over = not may_release(live.hold, HoldKind.STOP)
             if dry_run:
+                if taking_over:
+                    return "would take over: " + takeover_text(live.hold, who, self.reason)
                 return f"would release the hold {live.hold.describe()}"
-            control.folder.release_hold()
-            return f"released the hold {live.hold.describe()}"
+            try:
+                released = control.folder.release_hold(
+                    HoldKind.STOP, by=who, force=force, reason=self.reason, action=self.action
+                )
+            except HoldKeptError as exc:  # replaced since it was read: that hold is judged
+                raise AirflowFailException(str(exc)) from None
+            if released is None:
+                return "the hold was released meanwhile"
+            if taking_over or released != live.hold:
+                text = takeover_text(released, who, self.reason)
+                self.log.warning("%s", text)
+                return text
+            return f"released the hold {released.describe()}"
         if step == Step.STOP:
             if dry_run:
                 return f"would stop job {job.name} (pid {live.pid} on {live.host})"
@@ -287,10 +336,16 @@ class StreamingJobOperator(BaseOperator):
     def _report_hold(self, job: RegisteredJob, live: Any, dry_run: bool) -> dict[str, Any]:
         """``ensure_running`` of a held job: say so, start nothing, succeed."""
         hold = live.hold
-        line = (
-            f"job {job.name} is held {hold.describe()}; not starting it. Start it with hubflow__oncall "
-            "(action start or restart), which releases the hold."
-        )
+        from hubflow.status.holds import HoldKind, kind_of
+
+        if kind_of(hold) == HoldKind.STOP:
+            how = "Start it with hubflow__oncall (action start or restart), which releases the hold."
+        else:
+            how = (
+                f"The {kind_of(hold)} releases it when it ends; to take over, run hubflow__oncall with "
+                "force and a reason."
+            )
+        line = f"job {job.name} is held {hold.describe()} ({kind_of(hold).phrase}); not starting it. {how}"
         if live.alive:
             line += f" It still runs ({live.reason}): an on-call stop did not finish; stop it again."
         self.log.warning("%s", line)
@@ -302,7 +357,9 @@ class StreamingJobOperator(BaseOperator):
             "done": [line],
         }
 
-    def _rewind(self, job: RegisteredJob, control: Any, live: Any, dry_run: bool, who: str) -> dict[str, Any]:
+    def _rewind(
+        self, job: RegisteredJob, control: Any, live: Any, dry_run: bool, who: str, force: bool = False
+    ) -> dict[str, Any]:
         """The on-call rewind: the hook asks the hub, ``rewind.rewind_job`` does the rest."""
         from hubflow.operations.rewind import RewindError, rewind_job
         from hubflow_plugins.hooks.eventhubs import EventHubsHook
@@ -325,6 +382,8 @@ class StreamingJobOperator(BaseOperator):
                 to_sequence_numbers=self.rewind_to_sequence_numbers,
                 dry_run=dry_run,
                 who=who,
+                force=force,
+                reason=self.reason,
                 stop_wait=self.stop_wait,
                 start=lambda: self._start(job, control, count_restart=False),
                 log=self.log.info,

@@ -208,3 +208,36 @@ def test_a_supervisor_run_that_starts_nothing_and_a_refused_action_are_recorded_
     (refused,) = read_audit(folder)
     assert (refused.action, refused.by, refused.dry_run) == ("rewind", "alice (run manual__1)", False)
     assert refused.outcome == "refused: job clicks has no eventhubs_conn_id: only Event Hubs jobs rewind"
+
+
+def test_start_releases_only_a_stop_hold_and_force_takes_over_with_a_reason(
+    registry: Path, tmp_path: Path
+) -> None:
+    from hubflow.operations.rewind import REWIND_HOLD_REASON
+    from hubflow.status import HoldKind
+
+    folder = _folder(tmp_path)
+    rewind = folder.place_hold(REWIND_HOLD_REASON, by="bob (run manual__0)", kind=HoldKind.REWIND)
+    held = f"job clicks is held by bob (run manual__0) for a rewind since {rewind.at} ({REWIND_HOLD_REASON})"
+    for action in ("start", "restart"):
+        with pytest.raises(AirflowFailException) as refused:
+            _action(action).execute(_context())
+        assert str(refused.value) == (
+            f"{held}; {action} releases only a stop hold: pass force with a reason to take over"
+        )
+    with pytest.raises(AirflowFailException, match="force takes over a hold another action placed: give a"):
+        _action("start", force=True).execute(_context())
+    done = _action("start", force="True", reason="the rewind died", dry_run=True).execute(_context())["done"]
+    assert done[0] == (
+        f"would take over: alice (run manual__1) took over the hold of bob (run manual__0) for a rewind "
+        f"since {rewind.at} ({REWIND_HOLD_REASON}): the rewind died"
+    )
+    assert folder.hold() == rewind, "refusals and dry runs change nothing"
+
+    # The supervisor says whose hold it is and how to take over; a stop replaces it, saying so.
+    report = _action("ensure_running").execute(_context(user=None))["done"][0]
+    assert report.startswith("job clicks is held by bob (run manual__0) at ") and "(a rewind)" in report
+    assert report.endswith("to take over, run hubflow__oncall with force and a reason.")
+    stopped = _action("stop", reason="sink full").execute(_context())["done"][0]
+    assert stopped.endswith(f"supervisors leave it stopped until start (replacing: {held})")
+    assert folder.hold().kind == "stop" and folder.hold().reason == "sink full"
