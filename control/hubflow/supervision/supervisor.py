@@ -31,6 +31,8 @@ The rules:
 * ``stop``: hold the job first (so no supervisor run starts it meanwhile), then stop it if alive.
 * ``start``: release a hold, then start the job unless it runs.
 * ``restart``: release a hold, stop the job if alive, start it.
+* Which hold ``start`` and ``restart`` may release (a ``stop`` hold; another kind only with
+  ``force``) is the rule of :mod:`hubflow.status.holds`, applied when the step is carried out.
 """
 
 from __future__ import annotations
