@@ -124,7 +124,7 @@ class StreamingJobOperator(BaseOperator):
             self, control.folder, by=_audit_by(context, self.action, who), dry_run=dry_run, live=live
         )
         try:
-            result = self._act(context, decide, job, control, live, dry_run, who, audit)
+            result = self._act(context, decide, job, control, live, dry_run, who, audit, force)
         except AirflowFailException as exc:
             audit.record("refused", str(exc))
             raise
@@ -144,6 +144,7 @@ class StreamingJobOperator(BaseOperator):
         dry_run: bool,
         who: str,
         audit: _AuditRecord,
+        force: bool,
     ) -> dict[str, Any]:
         """Decide and carry out the action; ``audit.wanted`` says whether it goes in the audit trail
         (every on-call action; of the supervisor's ``ensure_running``, only a start or restart)."""
