@@ -362,6 +362,11 @@ class RegisteredJob(_Strict):
         return f"{self.name}__{'supervisor' if self.mode == 'streaming' else 'available_now'}"
 
     @property
+    def oncall_dag_id(self) -> str:
+        """The id of a streaming job's on-call DAG: ``<name>__oncall``."""
+        return f"{self.name}__oncall"
+
+    @property
     def is_pipeline(self) -> bool:
         """Whether the job runs a pipeline function (``application: module:function``)."""
         return is_pipeline(self.application)

@@ -9,8 +9,9 @@ For each job ``<name>``:
   landing files when ``archive`` is set. Backfill runs skip the health check and the archive.
   Its tasks are retried (the job's ``retries``, with a growing delay): a retry resumes from the
   checkpoint or replaces the interval again, so it never does committed work twice.
-And once: ``hubflow__oncall`` (manual, a Params form: job, action, dry run, reason, force) and
-``hubflow__cleanup`` (daily: archive retention, checkpoint backups, and compaction, VACUUM and log
+- streaming jobs: ``<name>__oncall`` (manual, a Params form: action, dry run, reason, force), one
+  per job so that Airflow's DAG-level permissions say who may act on which job; one run at a time.
+And once: ``hubflow__cleanup`` (daily: archive retention, checkpoint backups, and compaction, VACUUM and log
 checkpoints of the Delta tables of every job that writes the lake; a Params form has a dry run).
 
 Only the registry file is read at parse time; job configs are read when a task runs.
@@ -72,8 +73,9 @@ def build_dags(registry: Registry) -> dict[str, DAG]:
     for job in registry.jobs:
         dag = supervisor_dag(job) if job.mode == "streaming" else available_now_dag(job)
         dags[dag.dag_id] = dag
+        if job.mode == "streaming":
+            dags[job.oncall_dag_id] = oncall_dag(job)
     if registry.jobs:
-        dags["hubflow__oncall"] = oncall_dag(registry)
         dags["hubflow__cleanup"] = cleanup_dag(registry)
     return dags
 
@@ -225,19 +227,18 @@ def interval_timetable(schedule: str) -> CronDataIntervalTimetable | DeltaDataIn
         return CronDataIntervalTimetable(PRESETS.get(schedule, schedule), timezone="UTC")
 
 
-def oncall_dag(registry: Registry) -> DAG:
-    """Manual on-call actions on any streaming job, from the Trigger form."""
-    streaming = [job.name for job in registry.jobs if job.mode == "streaming"] or [registry.jobs[0].name]
+def oncall_dag(job: RegisteredJob) -> DAG:
+    """Manual on-call actions on the streaming job ``job``, from the Trigger form; one run at a time."""
     with DAG(
-        dag_id="hubflow__oncall",
-        description="On-call: restart, stop (and hold), start or rewind a streaming job (dry run: say what)",
+        dag_id=job.oncall_dag_id,
+        description=f"On-call: restart, stop (and hold), start or rewind {job.name} (dry run: say what)",
         schedule=None,
         start_date=START_DATE,
         catchup=False,
+        max_active_runs=1,
         default_args=_default_args(),
-        tags=["hubflow", "oncall"],
+        tags=["hubflow", "oncall", *job.tags],
         params={
-            "job": Param(streaming[0], type="string", enum=streaming, title="Job"),
             "action": Param("restart", type="string", enum=ONCALL_ACTIONS, title="Action"),
             "dry_run": Param(True, type="boolean", title="Dry run", description="Say what would be done"),
             "rewind_to_enqueued_time": Param(
@@ -274,7 +275,7 @@ def oncall_dag(registry: Registry) -> DAG:
     ) as dag:
         StreamingJobOperator(
             task_id="oncall_action",
-            job_name="{{ params.job }}",
+            job_name=job.name,
             action="{{ params.action }}",
             dry_run="{{ params.dry_run }}",
             rewind_to_enqueued_time="{{ params.rewind_to_enqueued_time or '' }}",

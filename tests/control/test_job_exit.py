@@ -20,7 +20,7 @@ from hubflow.supervision.job_exit import judge_failed_run, run_outcome
     ("code", "says"),
     [
         (EXIT_CONFIG_ERROR, ["refused its config (exit 2)", "fix what the driver log above names"]),
-        (EXIT_HELD, ["job orders is held by on-call (exit 4)", "hubflow__oncall DAG (action start)"]),
+        (EXIT_HELD, ["job orders is held by on-call (exit 4)", "on-call DAG orders__oncall (action start)"]),
         (EXIT_KILLED, ["killed on request (a KILL marker, exit 6)", "clear this task to run it again"]),
     ],
 )

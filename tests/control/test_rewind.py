@@ -176,8 +176,8 @@ def test_oncall_rewind_backs_up_and_replays_from_the_chosen_sequence_numbers(
         output = tmp_path / "lake" / "bronze"
 
         def oncall(action: str, **extra: str) -> str:
-            conf = json.dumps({"job": "telemetry", "action": action, "dry_run": False, **extra})
-            result = run_airflow(env, "dags", "test", "hubflow__oncall", "-c", conf)
+            conf = json.dumps({"action": action, "dry_run": False, **extra})
+            result = run_airflow(env, "dags", "test", "telemetry__oncall", "-c", conf)
             text = result.stdout + result.stderr
             assert result.returncode == 0, text[-6000:]
             assert "SAS_KEY_VALUE" not in text, "the key must never reach a task log"

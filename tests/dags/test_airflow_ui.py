@@ -2,8 +2,8 @@
 (``tests/support/airflow_ui.py``), on a real api-server, scheduler and DAG processor (PostgreSQL),
 logged in as the on-call person ``alice`` (issue #27 item 6):
 
-- **On-call from the Trigger form**: ``hubflow__oncall`` starts a streaming job, stops it with a
-  reason (held: who and why in the hold and on the status page inside Airflow's UI) and starts it
+- **On-call from the Trigger form**: the job's own ``clicks__oncall`` starts a streaming job, stops
+  it with a reason (held: who and why in the hold and on the status page inside Airflow's UI) and starts it
   again; every record lands once.
 - **Backfill from the DAG's Trigger dialog**, run by the scheduler beside the DAG's scheduled runs:
   each interval's events land once, a rerun (reprocess "All Runs") replaces its interval, and a
@@ -73,7 +73,7 @@ STREAMING = "clicks"
 ARRIVALS = "arrivals"  # a job run when events arrive on its hub (schedule: events)
 ARRIVALS_DAG = f"{ARRIVALS}__available_now"
 ARRIVALS_POLL = 2.0
-ONCALL = "hubflow__oncall"
+ONCALL = f"{STREAMING}__oncall"
 USER = "alice"
 REASON = "sink storage account failing over; hold until it is back"
 
@@ -207,7 +207,7 @@ def test_oncall_from_the_trigger_form_starts_stops_with_a_reason_and_starts_agai
         with browser(deployment.url, base / "ui-artifacts" / "oncall") as ui:
             ui.log_in(USER, deployment.password)
             # Start: the form's defaults are a dry run; on-call switches it off.
-            run = ui.trigger(ONCALL, {"job": STREAMING, "action": "start", "dry_run": False})
+            run = ui.trigger(ONCALL, {"action": "start", "dry_run": False})
             _run_succeeded(airflow_home, ONCALL, run)
             first_pid = job_status(base, STREAMING)["pid"]
             wait_until(
@@ -218,7 +218,7 @@ def test_oncall_from_the_trigger_form_starts_stops_with_a_reason_and_starts_agai
 
             # Stop with a reason: the job stops gracefully and is held, saying who and why.
             expected |= write_json_landing_file(landing, "b.json", 1000, good=30, bad=0)
-            run = ui.trigger(ONCALL, {"job": STREAMING, "action": "stop", "dry_run": False, "reason": REASON})
+            run = ui.trigger(ONCALL, {"action": "stop", "dry_run": False, "reason": REASON})
             _run_succeeded(airflow_home, ONCALL, run)
             hold = json.loads(hold_file.read_text(encoding="utf-8"))
             assert hold["by"] == f"{USER} (run {run})" and hold["reason"] == REASON, hold
@@ -228,7 +228,7 @@ def test_oncall_from_the_trigger_form_starts_stops_with_a_reason_and_starts_agai
 
             # Start again: the hold is released and the job resumes from its checkpoint.
             expected |= write_json_landing_file(landing, "c.json", 2000, good=30, bad=0)
-            run = ui.trigger(ONCALL, {"job": STREAMING, "action": "start", "dry_run": False})
+            run = ui.trigger(ONCALL, {"action": "start", "dry_run": False})
             _run_succeeded(airflow_home, ONCALL, run)
             assert not hold_file.exists(), "start released the hold"
             assert "Held by" not in ui.text("/hubflow/", STREAMING)

@@ -57,8 +57,8 @@ def test_dagbag_loads_every_generated_dag_without_the_data_path(airflow_home, tm
     assert bag["errors"] == {}
     assert bag["dags"] == [
         "clicks__supervisor",
+        "clicks__oncall",
         "hubflow__cleanup",
-        "hubflow__oncall",
         "orders__available_now",
     ]
     assert bag["tasks"]["orders__available_now"] == ["archive_processed_files", "check_health", "run_job"]

@@ -46,8 +46,8 @@ def _table_version(table: Path, sink_format: str) -> int:
 
 
 def _oncall(env: dict, action: str) -> str:
-    conf = json.dumps({"job": "clicks", "action": action, "dry_run": False})
-    result = run_airflow(env, "dags", "test", "hubflow__oncall", "-c", conf)
+    conf = json.dumps({"action": action, "dry_run": False})
+    result = run_airflow(env, "dags", "test", "clicks__oncall", "-c", conf)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     return output

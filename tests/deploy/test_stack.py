@@ -70,7 +70,7 @@ TELEMETRY_PIPELINE = "tagged_events:tagged"
 PIPELINE_MODULE = "/opt/airflow/pipelines/tagged_events.py"
 DRIVER_LOG = "/opt/hubflow/data/status/telemetry_bronze/driver.log"
 LANDING_DAG = "landing_orders__available_now"
-ONCALL = "hubflow__oncall"
+ONCALL = "telemetry_bronze__oncall"
 WORKERS = ("airflow-worker-1", "airflow-worker-2")
 #: ``docker top``'s ps arguments: the pid column (docker top needs it) and whole command lines.
 #: Without ``-ww`` ps cuts each line at the width it finds (dockerd's ``COLUMNS``, 80 in some
@@ -517,7 +517,7 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
 
         # 4. On-call stop holds across two supervisor runs; start resumes.
         phase = time.monotonic()
-        stop_run = api.trigger(ONCALL, {"job": "telemetry_bronze", "action": "stop", "dry_run": False})
+        stop_run = api.trigger(ONCALL, {"action": "stop", "dry_run": False})
         stopped = wait_for(lambda: _finished(api, ONCALL, stop_run), START_UP, "the on-call stop")
         assert stopped["state"] == "success", failed_run_detail(api, ONCALL, stopped)
         stopped_at = datetime.now(UTC)
@@ -536,7 +536,7 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
         timings["stop held across two supervisor runs"] = time.monotonic() - phase
 
         phase = time.monotonic()
-        start_run = api.trigger(ONCALL, {"job": "telemetry_bronze", "action": "start", "dry_run": False})
+        start_run = api.trigger(ONCALL, {"action": "start", "dry_run": False})
         started = wait_for(lambda: _finished(api, ONCALL, start_run), 2 * START_UP, "the on-call start")
         assert started["state"] == "success", failed_run_detail(api, ONCALL, started)
         wait_for(

@@ -37,9 +37,9 @@ def _edges(dag) -> set[tuple[str, str]]:
 
 def test_each_job_gets_the_dag_of_its_mode_and_the_registry_gets_oncall_and_cleanup(dags: dict) -> None:
     assert sorted(dags) == [
+        "clicks__oncall",
         "clicks__supervisor",
         "hubflow__cleanup",
-        "hubflow__oncall",
         "orders__available_now",
         "replay__available_now",
         "returns__available_now",
@@ -107,15 +107,19 @@ def test_cleanup_covers_retention_and_delta_maintenance_per_job(dags: dict) -> N
     assert cleanup.schedule == timedelta(days=1)
 
 
-def test_oncall_offers_the_streaming_jobs_and_renders_its_form_into_the_operator(dags: dict) -> None:
-    oncall = dags["hubflow__oncall"]
-    assert oncall.schedule is None
-    assert oncall.params.get_param("job").schema["enum"] == ["clicks"]
+def test_each_streaming_job_has_its_own_oncall_dag_one_run_at_a_time(dags: dict) -> None:
+    """One on-call DAG per streaming job (Airflow's DAG permissions decide who acts on which job);
+    scheduled jobs have none."""
+    oncall = dags["clicks__oncall"]
+    assert oncall.schedule is None and oncall.max_active_runs == 1 and not oncall.catchup
+    assert "job" not in oncall.params, "the job is the DAG's, not a form field"
+    assert {"hubflow", "oncall", "web"} <= set(oncall.tags)
+    assert [dag_id for dag_id in dags if dag_id.endswith("__oncall")] == ["clicks__oncall"]
     assert oncall.params.get_param("action").schema["enum"] == ["restart", "stop", "start", "rewind"]
     assert oncall.params["dry_run"] is True, "the form defaults to a dry run"
     action = oncall.get_task("oncall_action")
     assert (action.job_name, action.action, action.dry_run) == (
-        "{{ params.job }}",
+        "clicks",
         "{{ params.action }}",
         "{{ params.dry_run }}",
     )
@@ -147,7 +151,7 @@ def test_scheduled_runs_and_backfills_retry_as_the_registry_says_other_dags_neve
     assert retries("orders__available_now") == {(2, timedelta(seconds=30), 2.0, timedelta(minutes=10))}
     assert retries("returns__available_now") == {(5, timedelta(seconds=10), 2.0, timedelta(minutes=3))}
     assert {t.retries for t in dags["refunds__available_now"].tasks} == {0}
-    for dag_id in ("clicks__supervisor", "hubflow__oncall", "hubflow__cleanup"):
+    for dag_id in ("clicks__supervisor", "clicks__oncall", "hubflow__cleanup"):
         assert {t.retries for t in dags[dag_id].tasks} == {0}, dag_id
 
 

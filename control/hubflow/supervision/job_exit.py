@@ -72,8 +72,8 @@ def judge_failed_run(
         return FailedRun(
             False,
             f"job {job} is held by on-call (exit {returncode}), so nothing ran and a retry would be refused "
-            "too: release it with the hubflow__oncall DAG (action start) when it may run again, then clear "
-            "this task; the driver log above says who held it and why",
+            f"too: release it with its on-call DAG {job}__oncall (action start) when it may run again, "
+            "then clear this task; the driver log above says who held it and why",
         )
     if returncode == EXIT_KILLED:
         return FailedRun(

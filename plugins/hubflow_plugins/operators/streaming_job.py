@@ -340,10 +340,10 @@ class StreamingJobOperator(BaseOperator):
         from hubflow.status.holds import HoldKind, kind_of
 
         if kind_of(hold) == HoldKind.STOP:
-            how = "Start it with hubflow__oncall (action start or restart), which releases the hold."
+            how = f"Start it with {job.oncall_dag_id} (action start or restart), which releases the hold."
         else:
             how = (
-                f"The {kind_of(hold)} releases it when it ends; to take over, run hubflow__oncall with "
+                f"The {kind_of(hold)} releases it when it ends; to take over, run {job.oncall_dag_id} with "
                 "force and a reason."
             )
         line = f"job {job.name} is held {hold.describe()} ({kind_of(hold).phrase}); not starting it. {how}"

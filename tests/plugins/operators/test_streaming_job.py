@@ -237,7 +237,7 @@ def test_start_releases_only_a_stop_hold_and_force_takes_over_with_a_reason(
     # The supervisor says whose hold it is and how to take over; a stop replaces it, saying so.
     report = _action("ensure_running").execute(_context(user=None))["done"][0]
     assert report.startswith("job clicks is held by bob (run manual__0) at ") and "(a rewind)" in report
-    assert report.endswith("to take over, run hubflow__oncall with force and a reason.")
+    assert report.endswith("to take over, run clicks__oncall with force and a reason.")
     stopped = _action("stop", reason="sink full").execute(_context())["done"][0]
     assert stopped.endswith(f"supervisors leave it stopped until start (replacing: {held})")
     assert folder.hold().kind == "stop" and folder.hold().reason == "sink full"
