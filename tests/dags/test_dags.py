@@ -56,8 +56,8 @@ def test_dagbag_loads_every_generated_dag_without_the_data_path(airflow_home, tm
     bag = json.loads(result.stdout.strip().splitlines()[-1])
     assert bag["errors"] == {}
     assert bag["dags"] == [
-        "clicks__supervisor",
         "clicks__oncall",
+        "clicks__supervisor",
         "hubflow__cleanup",
         "orders__available_now",
     ]
