@@ -5,7 +5,8 @@ checked first (nothing starts on a problem), then ``spark-submit jobs/backfill.p
 --config FILE --window-start START --window-end END`` replaces the interval's rows in the job's tables
 (docs/pipelines.md, docs/operations.md). Its output goes to ``backfill.log`` beside the job's driver
 log; the outcome line is printed, and the log's last lines when it fails. The exit code is the
-backfill's: 0 done, 1 failed or refused (the reason is printed), 2 a problem with the job or window.
+backfill's: 0 done, 1 failed or refused (the reason is printed), 2 a problem with the job or window,
+3 an on-call action in progress on the job (:mod:`hubflow.status.action_lock`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 from hubflow.applications import backfill_builtins, can_backfill
 from hubflow.invocation import JobInvocation
 from hubflow.operations.job_control import JobControl
-from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow.status.action_lock import ActionInProgress, refuse_if_in_progress
+from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_LOCKED, EXIT_OK
 from hubflow.supervision.detached_process import start_detached
 from hubflow_cli.run import LOG_TAIL_LINES, Foreground, checked_job, driver_environment, log_tail
 from hubflow_jobs.backfill_window import WindowError, parse_window
@@ -42,7 +44,13 @@ def backfill_job(name: str, *, start: str, end: str, registry: Path | None, mast
             f"{', '.join(backfill_builtins())} jobs and pipelines"
         )
         return EXIT_CONFIG_ERROR
-    driver_log, _ = JobControl(job.name, paths.status_dir).driver_log_target()
+    control = JobControl(job.name, paths.status_dir)
+    try:
+        refuse_if_in_progress(control.folder, job.name, "backfill")
+    except ActionInProgress as exc:
+        print(f"hubflow backfill: {exc}")
+        return EXIT_LOCKED
+    driver_log, _ = control.driver_log_target()
     log_path = driver_log.with_name(BACKFILL_LOG)
     command = JobInvocation.backfill(job, start, end).command(master)
     print(f"backfilling job {job.name} [{start}, {end}): {' '.join(command)}")

@@ -188,3 +188,25 @@ def test_audit_appends_from_four_processes_on_blob_lose_no_entry(
     attempts = concurrent_appends(folder_url, tmp_path / "go", writers=4, count=25, env=env)
     assert_every_entry_landed(StatusFolder(folder_url), writers=4, count=25)
     assert attempts >= 100, "one conditional write per entry at least"
+
+
+def test_the_action_lock_on_blob_refuses_a_second_action_and_expires(folder_url: str) -> None:
+    """One action at a time on a Blob status folder: the lock is created ``If-None-Match: *``, a
+    second action is refused naming the first, an expired lock is taken over on its ETag and its
+    old holder can neither renew nor remove the new one."""
+    from datetime import timedelta
+
+    from hubflow.status.action_lock import ActionInProgress, ActionLock, action_in_progress
+
+    folder = StatusFolder(folder_url)
+    first = ActionLock(folder, "job_a", "rewind", "alice", "airflow", ttl=timedelta(seconds=1))
+    first.acquire()
+    with pytest.raises(ActionInProgress, match="job job_a: a rewind started by alice"):
+        ActionLock(folder, "job_a", "start", "bob", "cli").acquire()
+    second = ActionLock(folder, "job_a", "start", "bob", "cli")
+    second.acquire(wait=timedelta(seconds=30))  # the first expires after 1 s and is taken over
+    assert not first.renew()
+    first.release()
+    assert action_in_progress(folder)["by"] == "bob"
+    second.release()
+    assert action_in_progress(folder) is None

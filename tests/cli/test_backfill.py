@@ -1,4 +1,5 @@
-"""``hubflow backfill``: what cannot be backfilled is refused with exit 2 and the reason, nothing run.
+"""``hubflow backfill``: what cannot be backfilled is refused with exit 2 and the reason, nothing run;
+an on-call action in progress on the job refuses it with exit 3.
 
 The backfill itself, on local Spark against the emulator, runs in the tutorial
 (tests/cli/test_tutorial.py) and, without the command, in tests/jobs/test_pipeline_backfill.py.
@@ -33,6 +34,18 @@ def test_backfill_refuses_an_unknown_job_a_reversed_window_and_a_files_pipeline(
         backwards.stdout
     )
     assert "spark-submit" not in backwards.stdout, "nothing was started"
+
+    # An on-call action in progress on the job (here a restart from the command line): refused, exit 3.
+    from hubflow.registry import load_registry
+    from hubflow.status import StatusFolder
+    from hubflow.status.action_lock import ActionLock
+
+    folder = StatusFolder(load_registry(registry).job("orders").paths.status_dir)
+    with ActionLock(folder, "orders", "restart", "carol", "cli").held():
+        locked = hubflow("backfill", "orders", *WINDOW, "--registry", registry, pipelines=pipelines)
+    assert locked.returncode == 3, output(locked)
+    assert "hubflow backfill: job orders: a restart started by carol (cli) at " in locked.stdout
+    assert "the backfill is refused" in locked.stdout and "spark-submit" not in locked.stdout
 
     files = hubflow("backfill", "orders", *WINDOW, "--registry", registry, pipelines=pipelines, timeout=300)
     assert files.returncode == 2, output(files)

@@ -12,10 +12,9 @@ Files (all through :mod:`hubflow.storage.document_stores`, so the folder may be 
 ``restarts.json``      supervisor   when the supervisor restarted the job (backoff, restart loops)
 ``supervisor.json``    supervisor   the fingerprint the job was last started with, backoff resets
 ``alerts.json``        supervisor   the alerts sent and not yet resolved
-``alerts.json``        supervisor   the alerts sent and still active (so none is sent twice)
-``supervisor.json``    supervisor   what the job was started with (fingerprint), the backoff's reset
 ``driver.log``         supervisor   the driver's output (written or copied here by the launcher)
 ``audit.jsonl``        on-call      one line per action: who, what, dry run, why, outcome, hold
+``action.lock``        on-call      the action in progress (one at a time): what, who, since, expiry
 =====================  ===========  =============================================================
 
 status.json and the lease name the process that wrote them: ``pid`` and ``host`` (for people) and
@@ -53,3 +52,5 @@ AUDIT_FILE = "audit.jsonl"
 AUDIT_KEPT = 500
 #: Each text of an audit entry (reason, outcome, holds) is cut to this many characters.
 AUDIT_TEXT_MAX_CHARS = 1000
+#: The action lock (``hubflow.status.action_lock``): the one action in progress on the job.
+ACTION_LOCK_FILE = "action.lock"

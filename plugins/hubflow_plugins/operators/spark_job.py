@@ -146,6 +146,13 @@ class SparkJobOperator(BaseOperator):
                 f"jobs and pipelines, not {job.application}; trigger a normal run instead (see "
                 "docs/operations.md)"
             )
+        from hubflow.status import StatusFolder
+        from hubflow.status.action_lock import ActionInProgress, refuse_if_in_progress
+
+        try:  # an on-call action (a rewind, a restart) in progress on the job: retried later
+            refuse_if_in_progress(StatusFolder(job.paths.status_dir), job.name, "backfill")
+        except ActionInProgress as exc:
+            raise AirflowException(str(exc)) from None
         self.log.info("backfill run: job %s processes exactly the interval [%s, %s)", job.name, start, end)
         invocation = JobInvocation.backfill(
             job, start, end, secrets=driver_secrets(job), conf={COMMIT_TAG_CONF: tag}

@@ -241,3 +241,61 @@ def test_start_releases_only_a_stop_hold_and_force_takes_over_with_a_reason(
     stopped = _action("stop", reason="sink full").execute(_context())["done"][0]
     assert stopped.endswith(f"supervisors leave it stopped until start (replacing: {held})")
     assert folder.hold().kind == "stop" and folder.hold().reason == "sink full"
+
+
+def test_one_action_at_a_time_a_second_is_refused_the_supervisor_waits_and_stop_does_not(
+    registry: Path, tmp_path: Path
+) -> None:
+    """While an action holds the job's lock (here a rewind from the command line), on-call start,
+    restart and rewind are refused naming it, who and since when (and recorded as refused); the
+    supervisor leaves the job to it and succeeds; a dry run says it would be refused; a stop, the
+    emergency brake, still holds the job."""
+    from hubflow.operations.audit import read_audit
+    from hubflow.status.action_lock import ActionLock
+
+    folder = _folder(tmp_path)
+    JobStatus(folder, "clicks").update(state=JobState.FAILED, exception="boom")
+    lock = ActionLock(folder, "clicks", "rewind", "carol", "cli")
+    with lock.held():
+        holder = folder.read_json("action.lock")
+        in_progress = f"job clicks: a rewind started by carol (cli) at {holder['at']} is in progress"
+        for action in ("start", "restart"):
+            with pytest.raises(AirflowFailException) as refused:
+                _action(action).execute(_context())
+            assert str(refused.value).startswith(in_progress)
+            assert f"the {action} is refused" in str(refused.value)
+        supervised = _action("ensure_running").execute(_context(user=None))["done"]
+        assert supervised == [
+            f"{in_progress} (its lock expires at {holder['expires_at']} unless renewed); the supervisor "
+            "leaves the job to it this run"
+        ]
+        dry = _action("start", dry_run=True).execute(_context())["done"]
+        assert dry[0].startswith(in_progress) and dry[0].endswith("this action would be refused now")
+        stopped = _action("stop", reason="sink full").execute(_context())["done"]
+        assert stopped[0].startswith(in_progress) and stopped[0].endswith("a stop does not wait for it")
+        assert folder.hold().kind == "stop" and folder.hold().by == "alice (run manual__1)"
+        assert folder.read_json("action.lock")["token"] == lock.token, "the lock stays the rewind's"
+    start, restart, dry_start, stop = read_audit(folder)
+    assert start.outcome.startswith(f"refused: {in_progress}") and restart.action == "restart"
+    assert (dry_start.dry_run, stop.action) == (True, "stop")
+    assert stop.outcome.startswith("done: ")
+
+
+def test_a_cleared_oncall_run_is_refused_and_recorded_not_run_under_the_first_users_name(
+    registry: Path, tmp_path: Path
+) -> None:
+    from hubflow.operations.audit import read_audit
+
+    folder = _folder(tmp_path)
+    cleared = {**_context(user="alice"), "ti": SimpleNamespace(try_number=2)}
+    with pytest.raises(AirflowFailException, match=r"this on-call run was cleared or run again \(try 2\)"):
+        _action("stop", reason="sink full").execute(cleared)
+    assert folder.hold() is None, "nothing was done"
+    (refused,) = read_audit(folder)
+    assert (refused.action, refused.outcome.split(":")[0]) == ("stop", "refused")
+    # The supervisor's runs are not on-call actions: a cleared supervisor run supervises as usual.
+    JobStatus(folder, "clicks").update(state=JobState.RUNNING, pid=os.getpid())
+    supervised = _action("ensure_running").execute(
+        {**_context(user=None), "ti": SimpleNamespace(try_number=3)}
+    )
+    assert supervised["done"] == ["already running; nothing to do"]
