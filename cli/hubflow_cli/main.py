@@ -1,4 +1,5 @@
-"""The ``hubflow`` command line: ``check``, ``new pipeline``, ``run``, ``backfill``, ``status`` (docs/cli.md).
+"""The ``hubflow`` command line: ``check``, ``new pipeline``, ``run``, ``backfill``, ``oncall``, ``status``
+(docs/cli.md).
 
 Exit codes: 0 when all is well, 2 for a problem in the registry, a config, a pipeline or the
 command line itself (nothing was started), and for ``run`` and ``backfill`` the job's own exit code
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hubflow.status.exit_codes import EXIT_CONFIG_ERROR
+from hubflow.supervision.supervisor import ONCALL_ACTIONS
 from hubflow_cli.scaffold import SOURCE_KINDS
 
 
@@ -90,6 +92,50 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--registry", type=Path, help=registry_help)
     backfill.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
 
+    oncall = commands.add_parser(
+        "oncall",
+        help="start, stop, restart or rewind a streaming job, as its <job>__oncall DAG does",
+        description="An on-call action on a registered streaming job, on the same core as its "
+        "<job>__oncall DAG: one action at a time, holds with owners, the audit trail (docs/cli.md).",
+    )
+    oncall.add_argument("job", help="the registered streaming job's name")
+    oncall.add_argument("action", choices=ONCALL_ACTIONS, help="what to do")
+    oncall.add_argument("--dry-run", action="store_true", help="say what would be done, do nothing")
+    oncall.add_argument(
+        "--reason", help="why (stop: shown with the hold; with --force: why the hold is taken over)"
+    )
+    oncall.add_argument(
+        "--force",
+        action="store_true",
+        help="take over a hold another action placed (a rewind, an upgrade, a quarantine); needs --reason",
+    )
+    oncall.add_argument(
+        "--rewind-to-enqueued-time", metavar="ISO", help="rewind: every partition from this enqueued time"
+    )
+    oncall.add_argument(
+        "--rewind-to-sequence-numbers",
+        metavar="JSON",
+        help="rewind: partition -> sequence number, e.g. '{\"0\": 120}'",
+    )
+    oncall.add_argument("--registry", type=Path, help=registry_help)
+    oncall.add_argument(
+        "--master", default="local[*]", help="Spark master of a started driver (default: local[*])"
+    )
+    oncall.add_argument(
+        "--stop-wait",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="graceful stop, then kill (default: 300)",
+    )
+    oncall.add_argument(
+        "--start-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long a started job has to report running (default: 300)",
+    )
+
     status = commands.add_parser(
         "status",
         help="the status page's facts of every job (or one)",
@@ -150,6 +196,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         code = backfill_job(
             args.job, start=args.start, end=args.end, registry=args.registry, master=args.master
+        )
+    elif args.command == "oncall":
+        from hubflow_cli.oncall import oncall_job
+
+        code = oncall_job(
+            args.job,
+            args.action,
+            registry=args.registry,
+            dry_run=args.dry_run,
+            reason=args.reason,
+            force=args.force,
+            rewind_to_enqueued_time=args.rewind_to_enqueued_time,
+            rewind_to_sequence_numbers=args.rewind_to_sequence_numbers,
+            master=args.master,
+            stop_wait=args.stop_wait,
+            start_timeout=args.start_timeout,
         )
     else:
         from hubflow_cli.status import show_status

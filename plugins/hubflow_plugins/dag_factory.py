@@ -40,6 +40,7 @@ from hubflow.event_schedule import EventsSchedule, arrivals_asset_name, arrivals
 from hubflow.lake_assets import AssetSchedule, alias_name
 from hubflow.registry import RegisteredJob, Registry
 from hubflow.supervision.health import HEALTHY, HEALTHY_STREAMING
+from hubflow.supervision.supervisor import ONCALL_ACTIONS
 from hubflow_plugins.operators.cleanup import (
     ArchiveOperator,
     CheckpointBackupRetentionOperator,
@@ -60,7 +61,6 @@ PRESETS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
 }
-ONCALL_ACTIONS = ["restart", "stop", "start", "rewind"]
 #: Airflow's ``retry_exponential_backoff`` for scheduled runs: each retry's delay doubles (Airflow
 #: waits between 1 and 2 times ``retry_delay * 2 ** (try - 1)``, fixed per task instance), capped
 #: at the job's ``max_retry_delay``.
@@ -239,7 +239,7 @@ def oncall_dag(job: RegisteredJob) -> DAG:
         default_args=_default_args(),
         tags=["hubflow", "oncall", *job.tags],
         params={
-            "action": Param("restart", type="string", enum=ONCALL_ACTIONS, title="Action"),
+            "action": Param("restart", type="string", enum=list(ONCALL_ACTIONS), title="Action"),
             "dry_run": Param(True, type="boolean", title="Dry run", description="Say what would be done"),
             "rewind_to_enqueued_time": Param(
                 None,

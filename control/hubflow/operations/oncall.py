@@ -37,8 +37,6 @@ from hubflow.status.holds import (
 from hubflow.status.liveness import Liveness
 from hubflow.supervision.supervisor import STREAMING_ACTIONS, Decision, Step, decide, job_fingerprint
 
-#: The actions a person may ask for (``ensure_running`` is the supervisor's).
-ONCALL_ACTIONS = ("restart", "stop", "start", "rewind")
 #: Launch the job's driver detached, its output to the log path (and, when not None, copied to
 #: that status folder URL); returns the spark-submit process.
 Launcher = Callable[[Path, str | None], subprocess.Popen]
@@ -50,6 +48,10 @@ Log = Callable[..., None]
 class OnCallRefused(RuntimeError):
     """The action is refused before it changed anything, or cannot go on; the message says why and
     what to do. Running it again unchanged would be refused again."""
+
+
+class ActionBusy(OnCallRefused):
+    """Refused because another action holds the job's lock (:mod:`hubflow.status.action_lock`)."""
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,11 @@ class OnCall:
         request = self.request
         lock = ActionLock(self.control.folder, self.job.name, request.action, request.who, request.source)
         try:
-            with lock.held():
-                return act(self.control.liveness())
+            lock.acquire()
         except ActionInProgress as exc:
-            if lock.is_held:  # raised inside the action, not by taking the lock
-                raise
-            raise OnCallRefused(str(exc)) from None
+            raise ActionBusy(str(exc)) from None
+        with lock.renewing():
+            return act(self.control.liveness())
 
     def _act(self, live: Liveness) -> dict[str, Any]:
         request = self.request
@@ -183,16 +184,16 @@ class OnCall:
             return self._carry_out_decision(decision, live, fingerprint)
         lock = ActionLock(self.control.folder, self.job.name, "supervisor start", self.request.who, "airflow")
         try:
-            with lock.held():
-                again = self.control.liveness()
-                if (again.alive, again.hold) != (live.alive, live.hold):  # changed before the lock
-                    decision = self._decide(again, fingerprint)
-                return self._carry_out_decision(decision, again, fingerprint)
-        except ActionInProgress as exc:
-            if lock.is_held:
-                raise
+            lock.acquire()
+        except ActionInProgress as exc:  # an on-call action began since it was read
             audit.wanted = False
             return self._leave_to(exc.holder)
+        with lock.renewing():
+            again = self.control.liveness()
+            if (again.alive, again.hold) != (live.alive, live.hold):  # changed before the lock
+                decision = self._decide(again, fingerprint)
+                audit.wanted = Step.START in decision.steps and decision.refusal is None
+            return self._carry_out_decision(decision, again, fingerprint)
 
     def _leave_to(self, holder: dict[str, Any]) -> dict[str, Any]:
         line = f"{in_progress_text(self.job.name, holder)}; the supervisor leaves the job to it this run"
@@ -418,7 +419,7 @@ class _AuditRecord:
 
 
 __all__ = [
-    "ONCALL_ACTIONS",
+    "ActionBusy",
     "HubReader",
     "JobStartError",
     "Launcher",

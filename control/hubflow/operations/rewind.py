@@ -149,6 +149,20 @@ def resolve_enqueued_time(connection_string: str, when: datetime) -> tuple[str, 
         metadata.close()
 
 
+def latest_positions(connection_string: str) -> tuple[str, dict[str, int]]:
+    """``(hub, {partition: last enqueued sequence number + 1})``, asked of the hub with a connection
+    string (``hubflow oncall``; the Airflow side asks through its Event Hubs hook)."""
+    from pyspark_eventhubs.hub_metadata import HubMetadata
+    from pyspark_eventhubs.options import parse_options
+
+    options = parse_options({"eventhubs.connectionString": connection_string})
+    metadata = HubMetadata(options)
+    try:
+        return options.eventhub_name, {p: b.latest for p, b in metadata.bounds().items()}
+    finally:
+        metadata.close()
+
+
 def seed_checkpoint(backup: str, checkpoint: str, hub: str, positions: dict[str, int]) -> int:
     """Write a new checkpoint at ``checkpoint`` that resumes at ``positions``; return its batch id.
 

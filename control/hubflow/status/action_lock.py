@@ -159,9 +159,15 @@ class ActionLock:
 
     @contextlib.contextmanager
     def held(self, wait: timedelta = timedelta(0)) -> Iterator[ActionLock]:
-        """Hold the lock for a ``with`` block, renewing it every third of ``ttl``; released at the
-        end, whatever happens inside."""
+        """Take the lock (:meth:`acquire`) and hold it for a ``with`` block (:meth:`renewing`)."""
         self.acquire(wait)
+        with self.renewing():
+            yield self
+
+    @contextlib.contextmanager
+    def renewing(self) -> Iterator[ActionLock]:
+        """Keep the acquired lock for a ``with`` block, renewing it every third of ``ttl``; released
+        at the end, whatever happens inside."""
         stop = threading.Event()
 
         def keep_renewing() -> None:

@@ -9,8 +9,25 @@ by one ``os.killpg(process.pid, signal)``, as a lost machine would stop it.
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+
+def shipping_log(command: Sequence[str], log_path: Path, ship_to: str) -> list[str]:
+    """``command`` run under ``hubflow_jobs.runtime.driver_log``, which copies ``log_path`` into the
+    status folder ``ship_to``'s ``driver.log`` while it runs and when it ends (a remote folder)."""
+    return [
+        sys.executable,
+        "-m",
+        "hubflow_jobs.runtime.driver_log",
+        "--status-dir",
+        ship_to,
+        "--local-log",
+        str(log_path),
+        "--",
+        *command,
+    ]
 
 
 def start_detached(

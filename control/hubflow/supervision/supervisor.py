@@ -46,7 +46,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-#: The actions of the streaming operator (``rewind`` is decided by :mod:`.rewind`).
+#: The actions a person may ask for, in the on-call form's order (``restart`` is its default).
+ONCALL_ACTIONS = ("restart", "stop", "start", "rewind")
+#: The actions of the streaming operator: the supervisor's and on-call's (``rewind`` is decided by
+#: :mod:`hubflow.operations.rewind`).
 STREAMING_ACTIONS = ("ensure_running", "start", "stop", "restart", "rewind")
 #: The window of ``max_restarts_per_hour``.
 HOUR_SECONDS = 3600.0

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from hubflow.invocation import JobInvocation, spark_submit_binary
 from hubflow.registry import RegisteredJob
-from hubflow.supervision.detached_process import start_detached
+from hubflow.supervision.detached_process import shipping_log, start_detached
 
 #: The environment variable through which a job receives the Event Hubs connection string.
 EVENTHUBS_CONNECTION_STRING_ENV = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
@@ -76,17 +75,7 @@ class JobSubmitHook(SparkSubmitHook):
         """
         command = self.command()
         if ship_to:
-            command = [
-                sys.executable,
-                "-m",
-                "hubflow_jobs.runtime.driver_log",
-                "--status-dir",
-                ship_to,
-                "--local-log",
-                str(log_path),
-                "--",
-                *command,
-            ]
+            command = shipping_log(command, log_path, ship_to)
         return start_detached(command, log_path, self.driver_env())
 
 
