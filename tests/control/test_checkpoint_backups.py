@@ -43,3 +43,22 @@ def test_spark_resumes_from_a_restored_backup_without_reading_anything_twice(fil
     assert file_stream.output_ids() == list(range(4 * 3 + 2 * 3))  # every event once
     commits = sorted(int(p.name) for p in (file_stream.checkpoint / "commits").iterdir() if p.name.isdigit())
     assert commits == [0, 1, 2]  # the restored query went on with its next batch
+
+
+def test_the_backup_command_asks_for_the_status_folder_or_an_explicit_no_lease_check(
+    tmp_path, capsys: pytest.CaptureFixture
+) -> None:
+    """From a shell, a backup or restore without ``--status-dir`` would move a checkpoint a driver may
+    be writing: the command needs the status folder, or ``--no-lease-check`` said out loud."""
+    from hubflow.checkpoints.backups import list_backups, main
+
+    checkpoint = tmp_path / "checkpoints" / "clicks"
+    (checkpoint / "commits").mkdir(parents=True)
+    (checkpoint / "commits" / "0").write_text("v1\n{}")
+    with pytest.raises(SystemExit) as refused:
+        main(["backup", str(checkpoint)])
+    assert refused.value.code == 2
+    assert "one of the arguments --status-dir --no-lease-check is required" in capsys.readouterr().err
+    assert not list_backups(str(checkpoint)) and (checkpoint / "commits" / "0").exists(), "nothing moved"
+    assert main(["backup", str(checkpoint), "--no-lease-check"]) == 0
+    assert len(list_backups(str(checkpoint))) == 1 and not checkpoint.exists()

@@ -539,7 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command line: list, make, restore or purge the backups of one checkpoint.
 
     ``python -m hubflow.checkpoints.backups list|backup|restore STAMP|purge DAYS CHECKPOINT``
-    (``backup`` and ``restore`` take ``--status-dir``: refuse while the job's lease is in use).
+    (``backup`` and ``restore`` need ``--status-dir``: refuse while the job's lease is in use; or
+    ``--no-lease-check`` for a checkpoint whose job has no status folder).
     Azure credentials come from ``HUBFLOW_AZURE_STORAGE`` or DefaultAzureCredential.
     """
     import argparse
@@ -556,8 +557,14 @@ def main(argv: list[str] | None = None) -> int:
     restore.add_argument("checkpoint")
     restore.add_argument("stamp", help="the backup to restore, as printed by 'list'")
     for command in (backup, restore):
-        command.add_argument(
+        guard = command.add_mutually_exclusive_group(required=True)
+        guard.add_argument(
             "--status-dir", help="the job's status folder: refuse while a driver holds its lease"
+        )
+        guard.add_argument(
+            "--no-lease-check",
+            action="store_true",
+            help="move the checkpoint without asking whether a driver writes it (you stopped it yourself)",
         )
     purge = commands.add_parser("purge")
     purge.add_argument("checkpoint")

@@ -43,6 +43,8 @@ Launcher = Callable[[Path, str | None], subprocess.Popen]
 #: For a rewind: the hub's name, its next sequence number per partition and a connection string.
 HubReader = Callable[[], tuple[str, dict[str, int], str]]
 Log = Callable[..., None]
+#: Holds a stop leaves in place (it replaces a ``stop`` or ``rewind`` hold with its own).
+KEPT_BY_STOP = (HoldKind.UPGRADE, HoldKind.QUARANTINE)
 
 
 class OnCallRefused(RuntimeError):
@@ -269,6 +271,13 @@ class OnCall:
         job, request, control = self.job, self.request, self.control
         dry_run, who = request.dry_run, request.who
         if step == Step.PLACE_HOLD:
+            if live.hold is not None and kind_of(live.hold) in KEPT_BY_STOP:
+                # A stop must not turn a quarantine into a hold any start releases: the job is held
+                # already, so the stop keeps that hold and only stops the driver.
+                return (
+                    f"{held_text(job.name, live.hold)}: the stop keeps that hold (a start needs force "
+                    "with a reason to take it over)"
+                )
             reason = request.reason or "on-call stop"
             replacing = f" (replacing: {held_text(job.name, live.hold)})" if live.hold is not None else ""
             if dry_run:

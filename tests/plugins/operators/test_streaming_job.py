@@ -299,3 +299,23 @@ def test_a_cleared_oncall_run_is_refused_and_recorded_not_run_under_the_first_us
         {**_context(user=None), "ti": SimpleNamespace(try_number=3)}
     )
     assert supervised["done"] == ["already running; nothing to do"]
+
+
+@pytest.mark.parametrize("kind", ["upgrade", "quarantine"])
+def test_a_stop_keeps_an_upgrade_or_quarantine_hold_so_a_start_cannot_release_it(
+    registry: Path, tmp_path: Path, kind: str
+) -> None:
+    """A stop replaces a stop or rewind hold with its own (a stop during a rewind survives its end),
+    but never turns an upgrade or a quarantine into a hold any start would release."""
+    from hubflow.status import HoldKind
+
+    folder = _folder(tmp_path)
+    placed = folder.place_hold("crash-looping", by="supervisor", kind=HoldKind(kind))
+    done = _action("stop", reason="sink full").execute(_context())["done"]
+    assert done[0] == (
+        f"job clicks is held by supervisor for {HoldKind(kind).phrase} since {placed.at} (crash-looping): "
+        "the stop keeps that hold (a start needs force with a reason to take it over)"
+    )
+    assert folder.hold() == placed
+    with pytest.raises(AirflowFailException, match=f"for {HoldKind(kind).phrase} since"):
+        _action("start").execute(_context())
