@@ -11,6 +11,8 @@ For each job ``<name>``:
   checkpoint or replaces the interval again, so it never does committed work twice.
 - streaming jobs: ``<name>__oncall`` (manual, a Params form: action, dry run, reason, force), one
   per job so that Airflow's DAG-level permissions say who may act on which job; one run at a time.
+Every DAG of a job carries the registry's ``access:`` as its ``access_control``
+(``hubflow.dag_access``).
 And once: ``hubflow__cleanup`` (daily: archive retention, checkpoint backups, and compaction, VACUUM and log
 checkpoints of the Delta tables of every job that writes the lake; a Params form has a dry run).
 
@@ -35,6 +37,7 @@ from airflow.sdk import (
 )
 
 from hubflow.applications import writes_lake_tables
+from hubflow.dag_access import access_control
 from hubflow.durations import parse_duration
 from hubflow.event_schedule import EventsSchedule, arrivals_asset_name, arrivals_asset_uri
 from hubflow.lake_assets import AssetSchedule, alias_name
@@ -109,8 +112,8 @@ def _job_dag(
     kind: str,
     task_args: dict[str, Any] | None = None,
 ) -> DAG:
-    """A job's own DAG (``job.dag_id``): one run at a time, no catch-up, tagged with its kind;
-    ``task_args`` change the default task arguments."""
+    """A job's own DAG (``job.dag_id``): one run at a time, no catch-up, tagged with its kind, the
+    registry's ``access:`` as its ``access_control``; ``task_args`` change the default task arguments."""
     return DAG(
         dag_id=job.dag_id,
         description=description,
@@ -120,6 +123,7 @@ def _job_dag(
         max_active_runs=1,
         default_args={**_default_args(), **(task_args or {})},
         tags=["hubflow", kind, *job.tags],
+        access_control=access_control(job.access),
     )
 
 
@@ -228,7 +232,8 @@ def interval_timetable(schedule: str) -> CronDataIntervalTimetable | DeltaDataIn
 
 
 def oncall_dag(job: RegisteredJob) -> DAG:
-    """Manual on-call actions on the streaming job ``job``, from the Trigger form; one run at a time."""
+    """Manual on-call actions on the streaming job ``job``, from the Trigger form; one run at a time.
+    Its ``access_control`` is the job's (``access:``), as on the job's other DAG."""
     with DAG(
         dag_id=job.oncall_dag_id,
         description=f"On-call: restart, stop (and hold), start or rewind {job.name} (dry run: say what)",
@@ -238,6 +243,7 @@ def oncall_dag(job: RegisteredJob) -> DAG:
         max_active_runs=1,
         default_args=_default_args(),
         tags=["hubflow", "oncall", *job.tags],
+        access_control=access_control(job.access),
         params={
             "action": Param("restart", type="string", enum=list(ONCALL_ACTIONS), title="Action"),
             "dry_run": Param(True, type="boolean", title="Dry run", description="Say what would be done"),
@@ -288,6 +294,9 @@ def oncall_dag(job: RegisteredJob) -> DAG:
 
 def cleanup_dag(registry: Registry) -> DAG:
     """Daily retention of archived landing files and checkpoint backups, and Delta maintenance.
+
+    It acts on every job, so it carries no ``access_control``: only admins (and roles given all
+    DAGs) may see and trigger it.
 
     Which lake jobs write Delta is in their configs, read when the task runs (a parquet job's
     maintenance task skips itself), so DAG parsing reads the registry only.

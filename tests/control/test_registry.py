@@ -332,3 +332,45 @@ def test_storage_conn_id_is_read_per_job(tmp_path: Path, monkeypatch: pytest.Mon
     registry = load_registry(path)
     assert registry.job("orders").storage_conn_id == "lake_storage"
     assert registry.job("clicks").storage_conn_id is None
+
+
+def _streaming(**entry: object) -> dict:
+    return {"name": "clicks", "application": "a", "config": "c", "mode": "streaming", **entry}
+
+
+def test_access_names_the_roles_that_read_and_act_and_becomes_every_dags_access_control(
+    tmp_path: Path,
+) -> None:
+    from hubflow.dag_access import access_control
+
+    access = {"read": ["clicks_viewers"], "act": ["clicks_oncall", "clicks_viewers"]}
+    registry = load_registry(_write(tmp_path / "registry.yaml", {"jobs": [_streaming(access=access)]}))
+    job = registry.job("clicks")
+    assert job.access is not None and job.access.read == ["clicks_viewers"]
+    assert access_control(job.access) == {
+        "clicks_viewers": {"DAGs": {"can_read", "can_edit"}, "DAG Runs": {"can_read", "can_create"}},
+        "clicks_oncall": {"DAGs": {"can_read", "can_edit"}, "DAG Runs": {"can_read", "can_create"}},
+    }, "a role under both read and act gets act's permissions"
+    reader = load_registry(
+        _write(tmp_path / "registry.yaml", {"jobs": [_streaming(access={"read": ["auditors"]})]})
+    ).job("clicks")
+    assert access_control(reader.access) == {"auditors": {"DAGs": {"can_read"}, "DAG Runs": {"can_read"}}}
+    plain = load_registry(_write(tmp_path / "registry.yaml", {"jobs": [_streaming()]})).job("clicks")
+    assert plain.access is None and access_control(plain.access) is None, "no access: the defaults"
+
+
+@pytest.mark.parametrize(
+    ("access", "message"),
+    [
+        ({"read": ["a"], "trigger": ["b"]}, "jobs[clicks].access.trigger: unknown key"),
+        ({"act": [""]}, "jobs[clicks].access: Value error, act names an empty role"),
+        ({"read": ["  "]}, "jobs[clicks].access: Value error, read names an empty role"),
+        ({"act": "clicks_oncall"}, "jobs[clicks].access.act: Input should be a valid list"),
+        ({"act": [3]}, "jobs[clicks].access.act.0: Input should be a valid string"),
+        ({}, "jobs[clicks].access: Value error, names no role; list Airflow roles under read and/or act"),
+        (["clicks_oncall"], "jobs[clicks].access: Input should be a valid dictionary"),
+    ],
+)
+def test_access_errors_name_the_key_and_the_job(tmp_path: Path, access: object, message: str) -> None:
+    with pytest.raises(RegistryError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_registry(_write(tmp_path / "registry.yaml", {"jobs": [_streaming(access=access)]}))

@@ -280,3 +280,24 @@ def test_the_documented_events_schedule_builds_its_watcher(tmp_path: Path) -> No
     (watcher,) = dags[f"{entry['name']}__available_now"].schedule.watchers
     assert watcher.trigger.poll_interval == 10.0
     assert watcher.trigger.eventhubs_conn_id == "eventhubs_default"
+
+
+def test_every_dag_of_a_job_carries_its_access_and_cleanup_none(tmp_path: Path) -> None:
+    access = {"read": ["clicks_viewers"], "act": ["clicks_oncall"]}
+    jobs = [
+        landing_job(tmp_path, "clicks", streaming=True, access=access),
+        landing_job(tmp_path, "orders", access={"act": ["orders_team"]}),
+        landing_job(tmp_path, "returns", schedule="@daily"),
+    ]
+    dags = build_dags(load_registry(write_registry(tmp_path, jobs)))
+    clicks = {
+        "clicks_viewers": {"DAGs": {"can_read"}, "DAG Runs": {"can_read"}},
+        "clicks_oncall": {"DAGs": {"can_read", "can_edit"}, "DAG Runs": {"can_read", "can_create"}},
+    }
+    assert dags["clicks__supervisor"].access_control == clicks
+    assert dags["clicks__oncall"].access_control == clicks, "the on-call DAG is the job's too"
+    assert dags["orders__available_now"].access_control == {
+        "orders_team": {"DAGs": {"can_read", "can_edit"}, "DAG Runs": {"can_read", "can_create"}}
+    }
+    assert dags["returns__available_now"].access_control is None, "no access: the auth manager's defaults"
+    assert dags["hubflow__cleanup"].access_control is None, "every job's cleanup: admins only"
