@@ -4,7 +4,8 @@ Mounted by the Airflow plugin (``plugins/hubflow_status_plugin.py``) under ``/hu
 
 * ``GET /hubflow/``                 the page: a table of registered jobs and, per job, charts of the
                                    input rate and the lag over the last batches (plain SVG drawn by
-                                   ``static/status_page.js``; no CDN, works offline).
+                                   ``static/status_page.js``; no CDN, works offline), and for a
+                                   streaming job a link to its own on-call DAG in Airflow's UI.
 * ``GET /hubflow/api/jobs``         every job's snapshot (see ``job_snapshots.job_snapshot``).
 * ``GET /hubflow/api/jobs/{name}``  one job's snapshot with its ``history`` (chart points).
 * ``GET /hubflow/api/jobs/{name}/driver-log``  the end of the job's ``driver.log`` (plain text,
@@ -151,12 +152,21 @@ def create_app(registry_path: Path | None = None, *, require_login: bool = False
             "status.html",
             jobs=snapshots,
             base=base,
+            airflow_ui=airflow_ui_root(base),
             refresh_seconds=REFRESH_SECONDS,
             initial_json=_script_json({"jobs": snapshots}),
         )
         return HTMLResponse(html)
 
     return app
+
+
+def airflow_ui_root(base: str) -> str:
+    """The address of Airflow's UI, from where the page is mounted (``base``: ``<Airflow>/hubflow``):
+    a streaming job's on-call link goes to ``<Airflow>/dags/<job>__oncall``, that job's own DAG,
+    whose Trigger form runs the actions its on-call roles may run (docs/operations.md, "Per-job
+    access"). Served on its own (``base`` empty), the links are relative to the host."""
+    return base.rsplit("/", 1)[0] if base else ""
 
 
 def _use_job_storage(job: Any) -> None:

@@ -378,3 +378,19 @@ def test_the_audit_trail_is_in_the_job_snapshot_and_on_the_page_with_secrets_mas
         assert SECRET not in html and 'id="audit-events_plain" hidden' in html
     finally:
         folder.remove(AUDIT_FILE)
+
+
+def test_each_streaming_job_links_to_its_own_oncall_dag_in_airflows_ui(tmp_path: Path) -> None:
+    from tests.dags.helpers import landing_job, write_registry
+
+    jobs = [landing_job(tmp_path, "alpha", streaming=True), landing_job(tmp_path, "orders")]
+    jobs.append(landing_job(tmp_path, "beta", streaming=True))
+    parent = FastAPI()  # Airflow served under a path prefix, the page mounted as the plugin does
+    parent.mount("/airflow/hubflow", create_app(write_registry(tmp_path, jobs)))
+    html = TestClient(parent).get("/airflow/hubflow/").text
+    assert re.findall(r'<section class="job" id="job-(\w+)"', html) == ["alpha", "orders", "beta"]
+    for name in ("alpha", "beta"):
+        section = re.search(rf'<section class="job" id="job-{name}".*?</section>', html, re.S).group(0)
+        assert re.findall(r'class="oncall" href="([^"]+)"', section) == [f"/airflow/dags/{name}__oncall"]
+    orders = re.search(r'<section class="job" id="job-orders".*?</section>', html, re.S).group(0)
+    assert 'class="oncall"' not in orders, "a scheduled job has no on-call DAG"
