@@ -44,8 +44,11 @@ def _psql_admin(sql: str) -> None:
         conn.close()
 
 
-def create_airflow_home(path: Path, dags_folder: Path, plugins_folder: Path) -> AirflowHome:
-    """Create an Airflow home at ``path`` and migrate a fresh metadata database for it."""
+def create_airflow_home(
+    path: Path, dags_folder: Path, plugins_folder: Path, extra_env: dict[str, str] | None = None
+) -> AirflowHome:
+    """Create an Airflow home at ``path`` and migrate a fresh metadata database for it; ``extra_env``
+    (e.g. another auth manager, whose tables the migration then creates too) joins its environment."""
     path.mkdir(parents=True, exist_ok=True)
     drop = None
     if postgres_reachable():
@@ -65,6 +68,7 @@ def create_airflow_home(path: Path, dags_folder: Path, plugins_folder: Path) -> 
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+            **(extra_env or {}),
         }
     )
     airflow = os.path.join(os.path.dirname(sys.executable), "airflow")

@@ -99,12 +99,13 @@ class AirflowUI:
     # What a person does --------------------------------------------------------------------------
 
     def log_in(self, user: str, password: str) -> None:
-        """Sign in on the simple auth manager's login page; returns once the UI's home is shown."""
+        """Sign in on the auth manager's login page (the simple auth manager's or FAB's, where the
+        UI sends a visitor who is not logged in); returns once the UI's home is shown."""
         self.driver.get(f"{self.base}/")
         name = self.find("//input[@name='username' or @id='username']", "the login form")
         name.send_keys(user)
         self.find("//input[@type='password']", "the password field").send_keys(password)
-        self.click(self.find("//button[@type='submit']", "the login button"))
+        self.click(self.find("//button[@type='submit'] | //input[@type='submit']", "the login button"))
         self.find("//a[contains(@href, '/dags')] | //*[normalize-space()='Dags']", "the UI after login")
 
     def backfill(self, dag_id: str, start: datetime, end: datetime, reprocess: str = "Missing Runs") -> str:
@@ -172,6 +173,21 @@ class AirflowUI:
         self._toast("Dag Run Triggered")
         self._wait(lambda driver: "/runs/" in driver.current_url and driver.current_url != before, "the run")
         return self.driver.current_url.rsplit("/runs/", 1)[1].split("/")[0]
+
+    def request_status(self, method: str, path: str, body: Any = None) -> int:
+        """The HTTP status Airflow answers to ``method path`` (``body`` as JSON) sent from the page
+        with the logged-in session's cookie, as the UI's own calls are (the Trigger form posts
+        ``/api/v2/dags/<dag id>/dagRuns``)."""
+        script = """
+        const [method, path, body, done] = arguments;
+        fetch(path, {method, credentials: "same-origin", headers: {"Content-Type": "application/json"},
+                     body: body === null ? undefined : JSON.stringify(body)})
+          .then((answer) => done(answer.status), (error) => done(String(error)));
+        """
+        self.driver.set_script_timeout(STEP_TIMEOUT)
+        status = self.driver.execute_async_script(script, method, f"{self.base}{path}", body)
+        assert isinstance(status, int), f"{method} {path} from the page failed: {status}"
+        return status
 
     def text(self, path: str, contains: str) -> str:
         """The visible text of the page at ``path`` once it contains ``contains``."""
