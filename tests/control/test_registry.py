@@ -374,3 +374,25 @@ def test_access_names_the_roles_that_read_and_act_and_becomes_every_dags_access_
 def test_access_errors_name_the_key_and_the_job(tmp_path: Path, access: object, message: str) -> None:
     with pytest.raises(RegistryError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load_registry(_write(tmp_path / "registry.yaml", {"jobs": [_streaming(access=access)]}))
+
+
+def test_the_per_job_access_example_of_the_runbook_loads_as_written(tmp_path: Path) -> None:
+    """docs/operations.md "Per-job access": its registry entry through the real loader, and its table
+    of permissions is what the DAGs get."""
+    import re
+
+    from hubflow.dag_access import access_control
+    from hubflow.repository import REPO_ROOT
+
+    doc = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc.split("## Per-job access", 1)[1].split("\n## ", 1)[0]
+    (example,) = [block for block in re.findall(r"```yaml\n(.*?)```", section, re.S) if "access:" in block]
+    path = tmp_path / "registry.yaml"
+    path.write_text(example, encoding="utf-8")
+    control = access_control(load_registry(path).job("clicks").access)
+    rows = re.findall(r"^\| `(read|act)` \| (.*?) \| (.*?) \|", section, re.M)
+    documented = {
+        key: {"DAGs": set(re.findall(r"`(\w+)`", dags)), "DAG Runs": set(re.findall(r"`(\w+)`", runs))}
+        for key, dags, runs in rows
+    }
+    assert control == {"clicks_viewers": documented["read"], "clicks_oncall": documented["act"]}
