@@ -31,7 +31,7 @@ ACT_PERMISSIONS: dict[str, frozenset[str]] = {
 }
 
 
-class JobAccess(BaseModel):
+class AccessRoles(BaseModel):
     """The registry's ``access:`` of one job: Airflow roles that may read it, and that may act on it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -46,7 +46,7 @@ class JobAccess(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _roles_named(self) -> JobAccess:
+    def _roles_named(self) -> AccessRoles:
         for key in ("read", "act"):
             blank = [role for role in getattr(self, key) if not role.strip()]
             if blank:
@@ -59,7 +59,7 @@ class JobAccess(BaseModel):
         return self
 
 
-def access_control(access: JobAccess | None) -> dict[str, dict[str, set[str]]] | None:
+def access_control(access: AccessRoles | None) -> dict[str, dict[str, set[str]]] | None:
     """The ``access_control`` of every DAG of a job with ``access``: role -> resource -> actions.
 
     None (no ``access:``) leaves the DAGs to the auth manager's defaults. A role named under both

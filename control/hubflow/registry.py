@@ -31,7 +31,7 @@ from pydantic import (
 from hubflow.alerts import ALERT_KINDS, AlertPolicy
 from hubflow.applications import BUILTIN_PIPELINES, config_model, is_pipeline
 from hubflow.config import ConfigError, archive_root, load_config
-from hubflow.dag_access import JobAccess
+from hubflow.dag_access import AccessRoles
 from hubflow.durations import parse_duration, parse_positive_duration
 from hubflow.event_schedule import EventsSchedule, parse_events_schedule
 from hubflow.lake_assets import AssetSchedule, parse_asset_schedule
@@ -271,7 +271,7 @@ class RegisteredJob(_Strict):
     spark_conf: dict[str, str] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
     alerts: AlertsConfig | None = Field(default=None, description="who is told of verdict changes")
-    access: JobAccess | None = Field(
+    access: AccessRoles | None = Field(
         default=None,
         description="Airflow roles that may read (read) and trigger (act) every DAG of the job "
         "(hubflow.dag_access); unset: the auth manager's defaults",
