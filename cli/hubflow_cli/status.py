@@ -69,6 +69,12 @@ def describe(found: dict[str, Any]) -> list[str]:
         add("last batch", "none yet")
     if found.get("lag") is not None:
         add("lag", found["lag"])
+    version = found.get("version")
+    if version or not found.get("error"):
+        add(
+            "version",
+            version["text"] if version else "none recorded (no start by a supervisor or on-call yet)",
+        )
     hold = found.get("hold")
     add("held", f"yes, by {hold.get('by')} at {hold.get('at')}: {hold.get('reason')}" if hold else "no")
     lease = found.get("lease")

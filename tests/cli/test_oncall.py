@@ -155,3 +155,5 @@ def test_oncall_start_restart_and_stop_a_live_job_every_record_once(spark, tmp_p
         ("stop", "done"),
     ], [e.line() for e in trail]
     assert trail[1].reason == "pick up the new storage key" and trail[2].hold_after.startswith(f"by {WHO}")
+    version = folder.read_json("supervisor.json")["version"]["digest"][:12]
+    assert [e.version for e in trail] == [version] * 3, "each entry names the version started"

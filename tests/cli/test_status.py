@@ -48,3 +48,44 @@ def test_status_prints_the_newest_audit_entries_one_line_each(tmp_path: Path) ->
     (found,) = json.loads(as_json.stdout)
     assert len(found["audit"]) == 6 and found["audit"][0]["dry_run"] is True
     assert found["audit"][-1]["by"] == "alice (run manual__1)" and found["audit"][-1]["hold_after"] == hold
+
+
+def test_status_shows_the_version_that_runs_since_when_and_the_one_before(tmp_path: Path) -> None:
+    """Every start records the job's version (its config's and pipeline's digest, issue #48 item 1);
+    a start of a changed job keeps the version it replaced. ``hubflow status`` shows both."""
+    from hubflow.operations.job_control import JobControl
+    from hubflow.supervision.supervisor import job_fingerprint
+
+    registry = write_registry(tmp_path, [landing_job(tmp_path, "clicks", streaming=True)])
+    job = load_registry(registry).job("clicks")
+    control = JobControl(job.name, job.paths.status_dir)
+    status = hubflow("status", "clicks", "--registry", registry)
+    assert "  version     none recorded (no start by a supervisor or on-call yet)" in status.stdout
+
+    first = job_fingerprint(job.config_path(), job.application)
+    control.prepare_start(False, first)
+    since = control.supervisor_state()["version"]["since"]
+    control.prepare_start(True, first)  # a restart of the same version keeps its since
+    assert (
+        control.supervisor_state()["version"]["since"] == since and control.version() == first["digest"][:12]
+    )
+
+    job.config_path().write_text(job.config_path().read_text() + "\n# tuned\n")
+    second = job_fingerprint(job.config_path(), job.application)
+    assert second["digest"] != first["digest"], "a changed config is a new version"
+    control.prepare_start(False, second)
+    upgraded = control.supervisor_state()["version"]["since"]
+    status = hubflow("status", "clicks", "--registry", registry)
+    assert status.returncode == 0, output(status)
+    assert (
+        f"  version     {second['digest'][:12]} since {upgraded} (before: {first['digest'][:12]}, "
+        f"{since} to {upgraded})"
+    ) in status.stdout, status.stdout
+    (found,) = json.loads(hubflow("status", "clicks", "--registry", registry, "--json").stdout)
+    assert found["version"]["current"]["digest"] == second["digest"]
+    assert found["version"]["previous"] == {
+        "digest": first["digest"],
+        "short": first["digest"][:12],
+        "since": since,
+        "until": upgraded,
+    }

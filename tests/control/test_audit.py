@@ -88,6 +88,7 @@ def test_an_appended_entry_reads_back_whole_as_one_json_line(tmp_path: Path) -> 
         "hold_before": None,
         "hold_after": None,
         "source": "cli",
+        "version": None,
     }
     assert second.line() == (
         f"{second.at} alice (run manual__1): start (dry run) because sink full 2 -> done: held job "

@@ -3,7 +3,8 @@ to ``audit.jsonl`` in the job's status folder (:data:`~hubflow.status.names.AUDI
 
 One JSON object per line (:class:`AuditEntry`): when, who, which action, dry run or not, why, the
 outcome (``done: ...``, ``refused: ...`` or ``failed: ...``), the hold before and after (its
-``describe()`` text, or null) and where the action came from (``airflow`` or ``cli``).
+``describe()`` text, or null), where the action came from (``airflow`` or ``cli``) and the version
+the job was started with after it (:mod:`hubflow.supervision.versions`).
 
 The file is one document, appended to by a conditional write: read it with its version, add the
 line (keeping the newest :data:`~hubflow.status.names.AUDIT_KEPT`), replace it only if nobody
@@ -50,6 +51,8 @@ class AuditEntry:
     hold_before: str | None = None
     hold_after: str | None = None
     source: Source = "airflow"
+    #: The version the job was started with, after the action (short digest; None: none yet).
+    version: str | None = None
 
     @classmethod
     def now(cls, **fields: Any) -> AuditEntry:
@@ -68,6 +71,7 @@ class AuditEntry:
             hold_before=_text(self.hold_before),
             hold_after=_text(self.hold_after),
             source=self.source,
+            version=_text(self.version),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,6 +91,7 @@ class AuditEntry:
             hold_before=_or_none(fields.get("hold_before")),
             hold_after=_or_none(fields.get("hold_after")),
             source="cli" if source == "cli" else "airflow",
+            version=_or_none(fields.get("version")),
         )
 
     def line(self) -> str:

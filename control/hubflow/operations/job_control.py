@@ -37,6 +37,7 @@ from hubflow.status.process_identity import (
     why_cannot_judge,
     why_not_running,
 )
+from hubflow.supervision.versions import advance, versions
 from hubflow.utc_times import utc_time
 
 Log = Callable[[str], None]
@@ -87,6 +88,7 @@ class JobControl:
         now = datetime.now(UTC)
         state = self.supervisor_state()
         if fingerprint is not None:
+            state = advance(state, fingerprint["digest"], now.isoformat())
             state["fingerprint"] = fingerprint
             state["started_at"] = now.isoformat()
         if not count_restart:
@@ -99,7 +101,8 @@ class JobControl:
     # The supervisor's memory (supervisor.json) and restarts.json, read for ``supervision.decide`` ---
 
     def supervisor_state(self) -> dict:
-        """supervisor.json: ``{"job", "fingerprint", "started_at", "backoff_reset_at"}`` (``{}``: none)."""
+        """supervisor.json: ``{"job", "fingerprint", "started_at", "backoff_reset_at", "version",
+        "previous_version"}`` (``{}``: none; the versions: :mod:`hubflow.supervision.versions`)."""
         return dict(self.folder.read_json(SUPERVISOR_FILE) or {})
 
     def _write_supervisor_state(self, state: dict) -> None:
@@ -112,10 +115,16 @@ class JobControl:
         self._write_supervisor_state(state)
 
     def adopt_fingerprint(self, fingerprint: dict) -> None:
-        """Record ``fingerprint`` for a live job started without one (no restart)."""
-        state = self.supervisor_state()
+        """Record ``fingerprint`` for a live job started without one (no restart): its version
+        counts from now."""
+        state = advance(self.supervisor_state(), fingerprint["digest"], datetime.now(UTC).isoformat())
         state["fingerprint"] = fingerprint
         self._write_supervisor_state(state)
+
+    def version(self) -> str | None:
+        """The short digest of the version the job was last started with, None before any."""
+        current, _ = versions(self.supervisor_state())
+        return current.short if current is not None else None
 
     def restart_times(self) -> list[datetime]:
         """The supervisor's restarts (restarts.json), unreadable entries left out."""

@@ -419,6 +419,7 @@ class _AuditRecord:
                 hold_before=self.hold_before,
                 hold_after=hold.describe() if hold is not None else None,
                 source=request.source,
+                version=self.oncall.control.version(),
             )
             stored = append_audit(folder, entry)
         except Exception as exc:  # the action stands; the trail misses it, and the log says so

@@ -84,6 +84,7 @@ def job_snapshot(
         "data_loss": None,
         "restart_backoff": None,
         "hold": None,
+        "version": None,
         "audit": [],
         "driver_log": False,
         "checkpoint_location": None,
@@ -115,6 +116,7 @@ def job_snapshot(
         errors.append(f"cannot read the status folder: {redact(str(exc))}")
     try:
         snapshot["audit"] = audit_entries(paths.status_dir)
+        snapshot["version"] = job_version(paths.status_dir)
     except Exception as exc:
         errors.append(f"cannot read the audit trail: {redact(str(exc))}")
     if with_history:
@@ -213,6 +215,24 @@ def audit_entries(status_dir: str, limit: int = AUDIT_SHOWN) -> list[dict[str, A
         fields["line"] = redact(entry.line())
         shown.append(fields)
     return shown
+
+
+def job_version(status_dir: str) -> dict[str, Any] | None:
+    """The version the job runs (``{"current", "previous", "text"}``, from supervisor.json), or None
+    before any start recorded one."""
+    from hubflow.status import StatusFolder
+    from hubflow.status.names import SUPERVISOR_FILE
+    from hubflow.supervision.versions import version_text, versions
+
+    state = StatusFolder(status_dir).read_json(SUPERVISOR_FILE) or {}
+    current, previous = versions(state)
+    if current is None:
+        return None
+    return {
+        "current": current.to_dict(),
+        "previous": previous.to_dict() if previous is not None else None,
+        "text": version_text(state),
+    }
 
 
 def restart_backoff(

@@ -278,6 +278,15 @@ def test_a_job_in_a_restart_backoff_shows_when_its_next_start_is_due(status_worl
         assert "Restarted by its supervisor 3 times since" in html
         folder.write_json(SUPERVISOR_FILE, {"job": "never_ran", "backoff_reset_at": now.isoformat()})
         assert client.get("/hubflow/api/jobs/never_ran").json()["restart_backoff"] is None
+
+        # The version it runs (issue #48 item 1), from the same supervisor.json.
+        assert client.get("/hubflow/api/jobs/never_ran").json()["version"] is None
+        state = {"job": "never_ran", "version": {"digest": "a" * 64, "since": "T2"}}
+        state["previous_version"] = {"digest": "b" * 64, "since": "T1", "until": "T2"}
+        folder.write_json(SUPERVISOR_FILE, state)
+        version = client.get("/hubflow/api/jobs/never_ran").json()["version"]
+        assert version["text"] == f"{'a' * 12} since T2 (before: {'b' * 12}, T1 to T2)"
+        assert f'<span class="version-text">{version["text"]}</span>' in client.get("/hubflow/").text
     finally:
         folder.remove(RESTARTS_FILE)
         folder.remove(SUPERVISOR_FILE)

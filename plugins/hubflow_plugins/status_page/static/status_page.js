@@ -175,6 +175,12 @@
           (job.hold.reason || "no reason given") + ".";
       }
     }
+    var version = section.querySelector(".version");
+    if (version) {
+      version.hidden = !job.version;
+      var versionText = version.querySelector(".version-text");
+      if (versionText) { versionText.textContent = job.version ? job.version.text : ""; }
+    }
     var backoff = section.querySelector(".backoff");
     if (backoff) {
       backoff.hidden = !job.restart_backoff;
