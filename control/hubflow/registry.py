@@ -246,6 +246,12 @@ class RegisteredJob(_Strict):
         ge=1,
         description="streaming jobs: optional; more automatic restarts in an hour fail the supervisor",
     )
+    quarantine_after: int | None = Field(
+        default=None,
+        ge=1,
+        description="streaming jobs: optional; after this many restarts without running healthy_after, "
+        "hold the job with a quarantine hold instead of restarting it",
+    )
     retries: int = Field(
         default=2, ge=0, description="scheduled jobs: retries of a failed run or backfill run (0: none)"
     )
@@ -339,6 +345,7 @@ class RegisteredJob(_Strict):
             max_backoff_seconds=parse_duration(self.max_restart_backoff).total_seconds(),
             healthy_after_seconds=parse_duration(self.healthy_after).total_seconds(),
             max_restarts_per_hour=self.max_restarts_per_hour,
+            quarantine_after=self.quarantine_after,
         )
 
     @property

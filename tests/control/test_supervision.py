@@ -166,6 +166,39 @@ def test_the_hourly_limit_is_optional_and_still_refuses_when_set() -> None:
     )
 
 
+def test_a_crash_loop_is_quarantined_after_quarantine_after_restarts_unless_a_fix_was_deployed() -> None:
+    """``quarantine_after`` (optional): a dead job whose streak reached it is held, not restarted;
+    a streak one shorter, a live job, a held one and a changed fingerprint are not quarantined."""
+    quarantining = RestartPolicy(
+        backoff_seconds=30, max_backoff_seconds=240, healthy_after_seconds=600, quarantine_after=3
+    )
+    three = _ago(900, 600, 300)  # due again: the pause after the third restart is 120 s
+
+    def supervise(restarts: list[datetime], **found: object) -> Decision:
+        found.setdefault("alive", False)
+        found.setdefault("held", False)
+        return _decide("ensure_running", restarts=restarts, policy=quarantining, **found)
+
+    quarantined = supervise(three)
+    assert quarantined.steps == (Step.QUARANTINE,) and not quarantined.count_restart
+    assert (
+        quarantined.note
+        == quarantined.restart_loop
+        == (
+            f"crash-looping: restarted 3 times since {three[0].isoformat(timespec='seconds')} without "
+            "running 10 min (quarantine_after: 3); quarantined until a person decides"
+        )
+    )
+    assert supervise(three[1:]).steps == (Step.START,), "two restarts: not yet"
+    assert supervise(three, alive=True).steps == (Step.ALREADY_RUNNING,)
+    assert supervise(three, held=True).steps == (Step.REPORT_HOLD,)
+    fixed = supervise(three, started_fingerprint="a" * 64, fingerprint="b" * 64)
+    assert fixed.steps == (Step.START,) and fixed.reset_backoff, "a deployed fix is started at once"
+    assert _decide("ensure_running", alive=False, held=False, restarts=three).steps == (Step.START,), (
+        "unset by default"
+    )
+
+
 def test_only_the_supervisors_own_starts_count() -> None:
     for action in ("start", "restart"):  # on-call's deliberate start: no limit, no backoff, not counted
         limited = RestartPolicy(max_restarts_per_hour=1)

@@ -179,7 +179,7 @@ class OnCall:
         fingerprint = self._fingerprint()
         decision = self._decide(live, fingerprint)
         starts = Step.START in decision.steps and decision.refusal is None
-        audit.wanted = starts
+        audit.wanted = starts or Step.QUARANTINE in decision.steps
         if not self.request.dry_run and self.before_supervising is not None:
             self.before_supervising(decision)
         if not starts or self.request.dry_run:
@@ -262,6 +262,9 @@ class OnCall:
             self.log("%s", decision.note)
             done.append(decision.note)
         for step in decision.steps:  # each said as it is done: a stop can take minutes
+            if step == Step.QUARANTINE:
+                done.append(self._quarantine(decision.note or "crash-looping"))
+                continue
             done.append(self._carry_out(step, live, decision.count_restart, fingerprint))
             self.log("%s", done[-1])
         return {**base, "done": done}
@@ -299,6 +302,19 @@ class OnCall:
         if dry_run:
             return f"would start job {job.name} from checkpoint {job.paths.checkpoint_location}"
         return self.start(count_restart=count_restart, fingerprint=fingerprint)
+
+    def _quarantine(self, why: str) -> str:
+        """Hold a crash-looping job with a ``quarantine`` hold: only a person releases it."""
+        job, request = self.job, self.request
+        if request.dry_run:
+            return f"would hold job {job.name} for a quarantine ({why})"
+        hold = self.control.folder.place_hold(why, by=request.who, kind=HoldKind.QUARANTINE)
+        line = (
+            f"held job {job.name} {hold.describe()} for a quarantine: it is not restarted until a person "
+            f"decides: {job.oncall_dag_id} start or restart with force and a reason, or rewind with force"
+        )
+        self.warn("%s", line)
+        return line
 
     def _release_stop_hold(self, live: Liveness) -> str:
         """A start or restart releases the user's stop; another kind of hold only with force."""

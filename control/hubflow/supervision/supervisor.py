@@ -22,6 +22,10 @@ The rules:
   nothing and says when the next start is due. The first death after a healthy run starts at once.
 * The backoff at its ceiling is a restart loop (:attr:`Decision.restart_loop`, the alert's
   ``restart-loop``): the supervisor keeps restarting, and says so until the job runs healthy.
+* ``quarantine_after`` (optional, unset by default): a dead job whose streak has that many restarts
+  is not started again but held with a ``quarantine`` hold (:attr:`Step.QUARANTINE`): only a
+  person releases it (on-call with force and a reason). A changed fingerprint (a fix deployed)
+  is still started at once.
 * ``max_restarts_per_hour`` (optional, unset by default): when set, a dead job the supervisor
   already restarted that often in the last hour is refused (:attr:`Decision.refusal`: the run
   fails, a person must start it).
@@ -65,6 +69,7 @@ class Step(StrEnum):
     NOTHING_TO_STOP = "nothing-to-stop"
     ALREADY_RUNNING = "already-running"
     WAIT_BACKOFF = "wait-backoff"  # a dead job's next start is not due yet; start nothing
+    QUARANTINE = "quarantine"  # a crash loop: hold the job (kind quarantine) for a person to decide
     START = "start"
 
 
@@ -76,6 +81,8 @@ class RestartPolicy:
     max_backoff_seconds: float = 1800.0
     healthy_after_seconds: float = 600.0
     max_restarts_per_hour: int | None = None
+    #: Hold a dead job with a quarantine hold once its streak has this many restarts (None: never).
+    quarantine_after: int | None = None
 
     def pause_after(self, restarts: int) -> float:
         """The pause after the ``restarts``-th restart of a streak (0 before the first)."""
@@ -312,6 +319,14 @@ def _ensure_running(
                 f"-> {fingerprint[:12]}): starting it without waiting for the backoff"
             ),
         )
+    quarantine = policy.quarantine_after
+    if quarantine is not None and n >= quarantine:
+        text = (
+            f"crash-looping: restarted {n} times since {streak[0].isoformat(timespec='seconds')} "
+            f"without running {human_duration(policy.healthy_after_seconds)} (quarantine_after: "
+            f"{quarantine}); quarantined until a person decides"
+        )
+        return Decision((Step.QUARANTINE,), restart_loop=text, note=text)
     if n == 0:
         return Decision((Step.START,), count_restart=True, reset_backoff=healthy, restart_loop=loop)
     pause = policy.pause_after(n)

@@ -319,3 +319,41 @@ def test_a_stop_keeps_an_upgrade_or_quarantine_hold_so_a_start_cannot_release_it
     assert folder.hold() == placed
     with pytest.raises(AirflowFailException, match=f"for {HoldKind(kind).phrase} since"):
         _action("start").execute(_context())
+
+
+def test_a_crash_looping_job_is_quarantined_and_only_force_with_a_reason_lets_it_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from hubflow.operations.audit import read_audit
+
+    looping = landing_job(tmp_path, "clicks", streaming=True, quarantine_after=2, restart_backoff="1 second")
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(write_registry(tmp_path, [looping])))
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
+    folder = _folder(tmp_path)
+    JobStatus(folder, "clicks").update(state=JobState.FAILED, exception="boom")
+    now = datetime.now(UTC)
+    for seconds in (60, 30):
+        folder.record_restart(now - timedelta(seconds=seconds))
+
+    done = _action("ensure_running").execute(_context(user=None))["done"]
+    hold = folder.hold()
+    assert hold is not None and (hold.kind, hold.by) == ("quarantine", "run manual__1")
+    assert hold.reason.startswith("crash-looping: restarted 2 times since ")
+    assert done[-1] == (
+        f"held job clicks {hold.describe()} for a quarantine: it is not restarted until a person decides: "
+        "clicks__oncall start or restart with force and a reason, or rewind with force"
+    )
+    assert folder.restarts_within(3600) == 2, "nothing was started"
+    report = _action("ensure_running").execute(_context(user=None))["done"][0]
+    assert report.startswith("job clicks is held by run manual__1") and "(a quarantine)" in report
+    with pytest.raises(
+        AirflowFailException, match=r"for a quarantine since .*start releases only a stop hold"
+    ):
+        _action("start").execute(_context())
+    forced = _action("start", force=True, reason="fixed the sink", dry_run=True).execute(_context())["done"]
+    assert forced[0].startswith("would take over: alice (run manual__1) took over the hold of run manual__1")
+    quarantine = read_audit(folder)[0]
+    assert (quarantine.action, quarantine.by) == ("ensure_running", "supervisor (run manual__1)")
+    assert quarantine.hold_after == hold.describe() and quarantine.outcome.startswith("done: crash-looping")
