@@ -263,6 +263,11 @@ def test_scheduled_runs_retry_with_a_short_growing_delay_by_default(tmp_path: Pa
     [
         ({"retries": -1}, r"jobs\[orders\]\.retries: Input should be greater than or equal to 0"),
         ({"retries": "two"}, r"jobs\[orders\]\.retries: Input should be a valid integer"),
+        (
+            {"quarantine_after": 0},
+            r"jobs\[orders\]\.quarantine_after: Input should be greater than or equal to 1",
+        ),
+        ({"quarantine_after": "often"}, r"jobs\[orders\]\.quarantine_after: Input should be a valid integer"),
         ({"retry_delay": "soon"}, r"jobs\[orders\]\.retry_delay: .*'soon' is not a duration"),
         ({"retry_delay": "0 seconds"}, r"jobs\[orders\]\.retry_delay: .*must be longer than zero"),
         ({"max_retry_delay": "forever"}, r"jobs\[orders\]\.max_retry_delay: .*'forever' is not a duration"),
