@@ -94,6 +94,9 @@ def test_seeded_checkpoint_resumes_at_the_positions_after_the_old_batch_ids(tmp_
     assert json.loads(lines[1])["conf"] == {"spark.sql.shuffle.partitions": "2"}
     assert json.loads(lines[2]) == {"hub": {"0": 5, "1": 2}}
     assert (new / "commits" / "7").exists()
+    # Spark resuming after batch 7 reads batch 6's offsets ("batch 6 doesn't exist" without them).
+    assert (new / "offsets" / "6").read_text() == (new / "offsets" / "7").read_text()
+    assert (new / "commits" / "6").exists()
     assert (new / "metadata").read_text() == '{"id":"q-1"}'
     assert {p: p.read_text() for p in old.rglob("*") if p.is_file()} == before, "the backup is untouched"
     report = inspect_checkpoint(str(new), stalled_after=timedelta(hours=1))

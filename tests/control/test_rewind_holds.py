@@ -191,7 +191,10 @@ def test_a_supervisor_start_between_the_rewinds_read_and_its_hold_is_stopped_bef
         *written,
     ], "every batch the driver planned is in the backup"
     assert sorted(int(p.name) for p in (backup / "commits").iterdir() if p.name.isdigit()) == [6, *written]
-    assert sorted(_files(checkpoint)) == ["commits/" + str(last), "metadata", "offsets/" + str(last)]
+    assert set(_files(checkpoint)) == {
+        *(f"{log}/{batch}" for log in ("commits", "offsets") for batch in (last - 1, last)),
+        "metadata",
+    }, "the seeded batch and the one before it, which Spark reads back when it resumes"
     seeded = (checkpoint / "offsets" / str(last)).read_text().split("\n")[2]
     end = 10 * (last + 1)
     assert json.loads(seeded) == {"hub": {"0": 5, "1": end}}, "partition 1 resumes after the last commit"

@@ -2,12 +2,14 @@
 
 A rewind never edits a checkpoint. The job is stopped, its checkpoint is moved whole into the
 backups folder (``checkpoint_backups.backup_checkpoint``), and a new checkpoint is written at the same
-location holding a single committed batch whose end offsets are the chosen positions. Spark then
+location holding a committed batch whose end offsets are the chosen positions. Spark then
 resumes with the next batch from exactly there, and its batch ids keep counting up from the old
 checkpoint's. That matters: Spark's file sink skips every batch id it has already committed in
 its ``_spark_metadata`` log, so a plain fresh checkpoint (batch 0 again) would silently write
-nothing until it caught up with the old ids. Stateful queries cannot be rewound this way (their
-state would not match the positions); they get a clear refusal.
+nothing until it caught up with the old ids. A query resuming after batch N > 0 also reads the
+offsets of batch N - 1 (Spark refuses to start without them: "batch N-1 doesn't exist"), so the new
+checkpoint holds that batch too, ending at the same positions. Stateful queries cannot be rewound
+this way (their state would not match the positions); they get a clear refusal.
 
 Delta sinks (:func:`check_delta_rewind`). A Delta sink recognises a replayed batch by the
 application transaction it recorded for the query (appId = query id, version = batch id). Because
@@ -169,7 +171,9 @@ def seed_checkpoint(backup: str, checkpoint: str, hub: str, positions: dict[str,
     The new checkpoint holds the old query id (``metadata``), and one batch - numbered like the
     backup's newest planned batch, so the next batch id is new to the sink - with the backup's
     pinned SQL confs and every other source's offsets, the Event Hubs source's replaced by
-    ``{hub: positions}``, and a commit for it.
+    ``{hub: positions}``, and a commit for it. Unless that batch is batch 0, the batch before it is
+    written too, the same (offsets and commit): Spark reads the offsets of the batch before the
+    newest when it resumes, and refuses to start without them.
     """
     # The connector owns its offset JSON; imported here (it imports pyspark) so that DAG parsing,
     # which imports the operators, never loads Spark.
@@ -210,10 +214,11 @@ def seed_checkpoint(backup: str, checkpoint: str, hub: str, positions: dict[str,
     fs.makedirs(join(new, "commits"), exist_ok=True)
     with fs.open(join(new, "metadata"), "w") as handle:
         handle.write(read_text(fs, join(old, "metadata")))
-    with fs.open(join(new, "offsets", str(batch)), "w") as handle:
-        handle.write("\n".join(lines))
-    with fs.open(join(new, "commits", str(batch)), "w") as handle:
-        handle.write('v1\n{"nextBatchWatermarkMs":0}')
+    for written in (batch - 1, batch) if batch > 0 else (batch,):
+        with fs.open(join(new, "offsets", str(written)), "w") as handle:
+            handle.write("\n".join(lines))
+        with fs.open(join(new, "commits", str(written)), "w") as handle:
+            handle.write('v1\n{"nextBatchWatermarkMs":0}')
     return batch
 
 
