@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -141,18 +143,63 @@ def _lake_rows(spark, output: Path) -> list:
         return []
 
 
-def _pid(base: Path) -> int | None:
+def _identities(spark, output: Path) -> Counter:
+    """How many times each event, (partition, sequence number), is in the lake."""
+    return Counter((r.partition, r.sequenceNumber) for r in _lake_rows(spark, output))
+
+
+def _status(base: Path) -> dict:
     try:
-        return json.loads((base / "status" / "telemetry" / "status.json").read_text()).get("pid")
+        return json.loads((base / "status" / "telemetry" / "status.json").read_text())
     except (OSError, ValueError):
-        return None
+        return {}
+
+
+def _lease(base: Path) -> dict:
+    """The job's lease document ({} when there is none)."""
+    try:
+        return json.loads((base / "status" / "telemetry" / "lease").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its bytes: a checkpoint as it is on disk."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _alive(pid: object) -> bool:
+    from tests.dags.helpers import pid_alive
+
+    return pid_alive(pid)
+
+
+#: Why the second on-call person stops the job while the first one's rewind waits.
+STOP_REASON = "sink storage failing over; keep it stopped after the replay"
 
 
 @pytest.mark.integration
-def test_oncall_rewind_backs_up_and_replays_from_the_chosen_sequence_numbers(
+@pytest.mark.timeout(1500)
+def test_oncall_restart_rewind_and_a_start_and_a_stop_during_a_rewind_on_a_live_job(
     airflow_home, spark, tmp_path: Path
 ) -> None:
+    """The on-call DAG's live paths on an Event Hubs job (issue #47 item 7): a restart replaces the
+    running driver and every event lands once; a rewind backs up and replays from the chosen
+    sequence numbers; while a rewind waits for the job's lease (held here by a process of the test,
+    as by a driver that has not let go yet), a second person's start is refused naming the rewind,
+    and their stop is taken: the rewind then seeds the new checkpoint but leaves the job held, and
+    the next start replays from the rewound positions."""
+    from hubflow.operations.audit import read_audit
+    from hubflow.status import StatusFolder
+    from tests.dags.helpers import AIRFLOW, REPO_ROOT
+    from tests.support.processes import start_background, stop_process
+
     emulator = start_test_emulator(tmp_path, telemetry=2)
+    status_dir = tmp_path / "status" / "telemetry"
+    folder = StatusFolder(str(status_dir))
+    checkpoint = tmp_path / "checkpoints" / "telemetry"
+    backups = tmp_path / "checkpoints" / "_backups" / "telemetry"
+    background: list = []
     try:
         conn = emulator.connection_string("telemetry")
         hub = EmulatedHub("telemetry", conn, 2)
@@ -178,37 +225,161 @@ def test_oncall_rewind_backs_up_and_replays_from_the_chosen_sequence_numbers(
         env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
         output = tmp_path / "lake" / "bronze"
 
-        def oncall(action: str, **extra: str) -> str:
+        def oncall(action: str, ok: bool = True, **extra: str) -> str:
             conf = json.dumps({"action": action, "dry_run": False, **extra})
             result = run_airflow(env, "dags", "test", "telemetry__oncall", "-c", conf)
             text = result.stdout + result.stderr
-            assert result.returncode == 0, text[-6000:]
+            assert (result.returncode == 0) == ok, text[-6000:]
             assert "SAS_KEY_VALUE" not in text, "the key must never reach a task log"
             return text
+
+        def landed(expected: Counter, what: str) -> None:
+            """Every event of ``expected`` in the lake as many times as it says, and nothing else."""
+            try:
+                wait_until(lambda: _identities(spark, output).total() >= expected.total(), 180, what)
+            finally:
+                found = _identities(spark, output)
+                log = (status_dir / "driver.log").read_text(errors="replace")[-4000:]
+                missing, extra = expected - found, found - expected
+                assert found == expected, f"{what}: missing {missing}, extra {extra}\n{log}"
 
         oncall("start")
         wait_until(lambda: len(_lake_rows(spark, output)) == 40, 180, "the first 40 events in the lake")
 
         text = oncall("rewind", rewind_to_sequence_numbers='{"0": 5}')
         assert "checkpoint moved to" in text
-        backups = list((tmp_path / "checkpoints" / "_backups" / "telemetry").iterdir())
-        assert len(backups) == 1 and (backups[0] / "offsets" / "0").exists()
+        first_backups = list(backups.iterdir())
+        assert len(first_backups) == 1 and (first_backups[0] / "offsets" / "0").exists()
         hub.send_numbered(40, 10)  # 5 more in each partition
         # Partition 0 replays 5..19 (15 rows again) and both read the 10 new events: 40 + 15 + 10.
         wait_until(lambda: len(_lake_rows(spark, output)) >= 65, 180, "the replayed and new events")
-        counts = Counter((r.partition, r.sequenceNumber) for r in _lake_rows(spark, output))
+        counts = _identities(spark, output)
         assert {k for k, n in counts.items() if n == 2} == {("0", s) for s in range(5, 20)}
         assert all(n == 1 for (p, s), n in counts.items() if p == "1" or s < 5 or s >= 20)
         assert set(counts) == {(p, s) for p in ("0", "1") for s in range(25)}
 
+        # Restart of the running job: its driver is replaced (another pid and lease holder; the old
+        # driver's processes are gone), and the events sent before it (25..29 in each partition,
+        # perhaps in a batch when it stops) and after it (30..34) land once each.
+        before, holder = _status(tmp_path), _lease(tmp_path).get("holder")
+        assert before.get("state") == "running" and _alive(before.get("pid")) and holder, (before, holder)
+        hub.send_numbered(50, 10)
+        text = oncall("restart")
+        assert "stopped gracefully" in text and "started job telemetry" in text
+        after = _status(tmp_path)
+        assert after.get("pid") != before["pid"] and _alive(after.get("pid")), (before, after)
+        wait_until(
+            lambda: not any(_alive(before.get(key)) for key in ("pid", "jvm_pid")),
+            60,
+            "the old driver's processes to exit",
+        )
+        assert _lease(tmp_path).get("holder") not in (None, holder), "the new driver holds a new lease"
+        hub.send_numbered(60, 10)
+        expected = Counter({(p, s): 1 for p in ("0", "1") for s in range(35)})
+        expected.update({("0", s): 1 for s in range(5, 20)})  # the rewind's replay above
+        landed(expected, "every event once across the restart")
+
+        # A rewind of partition 1 that waits for the lease: the job is stopped, and a process of the
+        # test holds its lease (as a driver elsewhere that has not let go of the checkpoint yet).
         oncall("stop")
+        stopped = _status(tmp_path)
+        assert stopped.get("state") == "stopped" and not _alive(stopped.get("pid")), stopped
+        keeper = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.lease_keeper", str(status_dir), "telemetry"],
+            cwd=REPO_ROOT,
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+            },
+            stdin=subprocess.PIPE,
+            stdout=(tmp_path / "lease_keeper.log").open("w"),
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        background.append(keeper)
+        wait_until(
+            lambda: _lease(tmp_path).get("pid") == keeper.pid, 120, "the test's process to hold the lease"
+        )
+        kept = _files(checkpoint)
+        conf = {"action": "rewind", "dry_run": False, "rewind_to_sequence_numbers": '{"1": 10}'}
+        rewind_log = tmp_path / "rewind.log"
+        rewind = start_background(
+            [AIRFLOW, "dags", "test", "telemetry__oncall", "-c", json.dumps(conf)], rewind_log, env
+        )
+        background.append(rewind)
+
+        def rewinding() -> object:
+            hold = folder.hold()
+            return hold if hold is not None and hold.kind == "rewind" else None
+
+        rewind_hold = wait_until(rewinding, 300, "the rewind to hold the job")
+        rewind_run = rewind_hold.by.split("(run ", 1)[1].rstrip(")")
+
+        def unchanged(when: str) -> None:
+            """The rewind still waits: the checkpoint untouched, no second backup, no driver."""
+            assert rewind.poll() is None, rewind_log.read_text(errors="replace")[-6000:]
+            assert _lease(tmp_path).get("pid") == keeper.pid, f"{when}: the test's process holds the lease"
+            assert _files(checkpoint) == kept, f"{when}: the checkpoint is untouched"
+            assert list(backups.iterdir()) == first_backups, f"{when}: no backup yet"
+            now = _status(tmp_path)
+            assert (now.get("pid"), now.get("state")) == (stopped.get("pid"), "stopped"), (when, now)
+
+        # (1) A start by someone else meanwhile is refused, naming the rewind and who runs it.
+        text = oncall("start", ok=False)
+        named = [line for line in text.splitlines() if rewind_run in line]
+        assert any("rewind" in line for line in named), text[-6000:]
+        assert "started spark-submit" not in text
+        unchanged("after the refused start")
+
+        # (2) A stop meanwhile is taken: it replaces the rewind's hold with a stop hold.
+        text = oncall("stop", reason=STOP_REASON)
+        stop_hold = folder.hold()
+        assert stop_hold is not None and stop_hold.kind == "stop" and stop_hold.reason == STOP_REASON
+        assert stop_hold.by != rewind_hold.by and stop_hold.by.startswith("dag_test (run "), stop_hold
+        unchanged("after the stop")
+
+        # The lease is let go: the rewind backs up and seeds the new checkpoint, leaves the stop's
+        # hold and does not start the job.
+        keeper.stdin.write("release\n")
+        keeper.stdin.flush()
+        wait_until(lambda: rewind.poll() is not None, 300, "the rewind to end once the lease is free")
+        text = rewind_log.read_text(errors="replace")
+        assert rewind.returncode == 0, text[-6000:]
+        assert "checkpoint moved to" in text and "resumes after batch" in text
+        assert "placed during the rewind: the hold stays and the job is not started" in text
+        assert "started spark-submit" not in text
+        assert folder.hold() == stop_hold, "the stop's hold, as the second person placed it"
+        assert len(list(backups.iterdir())) == 2 and _files(checkpoint) != kept
+        now = _status(tmp_path)
+        assert (now.get("pid"), now.get("state")) == (stopped.get("pid"), "stopped"), now
+
+        # Their start releases it: the job resumes from the rewound checkpoint, partition 1 replays
+        # 10..34 and both partitions read the new events 35..39.
+        hub.send_numbered(70, 10)
+        text = oncall("start")
+        assert "released the hold by dag_test" in text and "started job telemetry" in text
+        expected.update({("1", s): 1 for s in range(10, 35)})
+        expected.update({(p, s): 1 for p in ("0", "1") for s in range(35, 40)})
+        landed(expected, "the rewound partition's replay and the new events")
+
+        trail = [(e.action, e.outcome.split(":")[0]) for e in read_audit(folder)]
+        assert trail[-5:] == [
+            ("stop", "done"),
+            ("start", "refused"),
+            ("stop", "done"),
+            ("rewind", "done"),
+            ("start", "done"),
+        ], trail
+        rewound = read_audit(folder)[-2]
+        assert rewound.by == rewind_hold.by and rewound.hold_after == stop_hold.describe(), rewound
     finally:
-        pid = _pid(tmp_path)
-        if isinstance(pid, int):
-            try:
+        for process in background:
+            if process.poll() is None:
+                stop_process(process)
+        status = _status(tmp_path)
+        for pid in (status.get("pid"), status.get("jvm_pid")):
+            if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         emulator.stop()
 
 
