@@ -4,7 +4,9 @@ logged in as the on-call person ``alice`` (issue #27 item 6):
 
 - **On-call from the Trigger form**: the job's own ``clicks__oncall`` starts a streaming job, stops
   it with a reason (held: who and why in the hold and on the status page inside Airflow's UI) and starts it
-  again; every record lands once.
+  again; every record lands once. Each action's dry run (restart, stop, start; and rewind, of
+  ``readings``, a streaming job reading the hub) succeeds, its log says what it would do, nothing
+  changes, and the audit trail keeps it marked as a dry run.
 - **Backfill from the DAG's Trigger dialog**, run by the scheduler beside the DAG's scheduled runs:
   each interval's events land once, a rerun (reprocess "All Runs") replaces its interval, and a
   backfill run never judges the streaming checkpoint nor archives (its ``check_health`` is skipped).
@@ -55,7 +57,7 @@ from tests.dags.helpers import (
     stop_service,
     write_registry,
 )
-from tests.jobs.helpers import EmulatedHub, write_json_landing_file
+from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config, write_json_landing_file
 from tests.jobs.pipelines_support import pipeline_config
 from tests.support.airflow_ui import browser
 from tests.support.emulator import start_test_emulator
@@ -74,6 +76,7 @@ ARRIVALS = "arrivals"  # a job run when events arrive on its hub (schedule: even
 ARRIVALS_DAG = f"{ARRIVALS}__available_now"
 ARRIVALS_POLL = 2.0
 ONCALL = f"{STREAMING}__oncall"
+REWINDS = "readings"  # a streaming Event Hubs job (clicks reads files, and only those jobs rewind)
 USER = "alice"
 REASON = "sink storage account failing over; hold until it is back"
 
@@ -142,7 +145,17 @@ def deployment(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             "schedule": f"events({ARRIVALS_POLL:g} seconds)",
             "eventhubs_conn_id": "eventhubs_arrivals",
         }
-        env = airflow_env(airflow_home, write_registry(base, [tagged, clicks, arrivals]))
+        # A streaming job reading the hub, never started: the one of these that can rewind.
+        rewinds = eventhubs_config(base / REWINDS, EmulatedHub("telemetry", conn, 2), ENV_VAR, name=REWINDS)
+        rewinds["trigger"] = {"processingTime": "1 second"}
+        readings = {
+            "name": REWINDS,
+            "application": "eventhubs_to_lake",
+            "config": str(write_config(base / f"{REWINDS}.yaml", rewinds)),
+            "mode": "streaming",
+            "eventhubs_conn_id": "eventhubs_default",
+        }
+        env = airflow_env(airflow_home, write_registry(base, [tagged, clicks, arrivals, readings]))
         env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
         env["AIRFLOW_CONN_EVENTHUBS_ARRIVALS"] = json.dumps(
             {"conn_type": "generic", "password": arrivals_conn}
@@ -195,13 +208,46 @@ def _run_succeeded(airflow_home: Any, dag_id: str, run_id: str) -> RunSnapshot:
     return wait_until(done, 600, f"{dag_id} run {run_id} to succeed", interval=2)
 
 
+def _task_log(airflow_home: Any, dag_id: str, run_id: str) -> str:
+    """The task logs of one run, as Airflow wrote them."""
+    logs = Path(airflow_home.path) / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+    return "\n".join(path.read_text(errors="replace") for path in sorted(logs.rglob("*.log")))
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its bytes ({} when it does not exist)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _dry_run(ui: Any, airflow_home: Any, dag_id: str, params: dict[str, Any], *said: str) -> str:
+    """Trigger ``dag_id`` from the form with Dry run on; wait for the run to succeed and its task log
+    to say each of ``said``; return the run's id."""
+    run = ui.trigger(dag_id, {**params, "dry_run": True})
+    _run_succeeded(airflow_home, dag_id, run)
+    try:  # the log file may be completed a moment after the task's state
+        wait_until(
+            lambda: all(line in _task_log(airflow_home, dag_id, run) for line in said),
+            120,
+            f"{dag_id} run {run}'s log to say what it would do",
+        )
+    except TimeoutError as exc:
+        log = _task_log(airflow_home, dag_id, run)
+        missing = [line for line in said if line not in log]
+        raise AssertionError(f"{exc}; missing {missing} in:\n{log[-4000:]}") from None
+    return run
+
+
 @pytest.mark.timeout(900)
 def test_oncall_from_the_trigger_form_starts_stops_with_a_reason_and_starts_again(
     deployment: Deployment, airflow_home, spark
 ) -> None:
+    from hubflow.operations.audit import read_audit
+    from hubflow.status import StatusFolder
+
     base = deployment.base
     landing = base / STREAMING / "landing"
     hold_file = base / STREAMING / "status" / STREAMING / "HOLD"
+    checkpoint = base / STREAMING / "checkpoints" / STREAMING
     expected = write_json_landing_file(landing, "a.json", 0, good=30, bad=0)
     try:
         with browser(deployment.url, base / "ui-artifacts" / "oncall") as ui:
@@ -216,6 +262,31 @@ def test_oncall_from_the_trigger_form_starts_stops_with_a_reason_and_starts_agai
                 "batch a in the lake",
             )
 
+            # Each action's dry run (issue #47 item 7), Dry run on: each run succeeds and its log
+            # says what it would do; nothing changes (no hold, the same driver, the checkpoint as it
+            # was: no new input arrives meanwhile, so the running job writes no batch either).
+            running = _files(checkpoint)
+            dry_runs = [
+                _dry_run(
+                    ui,
+                    airflow_home,
+                    ONCALL,
+                    {"action": "restart"},
+                    f"would stop job {STREAMING} (pid {first_pid} on ",
+                    f"would start job {STREAMING} from checkpoint ",
+                ),
+                _dry_run(
+                    ui,
+                    airflow_home,
+                    ONCALL,
+                    {"action": "stop", "reason": REASON},
+                    f"would hold job {STREAMING} ({USER} (run ",
+                    f"would stop job {STREAMING} (pid {first_pid} on ",
+                ),
+            ]
+            assert not hold_file.exists() and job_status(base, STREAMING)["pid"] == first_pid
+            assert pid_alive(first_pid) and _files(checkpoint) == running
+
             # Stop with a reason: the job stops gracefully and is held, saying who and why.
             expected |= write_json_landing_file(landing, "b.json", 1000, good=30, bad=0)
             run = ui.trigger(ONCALL, {"action": "stop", "dry_run": False, "reason": REASON})
@@ -225,6 +296,56 @@ def test_oncall_from_the_trigger_form_starts_stops_with_a_reason_and_starts_agai
             assert job_status(base, STREAMING)["state"] == "stopped" and not pid_alive(first_pid)
             page = ui.text("/hubflow/", "Held by")
             assert f"Held by {USER} (run {run}) at " in page and REASON in page, page
+
+            # A start's dry run would release that hold and start the job; the hold stays.
+            stopped, held = _files(checkpoint), hold_file.read_bytes()
+            dry_runs.append(
+                _dry_run(
+                    ui,
+                    airflow_home,
+                    ONCALL,
+                    {"action": "start"},
+                    f"would release the hold by {USER} (run {run}) at ",
+                    f"would start job {STREAMING} from checkpoint ",
+                )
+            )
+            assert hold_file.read_bytes() == held and _files(checkpoint) == stopped
+            assert job_status(base, STREAMING)["pid"] == first_pid
+
+            # A rewind's dry run, of the job that reads the hub: the hub is asked, the plan said,
+            # nothing held, backed up or written.
+            rewind_run = _dry_run(
+                ui,
+                airflow_home,
+                f"{REWINDS}__oncall",
+                {"action": "rewind", "rewind_to_sequence_numbers": '{"0": 0, "1": 0}'},
+                "found: hub telemetry, next sequence number per partition ",
+                f"dry run, would: hold job {REWINDS} while it rewinds",
+                "dry run, would: write a new checkpoint that resumes at sequence numbers {'0': 0, '1': 0}",
+                f"dry run, would: release the hold and start job {REWINDS}",
+            )
+            assert not (base / REWINDS / "checkpoints").exists(), "no checkpoint written or backed up"
+            left = {p.name for p in (base / REWINDS / "status" / REWINDS).iterdir()}
+            assert left - {".storage.lock"} == {"audit.jsonl"}, "no hold, lease or status: the audit only"
+
+            # Each dry run is in its job's audit trail, marked as one.
+            trail = [
+                (e.action, e.by, e.dry_run, e.outcome.split(": ")[0])
+                for e in read_audit(StatusFolder(str(hold_file.parent)))
+            ]
+            assert trail[1:] == [
+                ("restart", f"{USER} (run {dry_runs[0]})", True, "done"),
+                ("stop", f"{USER} (run {dry_runs[1]})", True, "done"),
+                ("stop", f"{USER} (run {run})", False, "done"),
+                ("start", f"{USER} (run {dry_runs[2]})", True, "done"),
+            ], trail
+            (rewound,) = read_audit(StatusFolder(str(base / REWINDS / "status" / REWINDS)))
+            assert (rewound.action, rewound.by, rewound.dry_run) == (
+                "rewind",
+                f"{USER} (run {rewind_run})",
+                True,
+            )
+            assert rewound.outcome.startswith("done: would hold job"), rewound
 
             # Start again: the hold is released and the job resumes from its checkpoint.
             expected |= write_json_landing_file(landing, "c.json", 2000, good=30, bad=0)
