@@ -284,6 +284,8 @@ def test_oncall_restart_rewind_and_a_start_and_a_stop_during_a_rewind_on_a_live_
         oncall("stop")
         stopped = _status(tmp_path)
         assert stopped.get("state") == "stopped" and not _alive(stopped.get("pid")), stopped
+        keeper_log = (tmp_path / "lease_keeper.log").open("w")
+        background.append(keeper_log)
         keeper = subprocess.Popen(
             [sys.executable, "-m", "tests.support.lease_keeper", str(status_dir), "telemetry"],
             cwd=REPO_ROOT,
@@ -292,9 +294,10 @@ def test_oncall_restart_rewind_and_a_start_and_a_stop_during_a_rewind_on_a_live_
                 "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
             },
             stdin=subprocess.PIPE,
-            stdout=(tmp_path / "lease_keeper.log").open("w"),
+            stdout=keeper_log,
             stderr=subprocess.STDOUT,
             text=True,
+            start_new_session=True,  # its own process group, as stop_process expects
         )
         background.append(keeper)
         wait_until(
@@ -374,7 +377,9 @@ def test_oncall_restart_rewind_and_a_start_and_a_stop_during_a_rewind_on_a_live_
         assert rewound.by == rewind_hold.by and rewound.hold_after == stop_hold.describe(), rewound
     finally:
         for process in background:
-            if process.poll() is None:
+            if not isinstance(process, subprocess.Popen):
+                process.close()
+            elif process.poll() is None:
                 stop_process(process)
         status = _status(tmp_path)
         for pid in (status.get("pid"), status.get("jvm_pid")):
