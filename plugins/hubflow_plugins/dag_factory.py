@@ -11,6 +11,9 @@ For each job ``<name>``:
   checkpoint or replaces the interval again, so it never does committed work twice.
 - streaming jobs: ``<name>__oncall`` (manual, a Params form: action, dry run, reason, force), one
   per job so that Airflow's DAG-level permissions say who may act on which job; one run at a time.
+- streaming jobs with ``quarantine_after``: ``<name>__quarantine_review``, run when the supervisor
+  quarantines the job (the asset ``<name>__quarantined``): a human-in-the-loop task asks on-call in
+  Required Actions (Resume, Rewind, Keep held), then the answer runs under the answering user's name.
 Every DAG of a job carries the registry's ``access:`` as its ``access_control``
 (``hubflow.dag_access``).
 And once: ``hubflow__cleanup`` (daily: archive retention, checkpoint backups, and compaction, VACUUM and log
@@ -41,6 +44,12 @@ from hubflow.dag_access import access_control
 from hubflow.durations import parse_duration
 from hubflow.event_schedule import EventsSchedule, arrivals_asset_name, arrivals_asset_uri
 from hubflow.lake_assets import AssetSchedule, alias_name
+from hubflow.operations.quarantine_review import (
+    quarantine_alias_name,
+    quarantined_asset_name,
+    quarantined_asset_uri,
+    review_dag_id,
+)
 from hubflow.registry import RegisteredJob, Registry
 from hubflow.supervision.health import HEALTHY, HEALTHY_STREAMING
 from hubflow.supervision.supervisor import ONCALL_ACTIONS
@@ -49,6 +58,7 @@ from hubflow_plugins.operators.cleanup import (
     CheckpointBackupRetentionOperator,
     DeltaMaintenanceOperator,
 )
+from hubflow_plugins.operators.quarantine_review import QuarantineAnswerOperator, QuarantineQuestionOperator
 from hubflow_plugins.operators.spark_job import SparkJobOperator
 from hubflow_plugins.operators.streaming_job import StreamingJobOperator
 from hubflow_plugins.sensors.checkpoint_health import CheckpointHealthSensor
@@ -78,6 +88,9 @@ def build_dags(registry: Registry) -> dict[str, DAG]:
         dags[dag.dag_id] = dag
         if job.mode == "streaming":
             dags[job.oncall_dag_id] = oncall_dag(job)
+            if job.quarantine_after is not None:
+                review = quarantine_review_dag(job)
+                dags[review.dag_id] = review
     if registry.jobs:
         dags["hubflow__cleanup"] = cleanup_dag(registry)
     return dags
@@ -136,12 +149,14 @@ def supervisor_dag(job: RegisteredJob) -> DAG:
         kind="streaming",
     ) as dag:
         tables = AssetAlias(alias_name(job.name))  # what it announced before, and what it adds now
+        # A quarantine's event goes through an alias: only the run that quarantines adds one.
+        quarantine = [AssetAlias(quarantine_alias_name(job.name))] if job.quarantine_after is not None else []
         ensure = StreamingJobOperator(
             task_id="ensure_running",
             job_name=job.name,
             action="ensure_running",
             inlets=[tables],
-            outlets=[tables],
+            outlets=[tables, *quarantine],
         )
         health = CheckpointHealthSensor(
             task_id="check_health",
@@ -288,6 +303,27 @@ def oncall_dag(job: RegisteredJob) -> DAG:
             rewind_to_sequence_numbers="{{ params.rewind_to_sequence_numbers or '' }}",
             reason="{{ params.reason or '' }}",
             force="{{ params.force }}",
+        )
+    return dag
+
+
+def quarantine_review_dag(job: RegisteredJob) -> DAG:
+    """Ask on-call about the quarantined job ``job`` (Required Actions), then carry out the answer.
+    Run by the supervisor's quarantine event; its ``access_control`` is the job's (``access:``)."""
+    with DAG(
+        dag_id=review_dag_id(job.name),
+        description=f"Quarantine review: resume, rewind or keep held the crash-looping job {job.name}",
+        schedule=Asset(name=quarantined_asset_name(job.name), uri=quarantined_asset_uri(job.name)),
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args=_default_args(),
+        tags=["hubflow", "quarantine", *job.tags],
+        access_control=access_control(job.access),
+    ) as dag:
+        question = QuarantineQuestionOperator(task_id="ask_oncall", job_name=job.name)
+        question >> QuarantineAnswerOperator(
+            task_id="carry_out_answer", job_name=job.name, question_task_id=question.task_id
         )
     return dag
 

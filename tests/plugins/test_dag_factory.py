@@ -301,3 +301,37 @@ def test_every_dag_of_a_job_carries_its_access_and_cleanup_none(tmp_path: Path) 
     }
     assert dags["returns__available_now"].access_control is None, "no access: the auth manager's defaults"
     assert dags["hubflow__cleanup"].access_control is None, "every job's cleanup: admins only"
+
+
+def test_a_job_with_quarantine_after_gets_a_review_dag_run_by_its_quarantine_asset(tmp_path: Path) -> None:
+    from airflow.providers.standard.operators.hitl import HITLOperator
+    from airflow.sdk import Asset, AssetAlias
+
+    access = {"act": ["clicks_oncall"]}
+    registry = write_registry(
+        tmp_path,
+        [
+            landing_job(tmp_path, "clicks", streaming=True, quarantine_after=3, access=access),
+            landing_job(tmp_path, "views", streaming=True),
+        ],
+    )
+    dags = build_dags(load_registry(registry))
+    review = dags["clicks__quarantine_review"]
+    assert "views__quarantine_review" not in dags, "only jobs with quarantine_after are reviewed"
+    assert review.max_active_runs == 1 and {"hubflow", "quarantine"} <= set(review.tags)
+    assert review.access_control == dags["clicks__oncall"].access_control
+    assert review.timetable.asset_condition == Asset(
+        name="clicks__quarantined", uri="hubflow-quarantine://clicks"
+    )
+    assert _edges(review) == {("ask_oncall", "carry_out_answer")}
+    question = review.get_task("ask_oncall")
+    assert isinstance(question, HITLOperator)
+    assert question.options == ["Resume", "Rewind", "Keep held"] and not question.multiple
+    assert set(question.params) == {"reason", "rewind_to_enqueued_time"}
+    outlets = dags["clicks__supervisor"].get_task("ensure_running").outlets
+    assert AssetAlias("hubflow.clicks.quarantine") in outlets
+    assert Asset(name="clicks__quarantined", uri="hubflow-quarantine://clicks") not in outlets, (
+        "an asset outlet would get an event at every successful run"
+    )
+    views = dags["views__supervisor"].get_task("ensure_running").outlets
+    assert AssetAlias("hubflow.views.quarantine") not in views

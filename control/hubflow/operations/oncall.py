@@ -408,6 +408,40 @@ class OnCall:
         return control.wait_until_running(process, self.request.start_timeout, log_path)
 
 
+def keep_held(
+    job: RegisteredJob, *, who: str, reason: str | None, source: Source, log: Log, warn: Log
+) -> str:
+    """A person decided to keep a quarantined job held: nothing is done, and the decision goes in the
+    audit trail (action ``keep held``), so the trail says who looked and what they chose."""
+    control = JobControl(job.name, job.paths.status_dir, heartbeat_timeout=job.heartbeat_timeout)
+    hold = control.folder.hold()
+    said = hold.describe() if hold is not None else None
+    line = (
+        f"{held_text(job.name, hold)}: kept held, nothing done"
+        if hold is not None
+        else f"job {job.name} is not held: nothing done"
+    )
+    log("%s", line)
+    entry = AuditEntry.now(
+        by=who,
+        action="keep held",
+        dry_run=False,
+        reason=reason,
+        outcome=outcome("done", line),
+        hold_before=said,
+        hold_after=said,
+        source=source,
+        version=control.version(),
+    )
+    try:
+        stored = append_audit(control.folder, entry)
+    except Exception as exc:  # the decision stands; the trail misses it, and the log says so
+        warn("could not record the decision in the audit trail: %s", exc)
+        return line
+    log("audit trail: %s", stored.line())
+    return line
+
+
 class _AuditRecord:
     """The audit-trail entry of one action: who, what, dry run, why, the hold found before;
     :meth:`record` adds the outcome and the hold after. Recording never fails the action (what
@@ -452,4 +486,5 @@ __all__ = [
     "OnCall",
     "OnCallRefused",
     "OnCallRequest",
+    "keep_held",
 ]

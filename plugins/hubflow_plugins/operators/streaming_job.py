@@ -110,7 +110,7 @@ class StreamingJobOperator(BaseOperator):
         from hubflow.operations.oncall import JobStartError, OnCall, OnCallRefused, OnCallRequest
         from hubflow_plugins.hooks.azure_storage import use_job_storage
 
-        who = requested_by(context)
+        who = self._who(context)
         try:
             request = OnCallRequest(
                 action=self.action,
@@ -147,10 +147,37 @@ class StreamingJobOperator(BaseOperator):
         except JobStartError as exc:
             raise AirflowException(str(exc)) from None
 
+    def _who(self, context: Any) -> str:
+        """Who acts, for holds, markers and the audit trail: the run's triggering user."""
+        return requested_by(context)
+
     def _supervising(self, context: Any, job: RegisteredJob, decision: Any) -> None:
-        """Before the supervisor's steps: announce the stream's commits, judge its alerts."""
+        """Before the supervisor's steps: announce the stream's commits, judge its alerts, and ask
+        for a review when it quarantines the job."""
         self._announce_commits(context, job)
         self._alert(context, job, refusal=decision.refusal or decision.restart_loop or "")
+        self._announce_quarantine(context, job, decision)
+
+    def _announce_quarantine(self, context: Any, job: RegisteredJob, decision: Any) -> None:
+        """A quarantine as an event of the asset ``<job>__quarantined`` (through its alias: only this
+        run gets one), which schedules the job's quarantine review DAG. It counts once the task
+        succeeds, i.e. once the hold is placed."""
+        from airflow.sdk import Asset, AssetAlias
+
+        from hubflow.operations.quarantine_review import (
+            quarantine_alias_name,
+            quarantined_asset_name,
+            quarantined_asset_uri,
+        )
+        from hubflow.supervision.supervisor import Step
+
+        if job.quarantine_after is None or tuple(decision.steps) != (Step.QUARANTINE,):
+            return
+        asset = Asset(name=quarantined_asset_name(job.name), uri=quarantined_asset_uri(job.name))
+        context["outlet_events"][AssetAlias(quarantine_alias_name(job.name))].add(
+            asset, extra={"job": job.name, "why": decision.note or "crash-looping"}
+        )
+        self.log.info("job %s: quarantine announced on %s (its review asks on-call)", job.name, asset.name)
 
     def _announce_commits(self, context: Any, job: RegisteredJob) -> None:
         """The stream's commits as asset events: each Delta table's versions (a parquet output's file

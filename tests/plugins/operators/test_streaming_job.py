@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
 from hubflow.status import JobState, JobStatus, StatusFolder
@@ -21,6 +22,17 @@ pytestmark = pytest.mark.integration
 def _context(user: str | None = "alice") -> dict[str, Any]:
     dag_run = SimpleNamespace(run_type="manual", run_id="manual__1", triggering_user_name=user)
     return {"dag_run": dag_run, "run_id": "manual__1"}
+
+
+class _Events:
+    """``context["outlet_events"]``: what each alias was given, as (asset, extra) pairs."""
+
+    def __init__(self, added: dict[Any, list]) -> None:
+        self.added = added
+
+    def __getitem__(self, alias: Any) -> Any:
+        pairs = self.added.setdefault(alias, [])
+        return SimpleNamespace(add=lambda asset, extra=None: pairs.append((asset, extra or {})))
 
 
 def _folder(tmp_path: Path) -> StatusFolder:
@@ -337,9 +349,16 @@ def test_a_crash_looping_job_is_quarantined_and_only_force_with_a_reason_lets_it
     for seconds in (60, 30):
         folder.record_restart(now - timedelta(seconds=seconds))
 
-    done = _action("ensure_running").execute(_context(user=None))["done"]
+    announced: dict[Any, list] = {}
+    context = {**_context(user=None), "outlet_events": _Events(announced)}
+    done = _action("ensure_running").execute(context)["done"]
     hold = folder.hold()
     assert hold is not None and (hold.kind, hold.by) == ("quarantine", "run manual__1")
+    ((alias, added),) = announced.items()
+    assert alias.name == "hubflow.clicks.quarantine", "the review DAG's asset, through an alias"
+    ((asset, extra),) = added
+    assert asset == Asset(name="clicks__quarantined", uri="hubflow-quarantine://clicks")
+    assert extra["job"] == "clicks" and extra["why"].startswith("crash-looping: restarted 2 times")
     assert hold.reason.startswith("crash-looping: restarted 2 times since ")
     assert done[-1] == (
         f"held job clicks {hold.describe()} for a quarantine: it is not restarted until a person decides: "
