@@ -113,11 +113,12 @@ def _say(message: str, *args: Any) -> None:
 def _launcher(job: RegisteredJob, master: str) -> Any:
     """spark-submit of the job, detached, in the driver's environment (this one plus the job's)."""
 
-    def launch(log_path: Path, ship_to: str | None) -> Any:
-        command = JobInvocation.run(job).command(master)
+    def launch(log_path: Path, ship_to: str | None, files: Any) -> Any:
+        invocation = JobInvocation.run(job, config=files.config, env=files.environment)
+        command = invocation.command(master)
         if ship_to:
             command = shipping_log(command, log_path, ship_to)
-        return start_detached(command, log_path, driver_environment())
+        return start_detached(command, log_path, {**driver_environment(), **invocation.job_env})
 
     return launch
 

@@ -47,6 +47,7 @@ class AlertKind(StrEnum):
     HELD_TOO_LONG = "held-too-long"
     BACKLOG = "backlog"
     DATA_LOSS = "data-loss"
+    UPGRADE_FAILED = "upgrade-failed"
 
 
 ALERT_KINDS: tuple[str, ...] = tuple(str(kind) for kind in AlertKind)
@@ -63,6 +64,7 @@ class Slot(StrEnum):
     HOLD = "hold"
     BACKLOG = "backlog"
     DATA_LOSS = "data-loss"
+    UPGRADE = "upgrade"
 
 
 #: How a message names each alert.
@@ -74,6 +76,7 @@ _TITLES = {
     AlertKind.HELD_TOO_LONG: "held too long",
     AlertKind.BACKLOG: "backlog over the limit",
     AlertKind.DATA_LOSS: "events lost (expired before they were read)",
+    AlertKind.UPGRADE_FAILED: "upgrade failed (refused or rolled back)",
 }
 
 FIRING = "firing"
@@ -126,6 +129,9 @@ class Findings:
     lost_events: int | None = None
     run_id: str | None = None
     losses: tuple[str, ...] = ()
+    #: The last upgrade's failure (supervisor.json ``upgrade``), ``""`` when it did not fail, None
+    #: when not looked at.
+    upgrade_failure: str | None = None
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,14 @@ def current_alerts(findings: Findings, policy: AlertPolicy) -> dict[Slot, tuple[
             found[Slot.DATA_LOSS] = (str(AlertKind.DATA_LOSS), evidence)
         else:
             found[Slot.DATA_LOSS] = None
+    if findings.upgrade_failure is not None:
+        if findings.upgrade_failure and AlertKind.UPGRADE_FAILED in enabled:
+            found[Slot.UPGRADE] = (
+                str(AlertKind.UPGRADE_FAILED),
+                {"upgrade": redact(findings.upgrade_failure)},
+            )
+        else:
+            found[Slot.UPGRADE] = None
     return found
 
 
@@ -336,6 +350,8 @@ def _evidence_lines(evidence: Mapping[str, Any]) -> list[str]:
     if evidence.get("lost_events") is not None:
         lines.append(f"Lost: {evidence['lost_events']} events in driver run {evidence.get('run_id')}")
         lines.extend(f"  {line}" for line in evidence.get("losses") or [])
+    if evidence.get("upgrade"):
+        lines.append(f"Upgrade: {evidence['upgrade']}")
     if evidence.get("exception"):
         lines.append(f"Exception: {evidence['exception']}")
     return lines
@@ -425,7 +441,21 @@ def read_findings(
         lost_events=lost_events(status.get("data_loss")) if status else None,
         run_id=str(status["run_id"]) if status.get("run_id") else None,
         losses=tuple(data_loss_lines(status.get("data_loss")) or ()),
+        upgrade_failure=_upgrade_failure(folder),
     )
+
+
+def _upgrade_failure(folder: Any) -> str:
+    """The text of the last upgrade when it failed (refused, rolled back, held), else ``""``."""
+    from hubflow.status.names import SUPERVISOR_FILE
+    from hubflow.supervision.upgrades import UPGRADE_KEY, UpgradeOutcome
+
+    record = (folder.read_json(SUPERVISOR_FILE) or {}).get(UPGRADE_KEY)
+    if not isinstance(record, dict) or record.get("outcome") not in {
+        str(o) for o in UpgradeOutcome if o.failed
+    }:
+        return ""
+    return str(record.get("text") or record.get("outcome"))
 
 
 def alert_cycle(
@@ -471,5 +501,6 @@ def _slot_of(kind: str) -> str:
             AlertKind.HELD_TOO_LONG: Slot.HOLD,
             AlertKind.BACKLOG: Slot.BACKLOG,
             AlertKind.DATA_LOSS: Slot.DATA_LOSS,
+            AlertKind.UPGRADE_FAILED: Slot.UPGRADE,
         }[AlertKind(kind)]
     )

@@ -32,6 +32,9 @@ from hubflow.durations import parse_positive_duration
 from hubflow.status import LeaseTiming
 
 JOB_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
+#: The folder, inside a pipeline job's checkpoint, that holds the checkpoints of its further sinks
+#: (``<checkpoint>/sinks/<sink>``; ``hubflow_jobs.pipeline.declarations``).
+SINK_CHECKPOINTS = "sinks"
 
 
 class ConfigError(Exception):

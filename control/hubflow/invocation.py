@@ -179,11 +179,15 @@ class JobInvocation:
         secrets: Mapping[str, str] | None = None,
         conf: Mapping[str, str] | None = None,
         config: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> JobInvocation:
         """A run of the job: ``jobs/<application>.py --config FILE`` (``jobs/pipeline.py --config FILE
-        --pipeline module:function`` for a pipeline); ``config`` replaces the registered file."""
+        --pipeline module:function`` for a pipeline); ``config`` replaces the registered file (an
+        earlier version's deployed copy) and ``env`` adds variables (not secrets) for the driver."""
         pipeline = (ARG_PIPELINE, job.application) if job.is_pipeline else ()
-        return cls._of(job, job.application_path(), pipeline, secrets=secrets, conf=conf, config=config)
+        return cls._of(
+            job, job.application_path(), pipeline, secrets=secrets, conf=conf, config=config, env=env
+        )
 
     @classmethod
     def backfill(
@@ -235,6 +239,7 @@ class JobInvocation:
         secrets: Mapping[str, str] | None = None,
         conf: Mapping[str, str] | None = None,
         config: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> JobInvocation:
         config = config or job.config_path()
         return cls(
@@ -242,7 +247,7 @@ class JobInvocation:
             script=script,
             args=(ARG_CONFIG, str(config), *args),
             conf={**job_conf(job), **(conf or {})},
-            job_env=job_environment(dict(secrets or {})),
+            job_env=job_environment({**(env or {}), **(secrets or {})}),
             named_variables=frozenset(config_variables(config)),
             secret_names=frozenset(secrets or ()),
         )

@@ -37,6 +37,7 @@ from hubflow.event_schedule import EventsSchedule, parse_events_schedule
 from hubflow.lake_assets import AssetSchedule, parse_asset_schedule
 from hubflow.repository import REPO_ROOT
 from hubflow.supervision.supervisor import RestartPolicy
+from hubflow.supervision.upgrades import UpgradeMode, parse_upgrade_from
 
 #: Where the registry is read from unless HUBFLOW_REGISTRY names another file.
 DEFAULT_REGISTRY = REPO_ROOT / "dags" / "registry.yaml"
@@ -252,6 +253,26 @@ class RegisteredJob(_Strict):
         description="streaming jobs: optional; after this many restarts without running healthy_after, "
         "hold the job with a quarantine hold instead of restarting it",
     )
+    upgrade_mode: UpgradeMode = Field(
+        default=UpgradeMode.LAST_STATE,
+        description="streaming jobs: what a new version starts from: last-state (the checkpoint, "
+        "checked), stateless or fresh (a new checkpoint; hubflow.supervision.upgrades)",
+    )
+    upgrade_from: str | None = Field(
+        default=None,
+        description="with upgrade_mode fresh: where the new checkpoint's Event Hubs sources start: "
+        "earliest, latest or an ISO-8601 enqueued time",
+    )
+    ready_within: str = Field(
+        default="10 minutes",
+        description="streaming jobs: a new version not ready (a batch committed, or idle) this long "
+        "after its start is rolled back",
+    )
+    max_upgrade_failures: int = Field(
+        default=3,
+        ge=1,
+        description="streaming jobs: a new version that fails this often before it is ready is rolled back",
+    )
     retries: int = Field(
         default=2, ge=0, description="scheduled jobs: retries of a failed run or backfill run (0: none)"
     )
@@ -321,7 +342,7 @@ class RegisteredJob(_Strict):
         """How often the job's hub is asked for new events (``schedule: events(...)``), if so."""
         return parse_events_schedule(self.schedule) if self.schedule else None
 
-    @field_validator("retry_delay", "restart_backoff", "healthy_after")
+    @field_validator("retry_delay", "restart_backoff", "healthy_after", "ready_within")
     @classmethod
     def _positive_duration(cls, value: str) -> str:
         parse_positive_duration(value)
@@ -347,6 +368,33 @@ class RegisteredJob(_Strict):
             max_restarts_per_hour=self.max_restarts_per_hour,
             quarantine_after=self.quarantine_after,
         )
+
+    @field_validator("upgrade_from")
+    @classmethod
+    def _position(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_upgrade_from(value)
+        return value
+
+    @model_validator(mode="after")
+    def _upgrade_from_with_fresh(self) -> RegisteredJob:
+        fresh = self.upgrade_mode == UpgradeMode.FRESH
+        if fresh and self.upgrade_from is None:
+            raise ValueError(
+                "upgrade_mode fresh starts a new checkpoint from a position you give: add upgrade_from "
+                "(earliest, latest or an ISO-8601 enqueued time)"
+            )
+        if self.upgrade_from is not None and not fresh:
+            raise ValueError(
+                f"upgrade_from is used by upgrade_mode fresh only (this job's is {self.upgrade_mode}): "
+                "remove it, or set upgrade_mode: fresh"
+            )
+        return self
+
+    @property
+    def ready_within_delta(self) -> timedelta:
+        """How long a new version has to be ready after an upgrade (``hubflow.supervision.upgrades``)."""
+        return parse_duration(self.ready_within)
 
     @property
     def health_check_deferred(self) -> bool:

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from hubflow.config import KeyedValueError, StrictModel, TextMap, checks_environment
+from hubflow.supervision.upgrades import STARTING_POSITION_ENV, parse_upgrade_from
 from pyspark_eventhubs import DEFAULT_CONSUMER_GROUP, EventHubsConnectionString, EventPosition
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,18 @@ _STARTING_POSITIONS = {
 }
 
 
+def starting_position_override() -> EventPosition | None:
+    """The position a ``fresh`` upgrade gives the Event Hubs sources of a new checkpoint (the driver's
+    :data:`~hubflow.supervision.upgrades.STARTING_POSITION_ENV`), or None. Runs on the driver."""
+    text = os.environ.get(STARTING_POSITION_ENV)
+    if not text:
+        return None
+    position = parse_upgrade_from(text)
+    if isinstance(position, str):
+        return _STARTING_POSITIONS[position]
+    return EventPosition.from_enqueued_time(position)
+
+
 class EventHubSourceConfig(EventHubConnectionConfig):
     """``source:`` of the jobs that read a hub (eventhubs_to_lake, eventhubs_aggregate)."""
 
@@ -114,7 +127,9 @@ class EventHubSourceConfig(EventHubConnectionConfig):
         return {
             **self.connection_options(),
             "eventhubs.consumerGroup": self.consumer_group,
-            "eventhubs.startingPosition": _STARTING_POSITIONS[self.starting_position].to_json(),
+            "eventhubs.startingPosition": (
+                starting_position_override() or _STARTING_POSITIONS[self.starting_position]
+            ).to_json(),
             "maxEventsPerTrigger": str(self.max_events_per_trigger),
         }
 

@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from hubflow.config import KeyedValueError
+from hubflow.supervision.upgrades import STARTING_POSITION_ENV, parse_upgrade_from
 from hubflow_jobs.eventhubs_config import EventHubConnectionConfig
 from pyspark_eventhubs import EventHubsConnectionString
 
@@ -169,8 +170,10 @@ class EventHubsKafkaSourceConfig(EventHubsKafkaConfig):
         return value
 
     def spark_options(self) -> dict[str, str]:
-        """The options for ``readStream.format("kafka")``, connection string read from the environment."""
-        return {
+        """The options for ``readStream.format("kafka")``, connection string read from the environment;
+        a ``fresh`` upgrade's position (:data:`~hubflow.supervision.upgrades.STARTING_POSITION_ENV`)
+        replaces the starting offsets. Runs on the driver."""
+        options = {
             **self.kafka_client_options(),
             **RECOMMENDED_CLIENT_SETTINGS,
             **self.options,
@@ -179,6 +182,22 @@ class EventHubsKafkaSourceConfig(EventHubsKafkaConfig):
             "maxOffsetsPerTrigger": str(self.max_events_per_trigger),
             "includeHeaders": "true",
         }
+        override = os.environ.get(STARTING_POSITION_ENV)
+        if override:
+            position = parse_upgrade_from(override)
+            for key in (
+                "startingTimestamp",
+                "startingOffsetsByTimestamp",
+                "startingOffsetsByTimestampStrategy",
+            ):
+                options.pop(key, None)
+            if isinstance(position, str):
+                options["startingOffsets"] = position
+            else:
+                options.pop("startingOffsets")
+                options["startingTimestamp"] = str(_epoch_ms(position))
+                options["startingOffsetsByTimestampStrategy"] = "latest"
+        return options
 
     def interval_options(self, start: datetime, end: datetime) -> dict[str, str]:
         """The options of a batch read of the events enqueued in ``[start, end)`` (a backfill's):

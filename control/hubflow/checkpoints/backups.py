@@ -107,6 +107,32 @@ def backup_checkpoint(
     return target
 
 
+def copy_checkpoint(
+    checkpoint_location: str,
+    now: datetime | None = None,
+    *,
+    log: Log = lambda line: None,
+    status_dir: str | None = None,
+) -> str | None:
+    """Back the checkpoint up, whole, and leave it in place; return the backup's URL (None: there is
+    no checkpoint). Steps 1-3 of a backup (copy, verify, publish), for a job that goes on from the
+    same checkpoint (an upgrade that may be rolled back). The job must be stopped, as for
+    :func:`backup_checkpoint`."""
+    if status_dir is not None:
+        refuse_while_leased(checkpoint_location, status_dir)
+    tree = _tree(checkpoint_location)
+    root = checkpoint_backups_root(checkpoint_location)
+    originals = tree.files(checkpoint_location)
+    if not originals:
+        return None
+    _remove_unfinished(tree, root, log)
+    target = _free_stamp(tree, root, now or datetime.now(UTC))
+    log(f"copying {len(originals)} file(s) of {checkpoint_location} to {target}")
+    _copy_verify_publish(tree, checkpoint_location, target, originals, now or datetime.now(UTC))
+    log(f"checkpoint {checkpoint_location} backed up as {target} (kept in place)")
+    return target
+
+
 def refuse_while_leased(checkpoint_location: str, status_dir: str) -> None:
     """Raise :class:`BackupError` when a driver holds the job's lease (it may write the checkpoint)."""
     from hubflow.status import StatusFolder

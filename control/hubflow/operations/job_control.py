@@ -37,6 +37,7 @@ from hubflow.status.process_identity import (
     why_cannot_judge,
     why_not_running,
 )
+from hubflow.supervision.upgrades import PLAN_KEY
 from hubflow.supervision.versions import advance, versions
 from hubflow.utc_times import utc_time
 
@@ -76,7 +77,9 @@ class JobControl:
             return Path(self.folder.path(DRIVER_LOG_FILE)), None
         return Path(tempfile.gettempdir()) / "hubflow" / self.job / DRIVER_LOG_FILE, self.folder.url
 
-    def prepare_start(self, count_restart: bool, fingerprint: dict | None = None) -> None:
+    def prepare_start(
+        self, count_restart: bool, fingerprint: dict | None = None, plan: dict | None = None
+    ) -> None:
         """Clear the last run's STOP/KILL requests; count the start towards the backoff and the
         restart-loop limit (``count_restart``: the supervisor's restart of a dead job) or reset the
         backoff (any other start); record ``fingerprint`` as what the job is started with.
@@ -91,10 +94,12 @@ class JobControl:
             state = advance(state, fingerprint["digest"], now.isoformat())
             state["fingerprint"] = fingerprint
             state["started_at"] = now.isoformat()
+        if plan is not None:
+            state[PLAN_KEY] = plan
         if not count_restart:
             state["backoff_reset_at"] = now.isoformat()
         if fingerprint is not None or not count_restart:
-            self._write_supervisor_state(state)
+            self.write_supervisor_state(state)
         if count_restart:
             self.folder.record_restart()
 
@@ -105,21 +110,22 @@ class JobControl:
         "previous_version"}`` (``{}``: none; the versions: :mod:`hubflow.supervision.versions`)."""
         return dict(self.folder.read_json(SUPERVISOR_FILE) or {})
 
-    def _write_supervisor_state(self, state: dict) -> None:
+    def write_supervisor_state(self, state: dict) -> None:
+        """Write supervisor.json whole (``state``, with the job's name)."""
         self.folder.write_json(SUPERVISOR_FILE, {**state, "job": self.job})
 
     def reset_backoff(self, now: datetime | None = None) -> None:
         """The job ran healthy (or a changed job is started at once): earlier restarts stop counting."""
         state = self.supervisor_state()
         state["backoff_reset_at"] = (now or datetime.now(UTC)).isoformat()
-        self._write_supervisor_state(state)
+        self.write_supervisor_state(state)
 
     def adopt_fingerprint(self, fingerprint: dict) -> None:
         """Record ``fingerprint`` for a live job started without one (no restart): its version
         counts from now."""
         state = advance(self.supervisor_state(), fingerprint["digest"], datetime.now(UTC).isoformat())
         state["fingerprint"] = fingerprint
-        self._write_supervisor_state(state)
+        self.write_supervisor_state(state)
 
     def version(self) -> str | None:
         """The short digest of the version the job was last started with, None before any."""

@@ -23,7 +23,15 @@ from typing import Any
 
 from hubflow.operations.audit import AuditEntry, Source, append_audit, outcome
 from hubflow.operations.job_control import JobControl, JobStartError, parse_time
+from hubflow.operations.upgrade import (
+    Upgrade,
+    UpgradeRefused,
+    failed_upgrade,
+    materialized,
+    upgrade_in_progress,
+)
 from hubflow.registry import RegisteredJob
+from hubflow.repository import PIPELINES_DIR_ENV
 from hubflow.status.action_lock import ActionInProgress, ActionLock, action_in_progress, in_progress_text
 from hubflow.status.holds import (
     HoldKeptError,
@@ -36,10 +44,23 @@ from hubflow.status.holds import (
 )
 from hubflow.status.liveness import Liveness
 from hubflow.supervision.supervisor import STREAMING_ACTIONS, Decision, Step, decide, job_fingerprint
+from hubflow.supervision.upgrades import UPGRADE_KEY, DeployedVersion, deployed_file, plan_of
+from hubflow.supervision.versions import SHORT
+
+
+@dataclass(frozen=True)
+class LaunchOverrides:
+    """What one launch changes: an earlier version's config file (its deployed copy, written locally;
+    None: the deployed one) and variables for the driver's environment (that copy's pipelines folder,
+    a ``fresh`` upgrade's starting position)."""
+
+    config: Path | None = None
+    environment: dict[str, str] = field(default_factory=dict)
+
 
 #: Launch the job's driver detached, its output to the log path (and, when not None, copied to
-#: that status folder URL); returns the spark-submit process.
-Launcher = Callable[[Path, str | None], subprocess.Popen]
+#: that status folder URL), with the :class:`LaunchOverrides`; returns the spark-submit process.
+Launcher = Callable[[Path, str | None, LaunchOverrides], subprocess.Popen]
 #: For a rewind: the hub's name, its next sequence number per partition and a connection string.
 HubReader = Callable[[], tuple[str, dict[str, int], str]]
 Log = Callable[..., None]
@@ -97,6 +118,9 @@ class OnCall:
     #: ``ensure_running`` only, before its steps (not in a dry run): the Airflow operator announces
     #: commits and judges alerts here; it gets the decision.
     before_supervising: Callable[[Decision], None] | None = None
+    #: ``ensure_running`` only, after an upgrade failed (refused or rolled back): the Airflow operator
+    #: judges its alerts again here, so on-call is paged in this run.
+    after_failed_upgrade: Callable[[], None] | None = None
     control: JobControl = field(init=False)
 
     def __post_init__(self) -> None:
@@ -177,6 +201,11 @@ class OnCall:
         if holder is not None:
             return self._leave_to(holder)
         fingerprint = self._fingerprint()
+        pending = upgrade_in_progress(self.control.supervisor_state(), fingerprint["digest"])
+        if pending is not None and not self.request.dry_run:
+            audit.wanted = True
+            return self._locked_supervisor(lambda again: self._resume_upgrade(pending, again, fingerprint))
+        self._forget_undeployed_failure(fingerprint)
         decision = self._decide(live, fingerprint)
         starts = Step.START in decision.steps and decision.refusal is None
         audit.wanted = starts or Step.QUARANTINE in decision.steps
@@ -184,18 +213,28 @@ class OnCall:
             self.before_supervising(decision)
         if not starts or self.request.dry_run:
             return self._carry_out_decision(decision, live, fingerprint)
-        lock = ActionLock(self.control.folder, self.job.name, "supervisor start", self.request.who, "airflow")
-        try:
-            lock.acquire()
-        except ActionInProgress as exc:  # an on-call action began since it was read
-            audit.wanted = False
-            return self._leave_to(exc.holder)
-        with lock.renewing():
-            again = self.control.liveness()
+
+        def act(again: Liveness) -> dict[str, Any]:
+            nonlocal decision
             if (again.alive, again.hold) != (live.alive, live.hold):  # changed before the lock
                 decision = self._decide(again, fingerprint)
                 audit.wanted = Step.START in decision.steps and decision.refusal is None
             return self._carry_out_decision(decision, again, fingerprint)
+
+        result = self._locked_supervisor(act)
+        if result.get("left_to"):
+            audit.wanted = False
+        return result
+
+    def _locked_supervisor(self, act: Callable[[Liveness], dict[str, Any]]) -> dict[str, Any]:
+        """Run the supervisor's ``act`` holding the action lock, or leave the job to its holder."""
+        lock = ActionLock(self.control.folder, self.job.name, "supervisor start", self.request.who, "airflow")
+        try:
+            lock.acquire()
+        except ActionInProgress as exc:  # an on-call action began since it was read
+            return {**self._leave_to(exc.holder), "left_to": True}
+        with lock.renewing():
+            return act(self.control.liveness())
 
     def _leave_to(self, holder: dict[str, Any]) -> dict[str, Any]:
         line = f"{in_progress_text(self.job.name, holder)}; the supervisor leaves the job to it this run"
@@ -261,6 +300,8 @@ class OnCall:
         if decision.note:
             self.log("%s", decision.note)
             done.append(decision.note)
+        if Step.START in decision.steps and self._changed_version(fingerprint):
+            return {**base, "done": done + self._upgrade(decision, live, fingerprint)}
         for step in decision.steps:  # each said as it is done: a stop can take minutes
             if step == Step.QUARANTINE:
                 done.append(self._quarantine(decision.note or "crash-looping"))
@@ -389,17 +430,149 @@ class OnCall:
         except RewindError as exc:
             raise OnCallRefused(str(exc)) from None
 
-    def start(self, count_restart: bool = True, fingerprint: dict | None = None) -> str:
+    # Upgrades (hubflow.operations.upgrade) --------------------------------------------------------
+
+    def _changed_version(self, fingerprint: dict) -> bool:
+        """Whether a start now would start another version than the one last started."""
+        started = self.control.supervisor_state().get("fingerprint")
+        return isinstance(started, dict) and started.get("digest") not in (None, fingerprint["digest"])
+
+    def _upgrade_of(self, fingerprint: dict) -> Upgrade:
+        return Upgrade(
+            self.job,
+            self.control,
+            fingerprint,
+            start=lambda deployed, version, environment: self.start(False, version, deployed, environment),
+            who=self.request.who,
+            stop_wait=self.request.stop_wait,
+            log=self.log,
+            warn=self.warn,
+        )
+
+    def _upgrade(self, decision: Decision, live: Liveness, fingerprint: dict) -> list[str]:
+        """A start of a changed version: the supervisor leaves a version that failed its upgrade to
+        the previous one; otherwise the upgrade runs whole (or, in a dry run, says what it would do)."""
+        request = self.request
+        upgrade = self._upgrade_of(fingerprint)
+        done = (
+            [self._carry_out(Step.RELEASE_HOLD, live, False, fingerprint)]
+            if Step.RELEASE_HOLD in decision.steps
+            else []
+        )
+        failed = failed_upgrade(self.control.supervisor_state(), fingerprint["digest"])
+        if failed is not None and request.action == "ensure_running":
+            if request.dry_run:
+                return [*done, f"would keep the version last started: {failed.text}"]
+            return done + self._keep_previous(failed.text, live, decision)
+        try:
+            if request.dry_run:
+                try:
+                    return done + [f"would {line}" for line in upgrade.check(dry_run=True)]
+                except UpgradeRefused as exc:
+                    return [*done, f"would refuse: {exc}"]
+            return done + upgrade.run(alive=live.alive)
+        except UpgradeRefused as exc:
+            self._told_failed_upgrade()
+            if request.action == "ensure_running" and not live.alive:
+                return done + self._keep_previous(str(exc), live, decision)
+            raise OnCallRefused(str(exc)) from None
+        except Exception:
+            self._told_failed_upgrade()
+            raise
+
+    def _keep_previous(self, why: str, live: Liveness, decision: Decision) -> list[str]:
+        """The deployed version failed its upgrade: keep the version last started running (start its
+        deployed copy when it died)."""
+        state = self.control.supervisor_state()
+        started = state.get("fingerprint") or {}
+        digest = str(started.get("digest"))
+        line = f"{why} (the version deployed now is not started again by the supervisor)"
+        self.warn("%s", line)
+        if live.alive:
+            return [line, f"job {self.job.name} keeps running version {digest[:SHORT]}"]
+        copy = DeployedVersion.from_dict(self.control.folder.read_json(deployed_file(digest)))
+        if copy is None:
+            raise OnCallRefused(
+                f"{line}; version {digest[:SHORT]}, which ran before, has no deployed copy to start from: "
+                "deploy a version that upgrades, or set upgrade_mode"
+            )
+        return [line, self.start(decision.count_restart, started, copy)]
+
+    def _resume_upgrade(self, record: Any, live: Liveness, fingerprint: dict) -> dict[str, Any]:
+        base = {"job": self.job.name, "action": self.request.action, "dry_run": False}
+        try:
+            return {**base, "done": self._upgrade_of(fingerprint).resume(record, alive=live.alive)}
+        except Exception:
+            self._told_failed_upgrade()
+            raise
+
+    def _forget_undeployed_failure(self, fingerprint: dict) -> None:
+        """A failed upgrade to a version no longer deployed is over (its alert resolves)."""
+        state = self.control.supervisor_state()
+        record = state.get(UPGRADE_KEY)
+        if (
+            not self.request.dry_run
+            and isinstance(record, dict)
+            and record.get("after") != fingerprint["digest"]
+            and record.get("outcome") not in ("ready", "in-progress")
+        ):
+            state[UPGRADE_KEY] = {
+                **record,
+                "outcome": "ready",
+                "text": "superseded by another deployed version",
+            }
+            self.control.write_supervisor_state(state)
+
+    def _told_failed_upgrade(self) -> None:
+        if self.request.action == "ensure_running" and self.after_failed_upgrade is not None:
+            try:
+                self.after_failed_upgrade()
+            except Exception as exc:  # never hides the upgrade's own outcome
+                self.warn("could not page on-call about the upgrade: %s", exc)
+
+    def _plan(self, config: Path | None) -> dict | None:
+        """What the version started reads and writes (None when its config does not read)."""
+        try:
+            return plan_of(config or self.job.config_path(), self.job.application).to_dict()
+        except Exception:  # the driver reports a broken config itself
+            return None
+
+    def _keep_deployed_copy(self, fingerprint: dict) -> None:
+        """The version's files, kept in the status folder so that a rollback can start it again."""
+        name = deployed_file(fingerprint["digest"])
+        if self.control.folder.exists(name):
+            return
+        copy = DeployedVersion.of(fingerprint, self.job.config_path())
+        if copy is not None:
+            self.control.folder.write_json(name, copy.to_dict())
+
+    def start(
+        self,
+        count_restart: bool = True,
+        fingerprint: dict | None = None,
+        deployed: DeployedVersion | None = None,
+        environment: dict[str, str] | None = None,
+    ) -> str:
         """Launch the driver detached and wait for it to report running.
 
-        Records what it starts (the fingerprint) and counts the start (a supervisor's restart of a
-        dead job) or resets the backoff (any other start) before the launch. Raises
+        Records what it starts (the fingerprint and its plan) and counts the start (a supervisor's
+        restart of a dead job) or resets the backoff (any other start) before the launch; keeps a
+        deployed copy of the version for a rollback. ``deployed``: start that earlier version
+        instead of the files deployed now; ``environment``: more variables for the driver. Raises
         :class:`~hubflow.operations.job_control.JobStartError` when the driver does not come up.
         """
         job, control = self.job, self.control
+        fingerprint = fingerprint if fingerprint is not None else self._fingerprint()
+        overrides = LaunchOverrides(environment=dict(environment or {}))
+        if deployed is not None:
+            config, pipelines = materialized(deployed)
+            env = {**overrides.environment, **({PIPELINES_DIR_ENV: str(pipelines)} if pipelines else {})}
+            overrides = LaunchOverrides(config, env)
         log_path, ship_to = control.driver_log_target()
-        control.prepare_start(count_restart, fingerprint if fingerprint is not None else self._fingerprint())
-        process = self.launch(log_path, ship_to)
+        control.prepare_start(count_restart, fingerprint, self._plan(overrides.config))
+        if deployed is None:
+            self._keep_deployed_copy(fingerprint)
+        process = self.launch(log_path, ship_to, overrides)
         control.mark_starting(process.pid)
         where = control.folder.path("driver.log")
         self.log("started spark-submit pid %s for job %s; driver log %s", process.pid, job.name, where)
@@ -482,6 +655,7 @@ __all__ = [
     "ActionBusy",
     "HubReader",
     "JobStartError",
+    "LaunchOverrides",
     "Launcher",
     "OnCall",
     "OnCallRefused",

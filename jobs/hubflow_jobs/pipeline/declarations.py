@@ -33,6 +33,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 
 from hubflow.config import (
     JOB_NAME_PATTERN,
+    SINK_CHECKPOINTS,
     JobConfig,
     KeyedValueError,
     StrictModel,
@@ -46,9 +47,6 @@ from hubflow_jobs.eventhubs_kafka_sink import EventHubsKafkaSinkConfig
 from hubflow_jobs.interval_folders import check_pattern
 from hubflow_jobs.lake.delta_source import DeltaSourceConfig
 from hubflow_jobs.lake.tables import LakeFormat, check_quarantine_path
-
-#: The folder, inside the job's checkpoint, that holds the checkpoints of its further sinks.
-SINK_CHECKPOINTS = "sinks"
 
 
 class EventHubsSource(EventHubSourceConfig):

@@ -136,6 +136,7 @@ class StreamingJobOperator(BaseOperator):
             warn=self.log.warning,
             hub=_hub_reader(job) if job.eventhubs_conn_id else None,
             before_supervising=lambda decision: self._supervising(context, job, decision),
+            after_failed_upgrade=lambda: self._alert(context, job, refusal=None),
         )
         try:
             cleared = _cleared_try(context, self.action)
@@ -215,7 +216,7 @@ class StreamingJobOperator(BaseOperator):
                 "table %s (%s): versions %d-%d announced", table.name, table.uri, change.first, change.last
             )
 
-    def _alert(self, context: Any, job: RegisteredJob, refusal: str) -> None:
+    def _alert(self, context: Any, job: RegisteredJob, refusal: str | None) -> None:
         """The supervisor's alerts (registry ``alerts:``): judge, let the control plane decide, notify.
 
         Judged before the steps run (a restart that follows is the supervisor's answer, not news;
@@ -255,9 +256,11 @@ def _launcher(job: RegisteredJob) -> Any:
     """The driver launcher of :class:`~hubflow.operations.oncall.OnCall`: spark-submit through the
     provider's hook, the job's secrets in the driver's environment only."""
 
-    def launch(log_path: Any, ship_to: str | None) -> Any:
-        hook = build_submit_hook(job, JobInvocation.run(job, secrets=driver_secrets(job)))
-        return hook.launch_detached(log_path, ship_to=ship_to)
+    def launch(log_path: Any, ship_to: str | None, files: Any) -> Any:
+        invocation = JobInvocation.run(
+            job, secrets=driver_secrets(job), config=files.config, env=files.environment
+        )
+        return build_submit_hook(job, invocation).launch_detached(log_path, ship_to=ship_to)
 
     return launch
 

@@ -1,0 +1,309 @@
+"""Upgrades through the on-call core, the supervisor's way: check, back up, start, readiness, rollback.
+
+No Spark: a stand-in driver (tests/support/fake_driver.py, real detached processes writing a real
+status folder and checkpoint logs) behaves as its version's pipeline module says (``BEHAVIOUR``:
+commit, hang or die), so each path of an upgrade is driven in seconds. What Spark does with a
+restored checkpoint is proven on Spark in tests/plugins/operators/test_upgrade_live.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hubflow.operations.oncall import LaunchOverrides, OnCall, OnCallRefused, OnCallRequest
+from hubflow.operations.upgrade import UpgradeRolledBack
+from hubflow.registry import RegisteredJob, load_registry
+from hubflow.repository import PIPELINES_DIR_ENV
+from hubflow.status import HoldKind, StatusFolder
+from hubflow.supervision.detached_process import start_detached
+from hubflow.supervision.upgrades import deployed_file
+from tests.support.processes import wait_until
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MODULE = "clicks_pipeline"
+
+
+@pytest.fixture
+def job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A pipeline job ``clicks`` (module ``clicks_pipeline``, files in, parquet out) under tmp_path."""
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "pipelines").mkdir()
+    monkeypatch.setenv(PIPELINES_DIR_ENV, str(tmp_path / "pipelines"))
+    _deploy(tmp_path, "commit")
+    _write_config(tmp_path)
+    _write_registry(tmp_path)
+    yield tmp_path
+    folder = StatusFolder(str(tmp_path / "status" / "clicks"))
+    folder.request_stop("end of test")
+    status = folder.status() or {}
+    if isinstance(status.get("pid"), int):
+        try:
+            os.kill(status["pid"], 9)
+        except ProcessLookupError:
+            pass
+
+
+def _deploy(base: Path, behaviour: str, note: str = "") -> None:
+    (base / "pipelines" / f"{MODULE}.py").write_text(
+        f'BEHAVIOUR = "{behaviour}"  {("# " + note) if note else ""}\n\n\ndef run(orders):\n    return orders\n',
+        encoding="utf-8",
+    )
+
+
+def _write_config(base: Path, **sinks: Any) -> Path:
+    config = {
+        "name": "clicks",
+        "trigger": {"processingTime": "1 second"},
+        "checkpoint_root": str(base / "checkpoints"),
+        "status_root": str(base / "status"),
+        "sources": {
+            "orders": {"kind": "files", "path": str(base / "landing"), "format": "json", "schema": "id BIGINT"}
+        },
+        "sinks": {"lake": {"kind": "parquet", "output_path": str(base / "lake")}, **sinks},
+    }
+    path = base / "clicks.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _write_registry(base: Path, **keys: Any) -> Path:
+    entry = {
+        "name": "clicks",
+        "application": f"{MODULE}:run",
+        "config": str(base / "clicks.yaml"),
+        "mode": "streaming",
+        "ready_within": "6 seconds",
+        "max_upgrade_failures": 2,
+        **keys,
+    }
+    path = base / "registry.yaml"
+    path.write_text(yaml.safe_dump({"jobs": [entry]}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _job(base: Path) -> RegisteredJob:
+    return load_registry(base / "registry.yaml").job("clicks")
+
+
+def _launcher(base: Path) -> Any:
+    def launch(log_path: Path, ship_to: str | None, overrides: LaunchOverrides) -> subprocess.Popen:
+        config = overrides.config or base / "clicks.yaml"
+        command = [sys.executable, "-m", "tests.support.fake_driver", "--config", str(config)]
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **overrides.environment}
+        return start_detached([*command, "--pipeline", f"{MODULE}:run"], log_path, env)
+
+    return launch
+
+
+def _act(base: Path, action: str = "ensure_running", **options: Any) -> dict[str, Any]:
+    lines: list[str] = []
+    request = OnCallRequest(
+        action,
+        who="supervisor (test)",
+        source="airflow",
+        stop_wait=timedelta(seconds=10),
+        start_timeout=timedelta(seconds=30),
+        **options,
+    )
+    oncall = OnCall(
+        _job(base),
+        request,
+        launch=_launcher(base),
+        log=lambda message, *args: lines.append(message % args if args else message),
+        warn=lambda message, *args: lines.append(message % args if args else message),
+    )
+    result = oncall.run()
+    result["log"] = lines
+    return result
+
+
+def _folder(base: Path) -> StatusFolder:
+    return StatusFolder(str(base / "status" / "clicks"))
+
+
+def _state(base: Path) -> dict[str, Any]:
+    return _folder(base).read_json("supervisor.json") or {}
+
+
+def _starts(base: Path) -> list[str]:
+    path = base / "starts.log"
+    return path.read_text(encoding="utf-8").split("\n")[:-1] if path.exists() else []
+
+
+def _batches(base: Path, log: str, checkpoint: Path | None = None) -> list[int]:
+    folder = (checkpoint or base / "checkpoints" / "clicks") / log
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+
+
+def _backups(base: Path) -> list[Path]:
+    root = base / "checkpoints" / "_backups" / "clicks"
+    return sorted(p for p in root.iterdir() if (p / "_hubflow_backup.json").exists()) if root.is_dir() else []
+
+
+def _started_v1(base: Path) -> str:
+    """Start version 1 (commits batch 0); return its digest."""
+    _act(base)
+    wait_until(lambda: _batches(base, "commits") == [0], 30, "version 1 commits batch 0")
+    return _state(base)["fingerprint"]["digest"]
+
+
+def test_a_compatible_upgrade_copies_the_checkpoint_and_resumes_it(job_dir: Path) -> None:
+    v1 = _started_v1(job_dir)
+    pid = _folder(job_dir).status()["pid"]
+    assert _folder(job_dir).exists(deployed_file(v1)), "each started version keeps a deployed copy"
+    assert _state(job_dir)["plan"] == {
+        "sources": {"orders": "files"},
+        "sinks": {"lake": f"parquet {job_dir / 'lake'}"},
+    }
+
+    _deploy(job_dir, "commit", "version 2")
+    result = _act(job_dir)
+    state = _state(job_dir)
+    v2 = state["fingerprint"]["digest"]
+    assert v2 != v1
+    assert result["done"][0].startswith("what the job runs changed since it was started"), result
+    assert f"upgrade job clicks from version {v1[:12]} to {v2[:12]} (last-state)" in result["done"]
+    assert any("it resumes the checkpoint" in line for line in result["done"]), result
+    assert result["done"][-1] == f"job clicks: upgraded from version {v1[:12]} to {v2[:12]}; the new version is ready"
+    assert _folder(job_dir).status()["pid"] != pid, "the new version runs in a new driver"
+    assert _batches(job_dir, "commits") == [0, 1], "the new version resumed after batch 0"
+    [backup] = _backups(job_dir)
+    assert _batches(job_dir, "commits", backup) == [0], "the backup is the checkpoint as version 1 left it"
+    assert state["upgrade"]["outcome"] == "ready" and state["upgrade"]["committed_before"] == 0
+    assert state["version"]["digest"] == v2 and state["previous_version"]["digest"] == v1
+
+    assert _act(job_dir)["done"] == ["already running; nothing to do"], "an upgrade happens once"
+
+
+def test_an_incompatible_upgrade_is_refused_and_the_old_version_keeps_running(job_dir: Path) -> None:
+    v1 = _started_v1(job_dir)
+    pid = _folder(job_dir).status()["pid"]
+    _write_config(job_dir, audit={"kind": "parquet", "output_path": str(job_dir / "audit")})
+
+    dry = _act(job_dir, "restart", dry_run=True)
+    assert any(line.startswith("would refuse: job clicks: the upgrade from version") for line in dry["done"])
+    with pytest.raises(OnCallRefused) as refused:
+        _act(job_dir)
+    text = str(refused.value)
+    assert f"the upgrade from version {v1[:12]} to " in text and "is refused" in text
+    assert f"sink audit (parquet {job_dir / 'audit'}) added" in text, text
+    assert "upgrade_mode: fresh" in text and "rewind" in text, "the two ways on are named"
+    assert _folder(job_dir).status()["pid"] == pid and _folder(job_dir).liveness(30).alive
+    assert _backups(job_dir) == [], "nothing was backed up or changed"
+    assert _state(job_dir)["upgrade"]["outcome"] == "refused"
+    assert _state(job_dir)["fingerprint"]["digest"] == v1
+
+    again = _act(job_dir)
+    assert again["done"][-1] == f"job clicks keeps running version {v1[:12]}", again
+    assert _folder(job_dir).status()["pid"] == pid, "the supervisor does not try that version again"
+
+    _write_config(job_dir)  # the change is reverted
+    assert _act(job_dir)["done"] == ["already running; nothing to do"]
+    assert _state(job_dir)["upgrade"]["outcome"] == "ready", "the failure is over: its alert resolves"
+
+
+def test_a_version_that_never_commits_is_rolled_back_after_ready_within(job_dir: Path) -> None:
+    v1 = _started_v1(job_dir)
+    _deploy(job_dir, "hang", "version 2")
+    began = time.monotonic()
+    with pytest.raises(UpgradeRolledBack) as rolled:
+        _act(job_dir)
+    assert time.monotonic() - began >= 6, "ready_within is waited out"
+    text = str(rolled.value)
+    v2 = _state(job_dir)["upgrade"]["after"]
+    assert f"rolled back because it was not ready within 6 seconds (no batch committed)" in text, text
+    assert f"version {v2[:12]} (new) and {v1[:12]} (previous)" in text
+    assert _starts(job_dir) == ["commit -", "hang -", "commit -"], "version 1 runs again, from its deployed copy"
+    # Batch 1 was planned by version 2 and not committed: kept, so version 1 ran it with those offsets.
+    assert "kept the job's query batch 1" in text, text
+    wait_until(lambda: _batches(job_dir, "commits") == [0, 1], 30, "version 1 commits batch 1")
+    state = _state(job_dir)
+    assert state["fingerprint"]["digest"] == v1 and state["upgrade"]["outcome"] == "rolled-back"
+
+    kept = _act(job_dir)
+    assert kept["done"][-1] == f"job clicks keeps running version {v1[:12]}", kept
+    assert _starts(job_dir)[-1] == "commit -" and len(_starts(job_dir)) == 3
+
+
+def test_a_version_that_dies_is_retried_then_rolled_back(job_dir: Path) -> None:
+    _started_v1(job_dir)
+    _deploy(job_dir, "die", "version 2")
+    with pytest.raises(UpgradeRolledBack) as rolled:
+        _act(job_dir)
+    assert "rolled back because it failed 2 times" in str(rolled.value)
+    assert _starts(job_dir) == ["commit -", "die -", "die -", "commit -"]
+    history = _state(job_dir)["upgrade"]["history"]
+    assert len(history) == 2 and all("this version is broken" in line for line in history), history
+
+
+def test_without_a_deployed_copy_the_rollback_holds_the_job(job_dir: Path) -> None:
+    v1 = _started_v1(job_dir)
+    Path(_folder(job_dir).path(deployed_file(v1))).unlink()
+    _deploy(job_dir, "die", "version 2")
+    with pytest.raises(UpgradeRolledBack) as rolled:
+        _act(job_dir)
+    assert "the previous version cannot be started from here (no deployed copy)" in str(rolled.value)
+    hold = _folder(job_dir).hold()
+    assert hold is not None and hold.kind == HoldKind.UPGRADE
+    assert not _folder(job_dir).liveness(30).alive and _state(job_dir)["upgrade"]["outcome"] == "held"
+    assert _batches(job_dir, "commits") == [0], "the checkpoint is version 1's again"
+
+
+def test_fresh_starts_a_new_checkpoint_at_upgrade_from(job_dir: Path) -> None:
+    _started_v1(job_dir)
+    _write_registry(job_dir, upgrade_mode="fresh", upgrade_from="2026-11-28T06:00:00Z")
+    _write_config(job_dir, audit={"kind": "parquet", "output_path": str(job_dir / "audit")})
+    result = _act(job_dir)
+    assert any("fresh: a new checkpoint, the Event Hubs sources at 2026-11-28T06:00:00Z" in line for line in result["done"])
+    assert _starts(job_dir) == ["commit -", "commit 2026-11-28T06:00:00Z"], "the position reaches the driver"
+    [backup] = _backups(job_dir)
+    assert _batches(job_dir, "commits", backup) == [0], "the old checkpoint is set aside whole"
+    assert _batches(job_dir, "commits") == [0], "the new checkpoint starts at batch 0"
+    assert _state(job_dir)["upgrade"]["outcome"] == "ready"
+
+
+def test_a_supervisor_killed_during_an_upgrade_is_followed_by_one_that_judges_it(job_dir: Path) -> None:
+    _started_v1(job_dir)
+    _deploy(job_dir, "hang", "version 2")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SUPERVISE_IN_CHILD, str(job_dir)],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        cwd=REPO_ROOT,
+    )
+    try:
+        wait_until(lambda: (_state(job_dir).get("upgrade") or {}).get("outcome") == "in-progress", 60, "upgrade")
+        wait_until(lambda: _starts(job_dir)[-1:] == ["hang -"], 60, "version 2 started")
+    finally:
+        child.kill()
+        child.wait()
+    assert _state(job_dir)["upgrade"]["outcome"] == "in-progress", "killed before it judged"
+    time.sleep(6)  # ready_within passes while nobody supervises
+    with pytest.raises(UpgradeRolledBack):
+        _act(job_dir)
+    assert _starts(job_dir)[-1] == "commit -" and _state(job_dir)["upgrade"]["outcome"] == "rolled-back"
+
+
+_SUPERVISE_IN_CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, ".")
+import os
+os.environ["HUBFLOW_PIPELINES_DIR"] = str(Path(sys.argv[1]) / "pipelines")
+from tests.control.test_upgrade import _act
+_act(Path(sys.argv[1]))
+"""
+
+
+def test_the_plan_and_failure_records_are_json(job_dir: Path) -> None:
+    _started_v1(job_dir)
+    json.dumps(_state(job_dir))  # what the status page and hubflow status read

@@ -1,0 +1,85 @@
+"""A stand-in for a streaming job's driver, for tests of what the control plane does around it.
+
+    python -m tests.support.fake_driver CONFIG
+
+Reads its job's status folder and checkpoint from CONFIG (a pipeline config) and what to do from the
+``BEHAVIOUR = "..."`` line of its pipeline module (``--pipeline module:function``, found in
+``$HUBFLOW_PIPELINES_DIR``), so a deployed copy of an earlier version behaves as that version did:
+
+* ``commit``: report running, write the checkpoint's next batch (``offsets/N`` and ``commits/N``,
+  the first batch ``0``) and keep reporting; exit 0 on the STOP marker;
+* ``hang``: report running, plan a batch (``offsets/N``) and never commit it;
+* ``die``: report running, plan a batch, then exit 1.
+
+It writes status.json the way the real runtime does (:class:`~hubflow.status.JobStatus`, with this
+process's identity), so liveness, stops and kills treat it like a driver; it takes no lease.
+Every start appends ``<behaviour> <HUBFLOW_STARTING_POSITION or ->`` to ``starts.log`` in the folder
+above the status root, for the tests to read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from hubflow.repository import PIPELINES_DIR_ENV
+from hubflow.status import STOP_MARKER, JobState, JobStatus, StatusFolder
+from hubflow.status.process_identity import process_fields
+from hubflow.supervision.upgrades import STARTING_POSITION_ENV
+
+
+def _behaviour(module: str) -> str:
+    folder = Path(os.environ[PIPELINES_DIR_ENV])
+    text = (folder / f"{module}.py").read_text(encoding="utf-8")
+    found = re.search(r'^BEHAVIOUR = "(\w+)"', text, re.M)
+    return found.group(1) if found else "commit"
+
+
+def _next_batch(checkpoint: Path) -> int:
+    offsets = checkpoint / "offsets"
+    ids = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()] if offsets.is_dir() else []
+    commits = checkpoint / "commits"
+    done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    if ids and (not done or max(done) < max(ids)):
+        return max(ids)  # a planned batch is run again, as Spark does
+    return max(ids) + 1 if ids else 0
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    config_path = Path(args[args.index("--config") + 1])
+    module = args[args.index("--pipeline") + 1].split(":")[0]
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    name = config["name"]
+    checkpoint = Path(config["checkpoint_root"]) / name
+    folder = StatusFolder(str(Path(config["status_root"]) / name))
+    behaviour = _behaviour(module)
+    with (Path(config["status_root"]).parent / "starts.log").open("a", encoding="utf-8") as log:
+        log.write(f"{behaviour} {os.environ.get(STARTING_POSITION_ENV, '-')}\n")
+    status = JobStatus(folder, name)
+    status.update(state=JobState.RUNNING, **process_fields(os.getpid()))
+    batch = _next_batch(checkpoint)
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "offsets" / str(batch)).write_text('v1\n{}\n{"logOffset":%d}' % batch, encoding="utf-8")
+    if behaviour == "die":
+        time.sleep(0.5)
+        status.update(state=JobState.FAILED, exception="RuntimeError: this version is broken")
+        print("RuntimeError: this version is broken", flush=True)
+        return 1
+    if behaviour == "commit":
+        (checkpoint / "commits").mkdir(parents=True, exist_ok=True)
+        (checkpoint / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}', encoding="utf-8")
+    while not folder.exists(STOP_MARKER):
+        status.update(state=JobState.RUNNING)
+        time.sleep(0.5)
+    status.update(state=JobState.STOPPED)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
