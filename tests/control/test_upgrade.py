@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ import yaml
 
 from hubflow.operations.oncall import LaunchOverrides, OnCall, OnCallRefused, OnCallRequest
 from hubflow.operations.upgrade import UpgradeRolledBack
+from hubflow.progress.job_snapshots import job_version
 from hubflow.registry import RegisteredJob, load_registry
 from hubflow.repository import PIPELINES_DIR_ENV
 from hubflow.status import HoldKind, StatusFolder
@@ -55,7 +57,8 @@ def job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _deploy(base: Path, behaviour: str, note: str = "") -> None:
     (base / "pipelines" / f"{MODULE}.py").write_text(
-        f'BEHAVIOUR = "{behaviour}"  {("# " + note) if note else ""}\n\n\ndef run(orders):\n    return orders\n',
+        f'BEHAVIOUR = "{behaviour}"  {("# " + note) if note else ""}\n\n\n'
+        "def run(orders):\n    return orders\n",
         encoding="utf-8",
     )
 
@@ -67,7 +70,12 @@ def _write_config(base: Path, **sinks: Any) -> Path:
         "checkpoint_root": str(base / "checkpoints"),
         "status_root": str(base / "status"),
         "sources": {
-            "orders": {"kind": "files", "path": str(base / "landing"), "format": "json", "schema": "id BIGINT"}
+            "orders": {
+                "kind": "files",
+                "path": str(base / "landing"),
+                "format": "json",
+                "schema": "id BIGINT",
+            }
         },
         "sinks": {"lake": {"kind": "parquet", "output_path": str(base / "lake")}, **sinks},
     }
@@ -174,7 +182,10 @@ def test_a_compatible_upgrade_copies_the_checkpoint_and_resumes_it(job_dir: Path
     assert result["done"][0].startswith("what the job runs changed since it was started"), result
     assert f"upgrade job clicks from version {v1[:12]} to {v2[:12]} (last-state)" in result["done"]
     assert any("it resumes the checkpoint" in line for line in result["done"]), result
-    assert result["done"][-1] == f"job clicks: upgraded from version {v1[:12]} to {v2[:12]}; the new version is ready"
+    assert (
+        result["done"][-1]
+        == f"job clicks: upgraded from version {v1[:12]} to {v2[:12]}; the new version is ready"
+    )
     assert _folder(job_dir).status()["pid"] != pid, "the new version runs in a new driver"
     assert _batches(job_dir, "commits") == [0, 1], "the new version resumed after batch 0"
     [backup] = _backups(job_dir)
@@ -183,6 +194,7 @@ def test_a_compatible_upgrade_copies_the_checkpoint_and_resumes_it(job_dir: Path
     assert state["version"]["digest"] == v2 and state["previous_version"]["digest"] == v1
 
     assert _act(job_dir)["done"] == ["already running; nothing to do"], "an upgrade happens once"
+    assert _as_documented(job_dir, result["done"], v1, v2) == _runbook("### Upgrades", 0).splitlines()
 
 
 def test_an_incompatible_upgrade_is_refused_and_the_old_version_keeps_running(job_dir: Path) -> None:
@@ -198,6 +210,9 @@ def test_an_incompatible_upgrade_is_refused_and_the_old_version_keeps_running(jo
     assert f"the upgrade from version {v1[:12]} to " in text and "is refused" in text
     assert f"sink audit (parquet {job_dir / 'audit'}) added" in text, text
     assert "upgrade_mode: fresh" in text and "rewind" in text, "the two ways on are named"
+    v2 = _state(job_dir)["upgrade"]["after"]
+    documented = _runbook("#### A refused upgrade", 0).replace("\n", " ")
+    assert _as_documented(job_dir, [text], v1, v2) == [documented]
     assert _folder(job_dir).status()["pid"] == pid and _folder(job_dir).liveness(30).alive
     assert _backups(job_dir) == [], "nothing was backed up or changed"
     assert _state(job_dir)["upgrade"]["outcome"] == "refused"
@@ -221,14 +236,19 @@ def test_a_version_that_never_commits_is_rolled_back_after_ready_within(job_dir:
     assert time.monotonic() - began >= 6, "ready_within is waited out"
     text = str(rolled.value)
     v2 = _state(job_dir)["upgrade"]["after"]
-    assert f"rolled back because it was not ready within 6 seconds (no batch committed)" in text, text
+    assert "rolled back because it was not ready within 6 seconds (no batch committed)" in text, text
     assert f"version {v2[:12]} (new) and {v1[:12]} (previous)" in text
-    assert _starts(job_dir) == ["commit -", "hang -", "commit -"], "version 1 runs again, from its deployed copy"
+    assert _starts(job_dir) == ["commit -", "hang -", "commit -"], (
+        "version 1 runs again, from its deployed copy"
+    )
     # Batch 1 was planned by version 2 and not committed: kept, so version 1 ran it with those offsets.
     assert "kept the job's query batch 1" in text, text
     wait_until(lambda: _batches(job_dir, "commits") == [0, 1], 30, "version 1 commits batch 1")
     state = _state(job_dir)
     assert state["fingerprint"]["digest"] == v1 and state["upgrade"]["outcome"] == "rolled-back"
+    shown = job_version(str(job_dir / "status" / "clicks"))["text"]  # the status page, hubflow status
+    assert shown.startswith(f"{v1[:12]} since ") and f"(before: {v2[:12]}, " in shown, shown
+    assert f"; upgrade from version {v1[:12]} to {v2[:12]}: rolled-back (since " in shown, shown
 
     kept = _act(job_dir)
     assert kept["done"][-1] == f"job clicks keeps running version {v1[:12]}", kept
@@ -264,7 +284,10 @@ def test_fresh_starts_a_new_checkpoint_at_upgrade_from(job_dir: Path) -> None:
     _write_registry(job_dir, upgrade_mode="fresh", upgrade_from="2026-11-28T06:00:00Z")
     _write_config(job_dir, audit={"kind": "parquet", "output_path": str(job_dir / "audit")})
     result = _act(job_dir)
-    assert any("fresh: a new checkpoint, the Event Hubs sources at 2026-11-28T06:00:00Z" in line for line in result["done"])
+    assert any(
+        "fresh: a new checkpoint, the Event Hubs sources at 2026-11-28T06:00:00Z" in line
+        for line in result["done"]
+    )
     assert _starts(job_dir) == ["commit -", "commit 2026-11-28T06:00:00Z"], "the position reaches the driver"
     [backup] = _backups(job_dir)
     assert _batches(job_dir, "commits", backup) == [0], "the old checkpoint is set aside whole"
@@ -281,7 +304,9 @@ def test_a_supervisor_killed_during_an_upgrade_is_followed_by_one_that_judges_it
         cwd=REPO_ROOT,
     )
     try:
-        wait_until(lambda: (_state(job_dir).get("upgrade") or {}).get("outcome") == "in-progress", 60, "upgrade")
+        wait_until(
+            lambda: (_state(job_dir).get("upgrade") or {}).get("outcome") == "in-progress", 60, "upgrade"
+        )
         wait_until(lambda: _starts(job_dir)[-1:] == ["hang -"], 60, "version 2 started")
     finally:
         child.kill()
@@ -291,6 +316,30 @@ def test_a_supervisor_killed_during_an_upgrade_is_followed_by_one_that_judges_it
     with pytest.raises(UpgradeRolledBack):
         _act(job_dir)
     assert _starts(job_dir)[-1] == "commit -" and _state(job_dir)["upgrade"]["outcome"] == "rolled-back"
+
+
+def _runbook(heading: str, block: int) -> str:
+    """The ``block``-th ``text`` block of docs/operations.md's section ``heading``."""
+    doc = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc.split(f"\n{heading}\n", 1)[1].split("\n#", 1)[0]
+    return re.findall(r"```text\n(.*?)\n```", section, re.S)[block]
+
+
+def _as_documented(base: Path, lines: list[str], v1: str, v2: str) -> list[str]:
+    """``lines`` with this test's versions, paths, times and ages as docs/operations.md writes them."""
+    replacements = [
+        (v1[:12], "3f2a9c1b0d4e"),
+        (v2[:12], "9a8b7c6d5e4f"),
+        (f"parquet {base / 'audit'}", "delta /lake/audit"),
+        (str(base / "checkpoints"), "/lake/_checkpoints"),
+    ]
+    documented = []
+    for line in lines:
+        for actual, shown in replacements:
+            line = line.replace(actual, shown)
+        line = re.sub(r"/_backups/clicks/\d{8}T\d{6}Z", "/_backups/clicks/20261128T060000Z", line)
+        documented.append(re.sub(r"heartbeat \d+ s ago", "heartbeat 0 s ago", line))
+    return documented
 
 
 _SUPERVISE_IN_CHILD = """

@@ -65,7 +65,7 @@ def main() -> int:
     status.update(state=JobState.RUNNING, **process_fields(os.getpid()))
     batch = _next_batch(checkpoint)
     (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
-    (checkpoint / "offsets" / str(batch)).write_text('v1\n{}\n{"logOffset":%d}' % batch, encoding="utf-8")
+    (checkpoint / "offsets" / str(batch)).write_text(f'v1\n{{}}\n{{"logOffset":{batch}}}', encoding="utf-8")
     if behaviour == "die":
         time.sleep(0.5)
         status.update(state=JobState.FAILED, exception="RuntimeError: this version is broken")

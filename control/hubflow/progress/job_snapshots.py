@@ -218,20 +218,26 @@ def audit_entries(status_dir: str, limit: int = AUDIT_SHOWN) -> list[dict[str, A
 
 
 def job_version(status_dir: str) -> dict[str, Any] | None:
-    """The version the job runs (``{"current", "previous", "text"}``, from supervisor.json), or None
-    before any start recorded one."""
+    """The version the job runs (``{"current", "previous", "upgrade", "text"}``, from supervisor.json;
+    ``text`` names an upgrade in progress or failed), or None before any start recorded one."""
     from hubflow.status import StatusFolder
     from hubflow.status.names import SUPERVISOR_FILE
+    from hubflow.supervision.upgrades import UPGRADE_KEY, UpgradeOutcome, UpgradeRecord
     from hubflow.supervision.versions import version_text, versions
 
     state = StatusFolder(status_dir).read_json(SUPERVISOR_FILE) or {}
     current, previous = versions(state)
     if current is None:
         return None
+    text = version_text(state) or ""
+    record = UpgradeRecord.from_dict(state.get(UPGRADE_KEY))
+    if record is not None and record.outcome != UpgradeOutcome.READY:
+        text += f"; upgrade {record.versions_text()}: {record.outcome} (since {record.started_at})"
     return {
         "current": current.to_dict(),
         "previous": previous.to_dict() if previous is not None else None,
-        "text": version_text(state),
+        "upgrade": {"outcome": record.outcome, "text": redact(record.text)} if record is not None else None,
+        "text": text,
     }
 
 
