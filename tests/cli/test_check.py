@@ -139,3 +139,24 @@ def test_what_only_this_machine_can_check_is_a_warning_unless_local(tmp_path: Pa
     assert f"landing folder {tmp_path / 'not-here'} does not exist" in relaxed.stdout
     assert local.returncode == 2, output(local)
     assert "FAIL  elsewhere" in local.stdout
+
+
+def test_the_upgrade_keys_are_checked_by_their_names(tmp_path: Path) -> None:
+    """docs/operations.md "Upgrades": a wrong mode, and fresh without its position, named by key."""
+    good = add_pipeline(tmp_path, "good")
+    for keys, said in (
+        (
+            {"upgrade_mode": "blue-green"},
+            "jobs[good].upgrade_mode: Input should be 'last-state', 'stateless' or 'fresh'",
+        ),
+        ({"upgrade_mode": "fresh"}, "upgrade_mode fresh starts a new checkpoint from a position you give"),
+        ({"ready_within": "soon"}, "jobs[good].ready_within: "),
+    ):
+        registry = write_registry(tmp_path / "registry.yaml", [{**good, **keys}])
+        result = hubflow("check", "--registry", registry, pipelines=tmp_path / "pipelines")
+        assert result.returncode == 2 and said in output(result), output(result)
+    registry = write_registry(
+        tmp_path / "registry.yaml", [{**good, "upgrade_mode": "fresh", "upgrade_from": "latest"}]
+    )
+    result = hubflow("check", "--registry", registry, pipelines=tmp_path / "pipelines")
+    assert result.returncode == 0, output(result)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from hubflow.operations.audit import read_audit
 from hubflow.operations.oncall import LaunchOverrides, OnCall, OnCallRefused, OnCallRequest
 from hubflow.operations.upgrade import UpgradeRolledBack
 from hubflow.progress.job_snapshots import job_version
@@ -216,10 +217,13 @@ def test_an_incompatible_upgrade_is_refused_and_the_old_version_keeps_running(jo
     assert _folder(job_dir).status()["pid"] == pid and _folder(job_dir).liveness(30).alive
     assert _backups(job_dir) == [], "nothing was backed up or changed"
     assert _state(job_dir)["upgrade"]["outcome"] == "refused"
+    entry = read_audit(_folder(job_dir))[-1]
+    assert entry.action == "ensure_running" and entry.outcome.startswith("refused: job clicks: the upgrade")
     assert _state(job_dir)["fingerprint"]["digest"] == v1
 
     again = _act(job_dir)
     assert again["done"][-1] == f"job clicks keeps running version {v1[:12]}", again
+    assert read_audit(_folder(job_dir))[-1] == entry, "a run that changes nothing is not in the trail"
     assert _folder(job_dir).status()["pid"] == pid, "the supervisor does not try that version again"
 
     _write_config(job_dir)  # the change is reverted
@@ -249,6 +253,10 @@ def test_a_version_that_never_commits_is_rolled_back_after_ready_within(job_dir:
     shown = job_version(str(job_dir / "status" / "clicks"))["text"]  # the status page, hubflow status
     assert shown.startswith(f"{v1[:12]} since ") and f"(before: {v2[:12]}, " in shown, shown
     assert f"; upgrade from version {v1[:12]} to {v2[:12]}: rolled-back (since " in shown, shown
+
+    entry = read_audit(_folder(job_dir))[-1]  # the supervisor's run, in the audit trail
+    assert entry.action == "ensure_running" and entry.outcome.startswith("failed: UpgradeRolledBack: ")
+    assert f"version {v2[:12]} (new) and {v1[:12]} (previous)" in entry.outcome and entry.version == v1[:12]
 
     kept = _act(job_dir)
     assert kept["done"][-1] == f"job clicks keeps running version {v1[:12]}", kept

@@ -122,6 +122,9 @@ class OnCall:
     #: judges its alerts again here, so on-call is paged in this run.
     after_failed_upgrade: Callable[[], None] | None = None
     control: JobControl = field(init=False)
+    #: Set when the supervisor found nothing to do after all (a version whose upgrade failed keeps
+    #: running): its run is not an audit entry.
+    _nothing_done: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.control = JobControl(
@@ -222,7 +225,7 @@ class OnCall:
             return self._carry_out_decision(decision, again, fingerprint)
 
         result = self._locked_supervisor(act)
-        if result.get("left_to"):
+        if result.get("left_to") or self._nothing_done:
             audit.wanted = False
         return result
 
@@ -489,6 +492,7 @@ class OnCall:
         line = f"{why} (the version deployed now is not started again by the supervisor)"
         self.warn("%s", line)
         if live.alive:
+            self._nothing_done = True
             return [line, f"job {self.job.name} keeps running version {digest[:SHORT]}"]
         copy = DeployedVersion.from_dict(self.control.folder.read_json(deployed_file(digest)))
         if copy is None:

@@ -196,3 +196,42 @@ def test_the_supervisor_pages_a_backlog_older_than_its_limit_measured_on_the_hub
 
 def _alerts(**limits: Any) -> dict[str, Any]:
     return {"notifiers": NOTIFIERS, "status_page_url": "https://airflow.example.com/hubflow/", **limits}
+
+
+def test_the_supervisor_pages_a_refused_upgrade_in_the_run_that_refuses_it(
+    receivers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md "Upgrades": the refusal is paged at once, naming both versions, once; the
+    change reverted, it resolves."""
+    from hubflow.supervision.upgrades import plan_of
+
+    smtp, webhook = receivers
+    folder = _operator_registry(tmp_path, monkeypatch)
+    config = tmp_path / "clicks.yaml"
+    job_digest = "1" * 64  # the version running: its plan is the config's as it is now
+    folder.write_json(
+        "supervisor.json",
+        {"fingerprint": {"digest": job_digest}, "plan": plan_of(config, "files_to_lake").to_dict()},
+    )
+    JobStatus(folder, "clicks").update(state=JobState.RUNNING, pid=os.getpid())
+    original = config.read_text(encoding="utf-8")
+    config.write_text(original.replace("format: parquet", "format: delta"), encoding="utf-8")
+    with pytest.raises(AirflowFailException, match=r"the upgrade from version 111111111111 to .* is refused"):
+        _supervise()
+    [mail] = smtp.inbox.mails
+    assert mail["subject"] == "[hubflow] ALERT clicks: upgrade failed (refused or rolled back)"
+    new = folder.read_json("supervisor.json")["upgrade"]["after"]
+    assert f"Upgrade: job clicks: the upgrade from version 111111111111 to {new[:12]} is refused" in (
+        " ".join(mail["body"].split())
+    )
+    assert len(webhook.posts) == 1  # Slack's text escapes ">" as "&gt;"
+    assert re.search(r"sink \w+: parquet \S+ -&gt; delta ", webhook.posts[0]["body"]["text"]), "the change"
+    assert _supervise()["done"][-1] == "job clicks keeps running version 111111111111"
+    assert len(smtp.inbox.mails) == 1, "the same failure again says nothing"
+
+    config.write_text(original, encoding="utf-8")
+    folder.write_json("supervisor.json", {**folder.read_json("supervisor.json"), "fingerprint": {}})
+    _supervise()
+    assert [m["subject"] for m in smtp.inbox.mails][1:] == [
+        "[hubflow] RESOLVED clicks: upgrade failed (refused or rolled back)"
+    ]
