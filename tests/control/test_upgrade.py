@@ -231,6 +231,23 @@ def test_an_incompatible_upgrade_is_refused_and_the_old_version_keeps_running(jo
     assert _state(job_dir)["upgrade"]["outcome"] == "ready", "the failure is over: its alert resolves"
 
 
+def test_an_on_call_start_of_a_held_job_upgrades_it_and_a_refusal_keeps_the_hold(job_dir: Path) -> None:
+    v1 = _started_v1(job_dir)
+    _act(job_dir, "stop", reason="deploying")
+    _write_config(job_dir, audit={"kind": "parquet", "output_path": str(job_dir / "audit")})
+    with pytest.raises(OnCallRefused, match="is refused"):
+        _act(job_dir, "start")
+    hold = _folder(job_dir).hold()
+    assert hold is not None and hold.kind == HoldKind.STOP, "a refused start leaves the job as it was"
+    assert not _folder(job_dir).liveness(30).alive and _state(job_dir)["fingerprint"]["digest"] == v1
+
+    _write_config(job_dir)
+    _deploy(job_dir, "commit", "version 2")
+    started = _act(job_dir, "start")
+    assert any(line.startswith("released the hold") for line in started["done"]), started
+    assert started["done"][-1].endswith("the new version is ready") and _folder(job_dir).hold() is None
+
+
 def test_a_version_that_never_commits_is_rolled_back_after_ready_within(job_dir: Path) -> None:
     v1 = _started_v1(job_dir)
     _deploy(job_dir, "hang", "version 2")
@@ -261,6 +278,13 @@ def test_a_version_that_never_commits_is_rolled_back_after_ready_within(job_dir:
     kept = _act(job_dir)
     assert kept["done"][-1] == f"job clicks keeps running version {v1[:12]}", kept
     assert _starts(job_dir)[-1] == "commit -" and len(_starts(job_dir)) == 3
+
+    os.kill(_folder(job_dir).status()["pid"], 9)  # version 1 dies while version 2 is still deployed
+    wait_until(lambda: not _folder(job_dir).liveness(30).alive, 30, "version 1 is found dead")
+    restarted = _act(job_dir)
+    assert restarted["done"][-1].startswith("started job clicks"), restarted
+    assert _starts(job_dir)[-1] == "commit -" and len(_starts(job_dir)) == 4, "version 1 again, not 2"
+    assert _state(job_dir)["fingerprint"]["digest"] == v1
 
 
 def test_a_version_that_dies_is_retried_then_rolled_back(job_dir: Path) -> None:

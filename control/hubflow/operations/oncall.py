@@ -457,27 +457,28 @@ class OnCall:
         the previous one; otherwise the upgrade runs whole (or, in a dry run, says what it would do)."""
         request = self.request
         upgrade = self._upgrade_of(fingerprint)
-        done = (
-            [self._carry_out(Step.RELEASE_HOLD, live, False, fingerprint)]
-            if Step.RELEASE_HOLD in decision.steps
-            else []
-        )
+
+        def release() -> list[str]:  # an on-call start's or restart's, once the check has passed
+            if Step.RELEASE_HOLD not in decision.steps:
+                return []
+            return [self._carry_out(Step.RELEASE_HOLD, live, False, fingerprint)]
+
         failed = failed_upgrade(self.control.supervisor_state(), fingerprint["digest"])
         if failed is not None and request.action == "ensure_running":
             if request.dry_run:
-                return [*done, f"would keep the version last started: {failed.text}"]
-            return done + self._keep_previous(failed.text, live, decision)
+                return [f"would keep the version last started: {failed.text}"]
+            return self._keep_previous(failed.text, live, decision)
         try:
             if request.dry_run:
                 try:
-                    return done + [f"would {line}" for line in upgrade.check(dry_run=True)]
+                    return [f"would {line}" for line in upgrade.check(dry_run=True)] + release()
                 except UpgradeRefused as exc:
-                    return [*done, f"would refuse: {exc}"]
-            return done + upgrade.run(alive=live.alive)
+                    return [f"would refuse: {exc}"]
+            return upgrade.run(alive=live.alive, after_check=release)
         except UpgradeRefused as exc:
             self._told_failed_upgrade()
             if request.action == "ensure_running" and not live.alive:
-                return done + self._keep_previous(str(exc), live, decision)
+                return self._keep_previous(str(exc), live, decision)
             raise OnCallRefused(str(exc)) from None
         except Exception:
             self._told_failed_upgrade()

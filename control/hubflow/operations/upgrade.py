@@ -143,12 +143,15 @@ class Upgrade:
 
     # Carrying out ------------------------------------------------------------------------------
 
-    def run(self, alive: bool) -> list[str]:
-        """Check, stop the old version (``alive``), back up, start the new one and see it ready, or
-        roll back (then :class:`UpgradeRolledBack`)."""
+    def run(self, alive: bool, after_check: Callable[[], list[str]] | None = None) -> list[str]:
+        """Check, then ``after_check`` (an on-call start releases its hold there: a refused upgrade
+        leaves the job as it was), stop the old version (``alive``), back up, start the new one and
+        see it ready, or roll back (then :class:`UpgradeRolledBack`)."""
         done = self.check()
         for line in done:
             self.log("%s", line)
+        if after_check is not None:
+            done += after_check()
         state = self.control.supervisor_state()
         before = _digest(state)
         if alive:
