@@ -23,6 +23,7 @@ from typing import Any
 
 from hubflow.invocation import JobInvocation
 from hubflow.operations.oncall import ActionBusy, JobStartError, OnCall, OnCallRefused, OnCallRequest
+from hubflow.operations.upgrade import UpgradeRolledBack
 from hubflow.registry import RegisteredJob, RegistryError, load_registry, registry_path
 from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_LOCKED, EXIT_OK
 from hubflow.supervision.detached_process import shipping_log, start_detached
@@ -97,7 +98,7 @@ def oncall_job(
     except ActionBusy as exc:
         print(f"hubflow oncall: {exc}")
         return EXIT_LOCKED
-    except (OnCallRefused, JobStartError) as exc:
+    except (OnCallRefused, JobStartError, UpgradeRolledBack) as exc:
         print(f"hubflow oncall: {exc}")
         return EXIT_FAILED
     print(f"{'dry run of ' if dry_run else ''}{action} of job {name}: done")

@@ -108,6 +108,7 @@ class StreamingJobOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from hubflow.operations.oncall import JobStartError, OnCall, OnCallRefused, OnCallRequest
+        from hubflow.operations.upgrade import UpgradeRolledBack
         from hubflow_plugins.hooks.azure_storage import use_job_storage
 
         who = self._who(context)
@@ -143,7 +144,7 @@ class StreamingJobOperator(BaseOperator):
             if cleared:
                 oncall.refuse(cleared)
             return oncall.run()
-        except OnCallRefused as exc:
+        except (OnCallRefused, UpgradeRolledBack) as exc:  # a retry would not change the outcome
             raise AirflowFailException(str(exc)) from None
         except JobStartError as exc:
             raise AirflowException(str(exc)) from None
