@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hubflow.status.exit_codes import EXIT_CONFIG_ERROR
 from hubflow.supervision.supervisor import ONCALL_ACTIONS
-from hubflow_cli.scaffold import SOURCE_KINDS
+from hubflow_cli.scaffold import SOURCE_KINDS, TRIGGERS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,8 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.add_argument(
         "--source-kind",
         choices=SOURCE_KINDS,
-        default="files",
-        help="default: files (eventhubs_kafka: the hub through its Kafka endpoint)",
+        default=None,
+        help="default: files (eventhubs_kafka: the hub through its Kafka endpoint; the only kind of "
+        "--trigger realtime, and its default)",
+    )
+    pipeline.add_argument(
+        "--trigger",
+        choices=TRIGGERS,
+        default="available-now",
+        help="available-now (default): a scheduled job; realtime: a streaming job in Spark's real-time "
+        'mode, from a hub to another hub (docs/pipelines.md, "Real-time pipelines")',
     )
     pipeline.add_argument("--force", action="store_true", help="overwrite the pipeline's files if they exist")
     pipeline.add_argument(
@@ -186,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             data=args.data_dir,
             registry=args.registry,
             force=args.force,
+            trigger=args.trigger,
         )
     elif args.command == "run":
         from hubflow_cli.run import run_job

@@ -44,6 +44,8 @@ class Plan:
     folder: Path
     data: Path
     registry: Path
+    #: A real-time streaming pipeline (``--trigger realtime``), else a scheduled availableNow one.
+    real_time: bool = False
 
     @property
     def module(self) -> Path:
@@ -77,8 +79,15 @@ def plan_pipeline(
     data: Path | None = None,
     registry: Path | None = None,
     force: bool = False,
+    real_time: bool = False,
 ) -> Plan:
     """Where the pipeline's files go; :class:`RefusedError` when it must not be created."""
+    if real_time and kind != scaffold.REAL_TIME_KIND:
+        raise RefusedError(
+            f"--trigger realtime reads --source-kind {scaffold.REAL_TIME_KIND} only (Spark's real-time "
+            f"mode runs its Kafka source), not {kind}; leave --source-kind out or use "
+            f"--trigger available-now"
+        )
     if not re.match(JOB_NAME_PATTERN, name):
         raise RefusedError(
             f"pipeline name {name!r} must match {JOB_NAME_PATTERN} (lower case letters, digits, _; "
@@ -93,6 +102,7 @@ def plan_pipeline(
         folder=folder,
         data=(data or folder.parent / "data").resolve(),
         registry=(registry or registry_path()).resolve(),
+        real_time=real_time,
     )
     if not plan.module.exists() and importlib.util.find_spec(name) is not None:
         raise RefusedError(
@@ -120,9 +130,9 @@ def write_pipeline(plan: Plan) -> list[Path]:
     """Write the plan's files and append its registry entry; the paths written."""
     written = []
     files = {
-        plan.module: scaffold.module_text(plan.name, plan.kind),
-        plan.config: scaffold.config_text(plan.name, plan.kind, str(plan.data)),
-        plan.test: scaffold.unit_test_text(plan.name, plan.kind),
+        plan.module: scaffold.module_text(plan.name, plan.kind, plan.real_time),
+        plan.config: scaffold.config_text(plan.name, plan.kind, str(plan.data), plan.real_time),
+        plan.test: scaffold.unit_test_text(plan.name, plan.kind, plan.real_time),
     }
     if not plan.conftest.exists():
         files[plan.conftest] = scaffold.CONFTEST
@@ -132,12 +142,12 @@ def write_pipeline(plan: Plan) -> list[Path]:
         written.append(path)
     if plan.kind == "files":
         Path(scaffold.landing_folder(str(plan.data), plan.name)).mkdir(parents=True, exist_ok=True)
-    append_registry_entry(plan.registry, plan.name, plan.registry_config())
+    append_registry_entry(plan.registry, plan.name, plan.registry_config(), plan.real_time)
     written.append(plan.registry)
     return written
 
 
-def append_registry_entry(path: Path, name: str, config: str) -> None:
+def append_registry_entry(path: Path, name: str, config: str, real_time: bool = False) -> None:
     """Append the job's entry to the registry's ``jobs:`` list, as text (comments stay).
 
     The list must be the file's last key, as in dags/registry.yaml; the result is read back with
@@ -157,7 +167,7 @@ def append_registry_entry(path: Path, name: str, config: str) -> None:
     if not text.endswith("\n"):
         text += "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + scaffold.registry_entry(name, config, indent), encoding="utf-8")
+    path.write_text(text + scaffold.registry_entry(name, config, indent, real_time), encoding="utf-8")
     try:
         load_registry(path).job(name)
     except RegistryError as exc:
@@ -180,6 +190,9 @@ def next_steps(plan: Plan, default_registry: bool) -> list[str]:
         steps.append(f"# drop JSON-lines files into {scaffold.landing_folder(str(plan.data), plan.name)}")
     elif plan.kind in ("eventhubs", "eventhubs_kafka"):
         steps.append(f"export {scaffold.connection_variable(plan.name)}='Endpoint=sb://...'")
+        if plan.real_time:
+            output = scaffold.connection_variable(f"{plan.name}_{scaffold.SINK}")
+            steps.append(f"export {output}='Endpoint=sb://...'  # the output hub")
         if plan.kind == "eventhubs_kafka":
             steps.append(
                 f"# against the emulator: uncomment kafka_bootstrap_servers in {plan.config} and set it to "
@@ -187,31 +200,39 @@ def next_steps(plan: Plan, default_registry: bool) -> list[str]:
             )
     else:
         steps.append(f"# point sources.upstream.path of {plan.config} at a Delta table")
-    steps += [
-        f"{env}hubflow check{registry}",
-        f"pytest {plan.test}",
-        f"{env}hubflow run {plan.name} --once{registry}",
-    ]
+    run = (
+        f"{env}hubflow run {plan.name}{registry}  # runs until stopped"
+        if plan.real_time
+        else (f"{env}hubflow run {plan.name} --once{registry}")
+    )
+    steps += [f"{env}hubflow check{registry}", f"pytest {plan.test}", run]
     return steps
 
 
 def new_pipeline(
     name: str,
-    kind: str,
+    kind: str | None,
     *,
     folder: Path | None,
     data: Path | None,
     registry: Path | None,
     force: bool,
+    trigger: str = "available-now",
 ) -> int:
-    """The ``hubflow new pipeline`` command: the exit code (2 when refused)."""
+    """The ``hubflow new pipeline`` command: the exit code (2 when refused). ``kind`` None: files, or
+    eventhubs_kafka for ``trigger`` realtime."""
+    real_time = trigger == "realtime"
+    kind = kind or (scaffold.REAL_TIME_KIND if real_time else "files")
     try:
-        plan = plan_pipeline(name, kind, folder=folder, data=data, registry=registry, force=force)
+        plan = plan_pipeline(
+            name, kind, folder=folder, data=data, registry=registry, force=force, real_time=real_time
+        )
         written = write_pipeline(plan)
     except RefusedError as exc:
         print(f"hubflow new pipeline: {exc}")
         return EXIT_CONFIG_ERROR
-    print(f"created pipeline {name} ({kind} source, one Delta sink):")
+    sink = "one Event Hubs sink, real-time mode" if real_time else "one Delta sink"
+    print(f"created pipeline {name} ({kind} source, {sink}):")
     for path in written:
         what = "appended the job's entry to" if path == plan.registry else "wrote"
         print(f"  {what} {path}")

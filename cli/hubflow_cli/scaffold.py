@@ -4,8 +4,10 @@ One template per source kind (``files``, ``eventhubs``, ``eventhubs_kafka``, ``d
 example of the
 pipeline API (docs/pipelines.md): a function ``transform`` with one parameter per source and a
 ``params`` model ``Params``, a config with that source and one Delta sink under a local data folder,
-and a unit test calling the function on a batch DataFrame. The text is ruff-clean (check and
-format) as written; tests/cli/test_new.py checks it.
+and a unit test calling the function on a batch DataFrame. With the trigger ``realtime`` (an
+``eventhubs_kafka`` source) the sink is a second hub, through its Kafka endpoint too, and the job is
+a streaming one in Spark's real-time mode (docs/pipelines.md, "Real-time pipelines"). The text is
+ruff-clean (check and format) as written; tests/cli/test_new.py checks it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ import re
 from dataclasses import dataclass
 
 SOURCE_KINDS = ("files", "eventhubs", "eventhubs_kafka", "delta")
+#: ``hubflow new pipeline --trigger``: a scheduled availableNow job, or a real-time streaming one.
+TRIGGERS = ("available-now", "realtime")
+#: The only source kind (and sink kind) of a real-time scaffold.
+REAL_TIME_KIND = "eventhubs_kafka"
+#: A real-time scaffold's checkpoint interval (how long each of its batches runs).
+REAL_TIME_INTERVAL = "30 seconds"
 #: A path YAML reads as the same string without quotes.
 _PLAIN = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_./:-]*$")
 #: The sink every scaffold declares.
@@ -91,6 +99,19 @@ _EVENTHUBS_KAFKA_MODULE = _EVENTHUBS_MODULE.replace(
 """,
 )
 
+#: A real-time pipeline: events forwarded from hub to hub, filtered, with their key and properties.
+_REAL_TIME_MODULE = '''    #: Only events whose body starts with it are forwarded ("" forwards every event).
+    prefix: str = ""
+
+
+def transform({source}: DataFrame, params: Params) -> DataFrame:
+    """The events to forward: body, key and properties, as the output hub's sink takes them."""
+    # Real-time mode runs stateless steps only (select, filter, UDFs): no aggregation,
+    # join or deduplication. The eventhubs kind's columns, through Spark's Kafka source.
+    kept = {source}.where(F.col("body").cast("string").startswith(params.prefix))
+    return kept.select("body", "partitionKey", "properties")
+'''
+
 _DELTA_MODULE = '''    #: The columns to keep (empty: every column of the upstream table).
     columns: list[str] = Field(default_factory=list)
 
@@ -117,6 +138,27 @@ sinks:
     kind: delta
     output_path: {output}
 {sink_extra}params:
+{params}
+"""
+
+_REAL_TIME_CONFIG = """# The config of the pipeline {name} (docs/pipelines.md), its function in pipelines/.
+# Real-time mode: each event is forwarded as it arrives; the query commits every
+# checkpoint interval. Its Spark application needs a core per partition of the source.
+name: {name}
+trigger:
+  realTime: "{interval}"  # the checkpoint interval (docs/pipelines.md, "Real-time pipelines")
+checkpoint_root: {checkpoints}
+status_root: {status}
+sources:
+  {source}:  # the parameter `{source}` of transform
+{source_keys}
+sinks:
+  {sink}:  # what transform returns: body, partitionKey, properties
+    kind: eventhubs_kafka
+    connection_string_env: {sink_variable}  # the output hub's connection string
+    eventhub_name: {name}_{sink}
+{bootstrap}  # the emulator only: the address it prints
+params:
 {params}
 """
 
@@ -168,6 +210,23 @@ def test_keeps_the_events_whose_body_has_the_prefix(spark) -> None:
     rows = transform({source}, Params(prefix="keep")).collect()
 
     assert [(row["body"], row["partition"]) for row in rows] == [("keep 1", "0")]
+"""
+
+_REAL_TIME_TEST = """from {name} import Params, transform
+
+
+def test_forwards_the_events_whose_body_has_the_prefix(spark) -> None:
+    {source} = spark.createDataFrame(
+        [
+            (bytearray(b"keep 1"), "k1", {{"source": "a"}}),
+            (bytearray(b"drop 2"), None, {{}}),
+        ],
+        "body BINARY, partitionKey STRING, properties MAP<STRING, STRING>",
+    )
+
+    rows = transform({source}, Params(prefix="keep")).collect()
+
+    assert [(bytes(row["body"]), row["partitionKey"]) for row in rows] == [(b"keep 1", "k1")]
 """
 
 _DELTA_TEST = """from {name} import Params, transform
@@ -253,16 +312,16 @@ def _path(value: str) -> str:
     return value if _PLAIN.match(value) else json.dumps(value)
 
 
-def module_text(name: str, kind: str) -> str:
+def module_text(name: str, kind: str, real_time: bool = False) -> str:
     """``pipelines/<name>.py``."""
     spec = KINDS[kind]
     head = _MODULE_HEAD.format(
         name=name,
-        what=spec.what,
+        what=spec.what + (",\nforwarded to another hub in real time" if real_time else ""),
         pydantic_extra=", Field" if kind == "delta" else "",
         functions_import="" if kind == "delta" else "\nfrom pyspark.sql import functions as F",
     )
-    return head + spec.module.format(source=spec.source)
+    return head + (_REAL_TIME_MODULE if real_time else spec.module).format(source=spec.source)
 
 
 #: The config line of an eventhubs_kafka scaffold for the emulator, commented out: the emulator's
@@ -280,7 +339,7 @@ def landing_folder(data: str, name: str) -> str:
     return f"{data}/landing/{name}"
 
 
-def config_text(name: str, kind: str, data: str) -> str:
+def config_text(name: str, kind: str, data: str, real_time: bool = False) -> str:
     """``pipelines/configs/<name>.yaml``: its paths under the folder ``data``."""
     spec = KINDS[kind]
     if kind == "files":
@@ -315,6 +374,19 @@ def config_text(name: str, kind: str, data: str) -> str:
             f"    kind: delta\n    path: {_path(f'{data}/lake/upstream')}  # the Delta table to follow"
         )
         sink_extra = ""
+    if real_time:
+        return _REAL_TIME_CONFIG.format(
+            name=name,
+            interval=REAL_TIME_INTERVAL,
+            checkpoints=_path(f"{data}/checkpoints"),
+            status=_path(f"{data}/status"),
+            source=spec.source,
+            source_keys=source_keys,
+            sink=SINK,
+            sink_variable=connection_variable(f"{name}_{SINK}"),
+            bootstrap=EMULATOR_BOOTSTRAP_LINE,
+            params=spec.params,
+        )
     return _CONFIG.format(
         name=name,
         checkpoints=_path(f"{data}/checkpoints"),
@@ -328,19 +400,18 @@ def config_text(name: str, kind: str, data: str) -> str:
     )
 
 
-def unit_test_text(name: str, kind: str) -> str:
+def unit_test_text(name: str, kind: str, real_time: bool = False) -> str:
     """``pipelines/tests/test_<name>.py``."""
     spec = KINDS[kind]
-    return _TEST_HEAD.format(name=name) + spec.test.format(name=name, source=spec.source)
+    test = _REAL_TIME_TEST if real_time else spec.test
+    return _TEST_HEAD.format(name=name) + test.format(name=name, source=spec.source)
 
 
-def registry_entry(name: str, config: str, indent: str) -> str:
-    """The registry's list item for the pipeline, indented like the file's other items."""
+def registry_entry(name: str, config: str, indent: str, real_time: bool = False) -> str:
+    """The registry's list item for the pipeline, indented like the file's other items: a scheduled
+    job, or a streaming one (supervised) for real-time mode."""
     inner = indent + "  "
-    return (
-        f"{indent}- name: {name}\n"
-        f"{inner}application: {name}:transform\n"
-        f"{inner}config: {_path(config)}\n"
-        f"{inner}mode: scheduled\n"
-        f'{inner}schedule: "@hourly"\n'
-    )
+    entry = f"{indent}- name: {name}\n{inner}application: {name}:transform\n{inner}config: {_path(config)}\n"
+    if real_time:
+        return entry + f"{inner}mode: streaming\n"
+    return entry + f"{inner}mode: scheduled\n" + f'{inner}schedule: "@hourly"\n'

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypeVar
 from urllib.parse import urlparse
@@ -61,21 +62,40 @@ def _check_duration(value: str) -> str:
 
 
 class TriggerConfig(StrictModel):
-    """Either ``processingTime: "30 seconds"`` (long-running) or ``availableNow: true`` (scheduled)."""
+    """Exactly one of ``processingTime: "30 seconds"`` (long-running micro-batches), ``availableNow:
+    true`` (scheduled) or ``realTime: "5 minutes"`` (long-running, Spark's real-time mode: each batch
+    runs that long, its events processed as they arrive; docs/pipelines.md, "Real-time pipelines")."""
 
     processing_time: str | None = Field(default=None, alias="processingTime")
     available_now: bool = Field(default=False, alias="availableNow")
+    real_time: str | None = Field(default=None, alias="realTime")
 
-    @field_validator("processing_time")
+    @field_validator("processing_time", "real_time")
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
         return None if value is None else _check_duration(value)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TriggerConfig:
-        if (self.processing_time is None) == (not self.available_now):
-            raise ValueError('set exactly one of processingTime: "<duration>" or availableNow: true')
+        chosen = [self.processing_time is not None, self.available_now, self.real_time is not None]
+        if sum(chosen) != 1:
+            raise ValueError(
+                'set exactly one of processingTime: "<duration>", availableNow: true or realTime: '
+                '"<checkpoint interval>"'
+            )
         return self
+
+    @property
+    def kind(self) -> str:
+        """``processingTime``, ``availableNow`` or ``realTime``: the key set."""
+        if self.available_now:
+            return "availableNow"
+        return "realTime" if self.real_time is not None else "processingTime"
+
+    @property
+    def real_time_interval(self) -> timedelta | None:
+        """A real-time trigger's checkpoint interval (how long each of its batches runs), else None."""
+        return parse_positive_duration(self.real_time) if self.real_time is not None else None
 
     def spark_kwargs(self) -> dict[str, Any]:
         """The keyword arguments for ``DataStreamWriter.trigger``.
@@ -85,8 +105,16 @@ class TriggerConfig(StrictModel):
         """
         if self.available_now:
             return {"availableNow": True}
-        milliseconds = round(parse_positive_duration(self.processing_time or "").total_seconds() * 1000)
-        return {"processingTime": f"{milliseconds} milliseconds"}
+        key, text = (
+            ("realTime", self.real_time)
+            if self.real_time is not None
+            else (
+                "processingTime",
+                self.processing_time,
+            )
+        )
+        milliseconds = round(parse_positive_duration(text or "").total_seconds() * 1000)
+        return {key: f"{milliseconds} milliseconds"}
 
 
 class RuntimeConfig(StrictModel):

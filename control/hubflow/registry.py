@@ -49,6 +49,10 @@ OVERRIDES_ENV = "HUBFLOW_REGISTRY_OVERRIDES"
 DEFAULT_CORES_MAX = 2
 
 
+#: A real-time job is stalled when no batch committed for this many of its checkpoint intervals.
+REAL_TIME_STALL_BATCHES = 3
+
+
 class RegistryError(ValueError):
     """The registry or a job config it points to cannot be used; the message names the key."""
 
@@ -73,7 +77,9 @@ class JobPaths(_Strict):
     """What Airflow needs to know of a job's own config."""
 
     name: str
-    trigger: Literal["processingTime", "availableNow"]
+    trigger: Literal["processingTime", "availableNow", "realTime"]
+    #: A ``realTime`` trigger's checkpoint interval in seconds (each of its batches runs that long).
+    real_time_interval_seconds: float | None = None
     checkpoint_location: str
     status_dir: str
     landing_root: str | None = None
@@ -408,7 +414,14 @@ class RegisteredJob(_Strict):
 
     @property
     def stalled_after_delta(self) -> timedelta:
-        return parse_duration(self.stalled_after)
+        """No commit for this long is a stall: ``stalled_after``, and for a real-time job at least
+        :data:`REAL_TIME_STALL_BATCHES` of its batches (each runs its checkpoint interval). Read at run
+        time (it may read the job's config)."""
+        configured = parse_duration(self.stalled_after)
+        interval = self.paths.real_time_interval_seconds
+        if interval is None:
+            return configured
+        return max(configured, timedelta(seconds=REAL_TIME_STALL_BATCHES * interval))
 
     @property
     def heartbeat_timeout(self) -> timedelta:
@@ -619,7 +632,10 @@ def read_job_paths(config_path: Path, application: str, expected_name: str | Non
     landing_root, archive_dir = config.file_landing() or (None, None)
     return JobPaths(
         name=config.name,
-        trigger="availableNow" if config.trigger.available_now else "processingTime",
+        trigger=config.trigger.kind,
+        real_time_interval_seconds=(
+            config.trigger.real_time_interval.total_seconds() if config.trigger.real_time_interval else None
+        ),
         checkpoint_location=config.checkpoint_location,
         status_dir=config.status_dir,
         landing_root=landing_root,

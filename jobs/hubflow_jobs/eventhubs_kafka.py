@@ -86,6 +86,10 @@ NO_KAFKA_EQUIVALENT = {
     ),
 }
 
+#: Spark's Kafka source option that limits a micro-batch (``max_events_per_trigger``); real-time mode
+#: refuses it.
+KAFKA_BATCH_LIMIT = "maxOffsetsPerTrigger"
+
 
 class EventHubsKafkaConfig(EventHubConnectionConfig):
     """What a ``kind: eventhubs_kafka`` source and sink share: the hub's Kafka endpoint from the
@@ -179,7 +183,7 @@ class EventHubsKafkaSourceConfig(EventHubsKafkaConfig):
             **self.options,
             "subscribe": self.topic(),
             "startingOffsets": self.starting_position,
-            "maxOffsetsPerTrigger": str(self.max_events_per_trigger),
+            KAFKA_BATCH_LIMIT: str(self.max_events_per_trigger),
             "includeHeaders": "true",
         }
         override = os.environ.get(STARTING_POSITION_ENV)
@@ -203,7 +207,7 @@ class EventHubsKafkaSourceConfig(EventHubsKafkaConfig):
         """The options of a batch read of the events enqueued in ``[start, end)`` (a backfill's):
         Kafka's offsets by timestamp, the first at or after ``start`` to the first at or after ``end``."""
         options = self.spark_options()
-        for key in ("startingOffsets", "maxOffsetsPerTrigger"):
+        for key in ("startingOffsets", KAFKA_BATCH_LIMIT):
             options.pop(key)
         options["startingTimestamp"] = str(_epoch_ms(start))
         options["endingTimestamp"] = str(_epoch_ms(end))

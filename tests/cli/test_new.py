@@ -39,6 +39,9 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
         result = _new(pipelines, registry, name, "--source-kind", kind)
         assert result.returncode == 0, output(result)
         printed[name] = result.stdout
+    result = _new(pipelines, registry, "fwd", "--trigger", "realtime")  # eventhubs_kafka to a hub
+    assert result.returncode == 0, output(result)
+    printed["fwd"] = result.stdout
 
     for written in ("orders.py", "configs/orders.yaml", "tests/test_orders.py", "tests/conftest.py"):
         assert f"wrote {pipelines / written}" in printed["orders"]
@@ -48,7 +51,18 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
     text = registry.read_text(encoding="utf-8")
     assert text.startswith("# the team's registry: keep this comment\njobs:\n")
     entries = {job["name"]: job for job in yaml.safe_load(text)["jobs"]}
-    assert list(entries) == ["orders", "clicks", "alerts", "silver"]
+    assert list(entries) == ["orders", "clicks", "alerts", "silver", "fwd"]
+    assert entries["fwd"]["mode"] == "streaming" and "schedule" not in entries["fwd"]
+    real_time = yaml.safe_load((pipelines / "configs" / "fwd.yaml").read_text(encoding="utf-8"))
+    assert real_time["trigger"] == {"realTime": "30 seconds"}
+    assert [real_time["sources"]["events"]["kind"], real_time["sinks"]["output"]["kind"]] == [
+        "eventhubs_kafka",
+        "eventhubs_kafka",
+    ]
+    assert (
+        f"HUBFLOW_PIPELINES_DIR={pipelines} hubflow run fwd --registry {registry}  # runs until stopped"
+        in (printed["fwd"])
+    )
     assert entries["orders"] == {
         "name": "orders",
         "application": "orders:transform",
@@ -69,6 +83,7 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
     assert "warn  alerts" in checked.stdout and "ALERTS_EVENTHUBS_CONNECTION is not set" in checked.stdout
     assert "# against the emulator: uncomment kafka_bootstrap_servers" in printed["alerts"]
     assert "warn  silver" in checked.stdout and "is not a Delta table" in checked.stdout
+    assert "warn  fwd" in checked.stdout and "FWD_OUTPUT_EVENTHUBS_CONNECTION is not set" in checked.stdout
 
     config_file = str(REPO_ROOT / "pyproject.toml")
     for command in (["check"], ["format", "--check", "--diff"]):
@@ -89,7 +104,7 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
         check=False,
     )
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
-    assert "4 passed" in tests.stdout
+    assert "5 passed" in tests.stdout
 
 
 def test_refusals_write_nothing(tmp_path: Path) -> None:
@@ -109,6 +124,9 @@ def test_refusals_write_nothing(tmp_path: Path) -> None:
         result = _new(pipelines, registry, name)
         assert result.returncode == 2, output(result)
         assert message in result.stdout, output(result)
+    files = _new(pipelines, registry, "fast", "--trigger", "realtime", "--source-kind", "files")
+    said = "--trigger realtime reads --source-kind eventhubs_kafka only (Spark's real-time mode runs"
+    assert files.returncode == 2 and said in files.stdout and "not files" in files.stdout, output(files)
     other = tmp_path / "other.yaml"
     exists = _new(pipelines, other, "orders")
     assert exists.returncode == 2, output(exists)

@@ -445,3 +445,41 @@ def test_the_eventhubs_kafka_example_of_docs_pipelines_md_loads_as_written(
         monkeypatch.setenv(name, value)
     options = _load(tmp_path, sources=sources).sources["events"].spark_options()
     assert (options["kafka.sasl.mechanism"], options["failOnDataLoss"]) == ("OAUTHBEARER", "true")
+
+
+def test_a_real_time_trigger_takes_eventhubs_kafka_in_and_out_and_names_what_it_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/pipelines.md "Real-time pipelines": its table of what is refused, by the key."""
+    monkeypatch.setenv(
+        "HUB", "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=s"
+    )
+    hub = {"kind": "eventhubs_kafka", "connection_string_env": "HUB", "eventhub_name": "in"}
+    out = {**hub, "eventhub_name": "out"}
+    real_time = {"trigger": {"realTime": "30 seconds"}}
+    config = _load(tmp_path, **real_time, sources={"events": hub}, sinks={"out": out})
+    assert config.trigger.kind == "realTime" and config.trigger.spark_kwargs() == {
+        "realTime": "30000 milliseconds"
+    }
+    assert config.trigger.real_time_interval.total_seconds() == 30
+
+    files = _error(tmp_path, **real_time, sources={"events": _files(tmp_path)}, sinks={"out": out})
+    assert (
+        "sources.events.kind: files cannot be read with trigger realTime: Spark's real-time mode reads"
+        in files
+    )
+    limited = {**hub, "max_events_per_trigger": 10}
+    assert "sources.events.max_events_per_trigger: limits a micro-batch" in _error(
+        tmp_path, **real_time, sources={"events": limited}, sinks={"out": out}
+    )
+    delta = {"kind": "delta", "output_path": str(tmp_path / "lake")}
+    assert "sinks.out.kind: delta cannot be written with trigger realTime" in _error(
+        tmp_path, **real_time, sources={"events": hub}, sinks={"out": delta}
+    )
+    both = {"trigger": {"realTime": "30 seconds", "processingTime": "1 second"}}
+    assert "set exactly one of processingTime" in _error(
+        tmp_path, **both, sources={"events": hub}, sinks={"out": out}
+    )
+    assert "trigger.realTime" in _error(
+        tmp_path, trigger={"realTime": "soon"}, sources={"events": hub}, sinks={"out": out}
+    )

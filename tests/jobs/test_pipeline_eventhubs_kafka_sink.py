@@ -259,3 +259,50 @@ def test_a_pipeline_with_an_eventhubs_kafka_sink_is_refused_a_backfill_naming_th
     assert problem is not None and problem.endswith(
         "an Event Hub cannot take events back: sinks.alerts.kind: eventhubs_kafka"
     ), problem
+
+
+def test_a_real_time_plan_spark_refuses_exits_2_naming_the_trigger_and_sends_nothing(
+    spark: Any,
+    alerts_hub: tuple[EmulatedHub, str],
+    tmp_path: Path,
+    pipelines: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/pipelines.md "Real-time pipelines": an aggregation is Spark's to refuse, at the start."""
+    from hubflow.status import StatusFolder
+    from hubflow.status.exit_codes import EXIT_CONFIG_ERROR
+
+    hub, bootstrap = alerts_hub
+    monkeypatch.setenv(ENV_VAR, hub.connection_string)
+    write_module(
+        pipelines,
+        "counts_rt",
+        """
+        from pyspark.sql import functions as F
+
+
+        def counts(events):
+            per_partition = events.groupBy("partition").count()
+            return per_partition.select(F.col("count").cast("string").alias("body"))
+        """,
+    )
+    kafka = {
+        "connection_string_env": ENV_VAR,
+        "eventhub_name": "alerts",
+        "kafka_bootstrap_servers": bootstrap,
+    }
+    config = pipeline_config(
+        tmp_path,
+        "counts_rt",
+        trigger={"realTime": "5 seconds"},
+        sources={"events": {"kind": "eventhubs_kafka", **kafka}},
+        sinks={"counts": {"kind": "eventhubs_kafka", **kafka}},
+    )
+    before = event_count(hub.connection_string)
+    code, reason = run_on_session(spark, "counts_rt:counts", config)
+    assert code == EXIT_CONFIG_ERROR, reason
+    said = "job counts_rt: trigger.realTime: Spark's real-time mode cannot run this pipeline ("
+    assert reason.startswith(said) and "HashAggregateExec" in reason, reason
+    status = StatusFolder(str(tmp_path / "status" / "counts_rt")).status() or {}
+    assert status["exception"].startswith(said), "the status page says it too"
+    assert event_count(hub.connection_string) == before

@@ -248,6 +248,34 @@ class PipelineConfig(JobConfig):
                     )
         return self
 
+    @model_validator(mode="after")
+    def _what_real_time_mode_runs(self) -> PipelineConfig:
+        """Spark's real-time mode runs its Kafka source and sink (``eventhubs_kafka``) only, and reads
+        each event as it arrives; say so by the key, before Spark starts (docs/pipelines.md)."""
+        if self.trigger.real_time is None:
+            return self
+        for name, source in self.sources.items():
+            if not isinstance(source, EventHubsKafkaSource):
+                raise KeyedValueError(
+                    self.key_as_written("sources", name, "kind"),
+                    f"{source.kind} cannot be read with trigger realTime: Spark's real-time mode reads "
+                    "kind eventhubs_kafka only; read this source with processingTime",
+                )
+            if "max_events_per_trigger" in source.model_fields_set:
+                raise KeyedValueError(
+                    self.key_as_written("sources", name, "max_events_per_trigger"),
+                    "limits a micro-batch; real-time mode reads each event as it arrives: remove it",
+                )
+        for name, sink in self.sinks.items():
+            if not isinstance(sink, EventHubsKafkaSink):
+                raise KeyedValueError(
+                    self.key_as_written("sinks", name, "kind"),
+                    f"{sink.kind} cannot be written with trigger realTime: Spark's real-time mode writes "
+                    "kind eventhubs_kafka only (Delta and parquet sinks write whole batches); write this "
+                    "sink with processingTime",
+                )
+        return self
+
     def key_as_written(self, *loc: str) -> str:
         """The config key ``loc`` (e.g. ``"sources", "orders", "interval_folder"``) as the user's file
         names it, for messages: a built-in's config in its old keys names it by those."""

@@ -43,17 +43,21 @@ from hubflow_jobs.runtime.query_group import QueryGroup, helper_session
 log = logging.getLogger(__name__)
 
 
-def read_source(spark: Any, source: Any) -> Any:
-    """The declared ``source`` as a streaming DataFrame on ``spark``."""
+def read_source(spark: Any, source: Any, real_time: bool = False) -> Any:
+    """The declared ``source`` as a streaming DataFrame on ``spark`` (``real_time``: for Spark's
+    real-time mode, which reads each event as it arrives and refuses a per-batch limit)."""
     if isinstance(source, EventHubsSource):
         from pyspark_eventhubs import DefaultSource, register_data_source
 
         register_data_source(spark, DefaultSource)
         return spark.readStream.format("eventhubs").options(**source.spark_options()).load()
     if isinstance(source, EventHubsKafkaSource):
-        from hubflow_jobs.eventhubs_kafka import as_eventhubs_rows
+        from hubflow_jobs.eventhubs_kafka import KAFKA_BATCH_LIMIT, as_eventhubs_rows
 
-        return as_eventhubs_rows(spark.readStream.format("kafka").options(**source.spark_options()).load())
+        options = source.spark_options()
+        if real_time:
+            options.pop(KAFKA_BATCH_LIMIT, None)
+        return as_eventhubs_rows(spark.readStream.format("kafka").options(**options).load())
     if isinstance(source, DeltaSource):
         from hubflow_jobs.lake.delta_source import read_delta_stream
 
@@ -98,7 +102,8 @@ def read_files(spark: Any, source: FilesSource, paths: list[str] | None = None) 
 
 def pipeline_frames(spark: Any, config: PipelineConfig, binding: Binding) -> dict[str, Any]:
     """Read every source on ``spark``, call the function, and return its frames by sink name."""
-    frames = {name: read_source(spark, source) for name, source in config.sources.items()}
+    real_time = config.trigger.real_time is not None
+    frames = {name: read_source(spark, source, real_time) for name, source in config.sources.items()}
     result = binding.call(frames, config.params, spark)
     return sink_frames(result, binding.reference, list(config.sinks))
 
@@ -239,6 +244,8 @@ def _start_eventhubs_sink(
     else:
         register_data_source(spark, DefaultSource)
         writer = frame.writeStream.format("eventhubs")
+    if "realTime" in trigger:
+        writer = writer.outputMode("update")  # the only output mode of Spark's real-time mode
     return (
         writer.queryName(query_name)
         .options(**sink.spark_options())

@@ -282,6 +282,24 @@ def _start_and_supervise(
     return query
 
 
+#: The error class of Spark's refusals of a query in real-time mode (an operator or a sink it cannot run).
+REAL_TIME_MODE_ERROR = "STREAMING_REAL_TIME_MODE"
+
+
+def real_time_refusal(config: JobConfig, exception: Any) -> str | None:
+    """What to tell the user when Spark's real-time mode refused the query's plan, else None: the
+    config cannot run as it is, so the run is not worth a retry. Runs on the driver."""
+    text = str(exception)
+    if REAL_TIME_MODE_ERROR not in text:
+        return None
+    return (
+        f"job {config.name}: trigger.realTime: Spark's real-time mode cannot run this pipeline "
+        f"({one_line(exception)}). It runs stateless pipelines (select, filter, UDFs) from "
+        "eventhubs_kafka to eventhubs_kafka: use processingTime for one that aggregates, joins or "
+        "deduplicates (docs/pipelines.md, \"Real-time pipelines\")"
+    )
+
+
 def clear_leftover_requests(folder: StatusFolder) -> list[str]:
     """Remove STOP and KILL markers found before the job starts; they were meant for an earlier run.
 
@@ -331,7 +349,10 @@ def _finish(
         return code, f"job {config.name} {reason}"
     exception = query.exception()
     if exception is not None:
-        status.update(state=JobState.FAILED, exception=str(exception))
+        refused = real_time_refusal(config, exception)
+        status.update(state=JobState.FAILED, exception=refused or str(exception))
+        if refused:
+            return EXIT_CONFIG_ERROR, refused
         return EXIT_FAILED, f"job {config.name} failed: {one_line(exception)}"
     if stop.requested:
         reason = f"job {config.name} stopped gracefully: {stop.reason}"
