@@ -391,7 +391,11 @@ def _join(base: str, folder: str) -> str:
 def _keep_planned_batch(replaced: str, checkpoint: str) -> int | None:
     """Copy the newest ``offsets/N`` of the replaced checkpoint into the restored one when N is past
     the restored offsets log and uncommitted: the new version may have written batch N to the sinks,
-    and the previous version must run batch N with the same offsets for the sinks to skip it."""
+    and the previous version must run batch N with the same offsets for the sinks to skip it.
+
+    A file source's offset is an entry of its own log (``sources/<n>/<id>``, the files of the
+    batch), written when the batch was planned: those entries are copied too, or Spark cannot run
+    the batch again ("batch <id> doesn't exist")."""
     from hubflow.checkpoints.spark_logs import list_batch_ids
     from hubflow.storage.azure import url_to_fs
 
@@ -405,8 +409,28 @@ def _keep_planned_batch(replaced: str, checkpoint: str) -> int | None:
     batch = planned[-1]
     if have and batch != have[-1] + 1:
         return None
+    _keep_source_log_entries(fs, new, restored)
     fs.copy(posixpath.join(new, "offsets", str(batch)), posixpath.join(restored, "offsets", str(batch)))
     return batch
+
+
+def _keep_source_log_entries(fs: Any, new: str, restored: str) -> None:
+    """Copy each file source log entry of ``new`` past the newest of the same log in ``restored``."""
+    from hubflow.checkpoints.spark_logs import list_file_log
+
+    sources = posixpath.join(new, "sources")
+    if not fs.isdir(sources):
+        return
+    for path in fs.ls(sources, detail=False):
+        source = posixpath.basename(path.rstrip("/"))
+        if not source.isdigit():
+            continue
+        target = posixpath.join(restored, "sources", source)
+        newest = max(list_file_log(fs, target), default=-1)
+        for log_id, name in sorted(list_file_log(fs, posixpath.join(sources, source)).items()):
+            if log_id > newest:
+                fs.makedirs(target, exist_ok=True)
+                fs.copy(posixpath.join(sources, source, name), posixpath.join(target, name))
 
 
 def _first_line(exc: BaseException) -> str:
