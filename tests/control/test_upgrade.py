@@ -311,6 +311,21 @@ def test_without_a_deployed_copy_the_rollback_holds_the_job(job_dir: Path) -> No
     assert _batches(job_dir, "commits") == [0], "the checkpoint is version 1's again"
 
 
+def test_when_the_previous_version_does_not_start_again_the_rollback_holds_the_job(job_dir: Path) -> None:
+    v1 = _started_v1(job_dir)
+    copy = _folder(job_dir).read_json(deployed_file(v1))
+    copy["module_source"] = copy["module_source"].replace('"commit"', '"crash"')  # it broke meanwhile
+    _folder(job_dir).write_json(deployed_file(v1), copy)
+    _deploy(job_dir, "die", "version 2")
+    with pytest.raises(UpgradeRolledBack) as rolled:
+        _act(job_dir)
+    assert "and the previous version did not start again (job clicks exited with code 1" in str(rolled.value)
+    hold = _folder(job_dir).hold()
+    assert hold is not None and hold.kind == HoldKind.UPGRADE and "did not start again either" in hold.reason
+    assert _state(job_dir)["upgrade"]["outcome"] == "held", "not left in progress"
+    assert _starts(job_dir) == ["commit -", "die -", "die -", "crash -"]
+
+
 def test_fresh_starts_a_new_checkpoint_at_upgrade_from(job_dir: Path) -> None:
     _started_v1(job_dir)
     _write_registry(job_dir, upgrade_mode="fresh", upgrade_from="2026-11-28T06:00:00Z")

@@ -9,7 +9,8 @@ Reads its job's status folder and checkpoint from CONFIG (a pipeline config) and
 * ``commit``: report running, write the checkpoint's next batch (``offsets/N`` and ``commits/N``,
   the first batch ``0``) and keep reporting; exit 0 on the STOP marker;
 * ``hang``: report running, plan a batch (``offsets/N``) and never commit it;
-* ``die``: report running, plan a batch, then exit 1.
+* ``die``: report running, plan a batch, then exit 1;
+* ``crash``: exit 1 at once, before it reports anything (a start that fails).
 
 It writes status.json the way the real runtime does (:class:`~hubflow.status.JobStatus`, with this
 process's identity), so liveness, stops and kills treat it like a driver; it takes no lease.
@@ -61,6 +62,9 @@ def main() -> int:
     behaviour = _behaviour(module)
     with (Path(config["status_root"]).parent / "starts.log").open("a", encoding="utf-8") as log:
         log.write(f"{behaviour} {os.environ.get(STARTING_POSITION_ENV, '-')}\n")
+    if behaviour == "crash":
+        print("RuntimeError: this version cannot start", flush=True)
+        return 1
     status = JobStatus(folder, name)
     status.update(state=JobState.RUNNING, **process_fields(os.getpid()))
     batch = _next_batch(checkpoint)

@@ -273,21 +273,36 @@ class Upgrade:
             self.log("%s", done[-1])
         copy = DeployedVersion.from_dict(control.folder.read_json(deployed_file(record.before)))
         both = f"version {record.after[:SHORT]} (new) and {record.before[:SHORT]} (previous)"
-        if copy is None or not isinstance(previous, dict):
+        failed_start = None
+        if copy is not None and isinstance(previous, dict):
+            try:
+                done.append(self.start(copy, previous, {}))
+            except JobStartError as exc:
+                failed_start = _failure_line(exc)
+        if copy is None or not isinstance(previous, dict) or failed_start is not None:
+            why_not = (
+                f"the previous version did not start again either ({failed_start})"
+                if failed_start is not None
+                else "the previous version is not deployed here any more"
+            )
             hold = control.folder.place_hold(
-                f"upgrade {record.versions_text()} rolled back ({why}); the previous version is not deployed "
-                "here any more: deploy it (or a fix), then start the job",
+                f"upgrade {record.versions_text()} rolled back ({why}); {why_not}: deploy it (or a fix), "
+                "then start the job",
                 by=self.who,
                 kind=HoldKind.UPGRADE,
             )
             record.outcome = UpgradeOutcome.HELD
+            cannot = (
+                f"did not start again ({failed_start})"
+                if failed_start is not None
+                else "cannot be started from here (no deployed copy)"
+            )
             record.text = (
                 f"job {job.name}: the upgrade {record.versions_text()} was rolled back because {why}; "
-                f"{both}; the checkpoint is restored, and the previous version cannot be started from here "
-                f"(no deployed copy), so the job is held {hold.describe()}"
+                f"{both}; the checkpoint is restored, and the previous version {cannot}, so the job is "
+                f"held {hold.describe()}"
             )
         else:
-            done.append(self.start(copy, previous, {}))
             record.outcome = UpgradeOutcome.ROLLED_BACK
             record.text = (
                 f"job {job.name}: the upgrade {record.versions_text()} was rolled back because {why}; "
@@ -453,5 +468,6 @@ def _now() -> str:
 
 
 def materialized(copy: DeployedVersion) -> tuple[Path, Path | None]:
-    """The deployed copy written to a fresh local folder, for a launcher."""
-    return copy.materialize(Path(tempfile.mkdtemp(prefix=f"hubflow-version-{copy.digest[:SHORT]}-")))
+    """The deployed copy written to its local folder (``<tmp>/hubflow-version-<version>/``, the same for
+    every start of that version, so starts leave nothing behind), for a launcher."""
+    return copy.materialize(Path(tempfile.gettempdir()) / f"hubflow-version-{copy.digest[:SHORT]}")
