@@ -374,30 +374,23 @@ def config_text(name: str, kind: str, data: str, real_time: bool = False) -> str
             f"    kind: delta\n    path: {_path(f'{data}/lake/upstream')}  # the Delta table to follow"
         )
         sink_extra = ""
+    common = {
+        "name": name,
+        "checkpoints": _path(f"{data}/checkpoints"),
+        "status": _path(f"{data}/status"),
+        "source": spec.source,
+        "source_keys": source_keys,
+        "sink": SINK,
+        "params": spec.params,
+    }
     if real_time:
         return _REAL_TIME_CONFIG.format(
-            name=name,
+            **common,
             interval=REAL_TIME_INTERVAL,
-            checkpoints=_path(f"{data}/checkpoints"),
-            status=_path(f"{data}/status"),
-            source=spec.source,
-            source_keys=source_keys,
-            sink=SINK,
             sink_variable=connection_variable(f"{name}_{SINK}"),
             bootstrap=EMULATOR_BOOTSTRAP_LINE,
-            params=spec.params,
         )
-    return _CONFIG.format(
-        name=name,
-        checkpoints=_path(f"{data}/checkpoints"),
-        status=_path(f"{data}/status"),
-        source=spec.source,
-        source_keys=source_keys,
-        sink=SINK,
-        output=_path(f"{data}/lake/{name}"),
-        sink_extra=sink_extra,
-        params=spec.params,
-    )
+    return _CONFIG.format(**common, output=_path(f"{data}/lake/{name}"), sink_extra=sink_extra)
 
 
 def unit_test_text(name: str, kind: str, real_time: bool = False) -> str:

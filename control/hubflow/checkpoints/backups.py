@@ -84,11 +84,7 @@ def backup_checkpoint(
     the job's lease is in use (:func:`hubflow.status.lease.lease_in_use`), since its driver may be
     writing the checkpoint. Safe to run again after a kill at any point (see the module docstring).
     """
-    if status_dir is not None:
-        refuse_while_leased(checkpoint_location, status_dir)
-    tree = _tree(checkpoint_location)
-    root = checkpoint_backups_root(checkpoint_location)
-    originals = tree.files(checkpoint_location)
+    tree, root, originals = _stopped_checkpoint(checkpoint_location, status_dir)
     if not originals:
         tree.remove_folder(checkpoint_location)
         return None
@@ -118,11 +114,7 @@ def copy_checkpoint(
     no checkpoint). Steps 1-3 of a backup (copy, verify, publish), for a job that goes on from the
     same checkpoint (an upgrade that may be rolled back). The job must be stopped, as for
     :func:`backup_checkpoint`."""
-    if status_dir is not None:
-        refuse_while_leased(checkpoint_location, status_dir)
-    tree = _tree(checkpoint_location)
-    root = checkpoint_backups_root(checkpoint_location)
-    originals = tree.files(checkpoint_location)
+    tree, root, originals = _stopped_checkpoint(checkpoint_location, status_dir)
     if not originals:
         return None
     _remove_unfinished(tree, root, log)
@@ -131,6 +123,15 @@ def copy_checkpoint(
     _copy_verify_publish(tree, checkpoint_location, target, originals, now or datetime.now(UTC))
     log(f"checkpoint {checkpoint_location} backed up as {target} (kept in place)")
     return target
+
+
+def _stopped_checkpoint(location: str, status_dir: str | None) -> tuple[_Tree, str, dict[str, Any]]:
+    """The checkpoint's tree, backups root and files, once no driver holds its lease (given
+    ``status_dir``)."""
+    if status_dir is not None:
+        refuse_while_leased(location, status_dir)
+    tree = _tree(location)
+    return tree, checkpoint_backups_root(location), tree.files(location)
 
 
 def refuse_while_leased(checkpoint_location: str, status_dir: str) -> None:

@@ -35,8 +35,8 @@ from hubflow_plugins.operators.streaming_job import StreamingJobOperator
 from tests.dags.helpers import pid_alive, write_registry
 from tests.jobs.helpers import log_ids, write_json_landing_file
 from tests.jobs.pipelines_support import query_id, recorded_batches
+from tests.plugins.operators.test_restart_backoff import _local_spark
 from tests.support.processes import wait_until
-from tests.support.spark_cluster import spark_env
 
 pytestmark = pytest.mark.integration
 
@@ -96,13 +96,6 @@ def _supervise(action: str = "ensure_running") -> dict[str, Any]:
         start_timeout=timedelta(seconds=START_TIMEOUT),
         stop_wait=timedelta(seconds=90),
     ).execute(context)
-
-
-def _local_spark(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in spark_env(
-        {"AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[1]"}'}
-    ).items():
-        monkeypatch.setenv(key, value)
 
 
 def _config(base: Path, **more_sinks: Any) -> dict[str, Any]:
