@@ -100,3 +100,24 @@ def test_a_pipeline_job_gets_the_dags_of_its_mode_and_delta_maintenance(tmp_path
     dags = build_dags(load_registry(write_registry(tmp_path, [_entry(config), streaming])))
     assert {"hot__available_now", "live__supervisor", "hubflow__cleanup"} <= set(dags)
     assert {"delta_maintenance_hot", "delta_maintenance_live"} <= set(dags["hubflow__cleanup"].task_ids)
+
+
+def test_a_real_time_job_is_stalled_only_after_three_checkpoint_intervals(tmp_path: Path) -> None:
+    """docs/pipelines.md "Real-time pipelines": a real-time batch runs its checkpoint interval."""
+    hub = {"kind": "eventhubs_kafka", "connection_string_env": "NOT_SET_WHERE_AIRFLOW_READS_IT"}
+    config = _config(
+        tmp_path / "hot.yaml",
+        trigger={"realTime": "5 minutes"},
+        sources={"telemetry": {**hub, "eventhub_name": "in"}},
+        sinks={"hot": {**hub, "eventhub_name": "out"}},
+    )
+    registry = write_registry(
+        tmp_path, [_entry(config, mode="streaming", schedule=None, stalled_after="1 minute")]
+    )
+    job = load_registry(registry).job("hot")
+    assert (job.paths.trigger, job.paths.real_time_interval_seconds) == ("realTime", 300.0)
+    assert job.stalled_after_delta.total_seconds() == 900, "three intervals, not stalled_after"
+    longer = write_registry(
+        tmp_path, [_entry(config, mode="streaming", schedule=None, stalled_after="1 hour")]
+    )
+    assert load_registry(longer).job("hot").stalled_after_delta.total_seconds() == 3600
