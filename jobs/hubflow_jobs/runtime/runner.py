@@ -296,7 +296,7 @@ def real_time_refusal(config: JobConfig, exception: Any) -> str | None:
         f"job {config.name}: trigger.realTime: Spark's real-time mode cannot run this pipeline "
         f"({one_line(exception)}). It runs stateless pipelines (select, filter, UDFs) from "
         "eventhubs_kafka to eventhubs_kafka: use processingTime for one that aggregates, joins or "
-        "deduplicates (docs/pipelines.md, \"Real-time pipelines\")"
+        'deduplicates (docs/pipelines.md, "Real-time pipelines")'
     )
 
 
