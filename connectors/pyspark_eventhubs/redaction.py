@@ -84,9 +84,10 @@ _JAAS = re.compile(r"""(?i)(?<![\w.-])(""" + _KEY + r"""\s*=\s*")((?:[^"\\]|\\.)
 #: A SharedAccessSignature value runs to the next ``;`` (it holds spaces and ``&``).
 _SAS = re.compile(r"(?i)(shared[_-]?access[_-]?signature\s*=\s*)([^;\"']+)")
 #: An HTTP ``Authorization`` (or ``Proxy-Authorization``) header, as a line or a JSON/dict entry: the
-#: scheme (``Bearer``, ``Basic``, ``SharedAccessSignature``...) stays, the credentials go.
+#: scheme (``Bearer``, ``Basic``, ``SharedAccessSignature``...) stays, the credentials go (up to a
+#: space, quote, ``,``, ``;`` or closing bracket, none of which a token or base64 holds).
 _AUTHORIZATION = re.compile(
-    r"""(?i)(?<![\w.-])((?:proxy-)?authorization["']?\s*[:=]\s*["']?)(?:([a-z][\w-]*)\s+)?([^\s"',;]+)"""
+    r"""(?i)(?<![\w.-])((?:proxy-)?authorization["']?\s*[:=]\s*["']?)(?:([a-z][\w-]*)\s+)?([^\s"',;)\]}>]+)"""
 )
 #: A bearer token without its header (``'Bearer eyJ...'`` in an SDK's message); short words after
 #: "bearer" are prose ("bearer token expired"), not tokens.

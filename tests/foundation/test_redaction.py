@@ -80,6 +80,7 @@ def test_every_written_form_of_a_secret_is_masked_and_its_key_kept(line: str) ->
     ("line", "expected"),
     [
         ("Authorization: Bearer abc.def", "Authorization: Bearer ***"),
+        ("401 (Authorization: Basic dTpw) for GET /x", "401 (Authorization: Basic ***) for GET /x"),
         ('{"account_key": "k1", "account_name": "acct"}', '{"account_key": "***", "account_name": "acct"}'),
         ("shared_access_key=k2;x=1", "shared_access_key=***;x=1"),
         ("postgresql://airflow:pw@postgres/airflow", "postgresql://airflow:***@postgres/airflow"),

@@ -273,7 +273,11 @@ def committed_batch(report: Any) -> dict[str, Any]:
 
 
 def driver_log_tail(job: Any, max_bytes: int, use_storage: Callable[[Any], Any] | None = None) -> str | None:
-    """The end of the job's ``driver.log`` (secrets masked), or None when there is none."""
+    """The end of the job's ``driver.log`` (secrets masked), or None when there is none.
+
+    A tail of ``max_bytes`` starts inside a line: that line's end is left out, since the cut may fall
+    inside a secret's key (``...SharedAccessK|ey=<secret>``), which the masking could not recognise.
+    """
     from hubflow.status import StatusFolder
 
     if use_storage is not None:
@@ -281,6 +285,8 @@ def driver_log_tail(job: Any, max_bytes: int, use_storage: Callable[[Any], Any] 
     data = StatusFolder(job.paths.status_dir).driver_log_tail(max_bytes)
     if data is None:
         return None
+    if len(data) >= max_bytes:
+        data = data.partition(b"\n")[2]
     return redact(data.decode("utf-8", errors="replace"))
 
 

@@ -6,18 +6,25 @@ import json
 import threading
 from typing import Any
 
+from hubflow.redaction import redact
 from hubflow.status.documents import utc_now
 from hubflow.status.folder import StatusFolder
 from hubflow.status.names import STATUS_FILE
 from hubflow.status.process_identity import this_process
 from hubflow.status.states import JobState, parse_state
 
+#: The fields of status.json that hold free text (an exception's message, the run's reason): written
+#: with their secrets masked, so no reader - the status page, ``hubflow run``, an Airflow task log
+#: quoting the outcome - gets one.
+FREE_TEXT_FIELDS = ("exception", "outcome", "start_failure")
+
 
 class JobStatus:
     """The live status.json of one run, written by the job (main loop, listener and watchdog).
 
     Every change rewrites ``status.json`` at once; :meth:`heartbeat` rewrites it with a fresh
-    ``heartbeat`` so a supervisor can tell a quiet job from a dead one.
+    ``heartbeat`` so a supervisor can tell a quiet job from a dead one. The free texts
+    (:data:`FREE_TEXT_FIELDS`) are written masked.
     """
 
     def __init__(self, folder: StatusFolder, job: str) -> None:
@@ -60,6 +67,9 @@ class JobStatus:
                 written = [s.value for s in JobState if s != JobState.HELD]
                 raise ValueError(f"unknown job state {fields['state']!r}; expected one of {written}")
             fields["state"] = new_state.value
+        for name in FREE_TEXT_FIELDS:
+            if name in fields:
+                fields[name] = redact(fields[name])
         with self._lock:
             if "state" in fields and JobState(fields["state"]).rank < JobState(self._doc["state"]).rank:
                 del fields["state"]
@@ -77,7 +87,7 @@ class JobStatus:
                 exception=None,
                 query_terminated_at=None,
                 start_attempt=attempt,
-                start_failure=failure,
+                start_failure=redact(failure),
                 heartbeat=utc_now(),
             )
             self.folder.write_json(STATUS_FILE, self._doc)

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from hubflow.config import ConfigError, JobConfig, load_config
 from hubflow.invocation import ARG_CONFIG
+from hubflow.redaction import redact
 from hubflow.status import HOLD_MARKER, JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
 from hubflow.status.exit_codes import (
     EXIT_CONFIG_ERROR,
@@ -61,15 +62,28 @@ ConfigT = TypeVar("ConfigT", bound=JobConfig)
 StartQuery = Callable[[Any, ConfigT, JobStatus], Any]
 
 
+#: A driver log line: UTC time, level, logger, message.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class MaskingFormatter(logging.Formatter):
+    """A formatter whose lines (message, exception and stack included) have their secrets masked
+    (:func:`hubflow.redaction.redact`): the driver log holds no secret the Python side wrote."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
 def configure_logging() -> None:
-    """Log to stderr with UTC timestamps, the way spark-submit's own output reads."""
+    """Log to stderr with UTC timestamps, the way spark-submit's own output reads, secrets masked."""
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
     )
     logging.Formatter.converter = time.gmtime
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(MaskingFormatter(LOG_FORMAT))
     # Py4J logs every callback at INFO; that drowns the job's own lines.
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
