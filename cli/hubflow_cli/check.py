@@ -22,6 +22,7 @@ from hubflow import applications
 from hubflow.config import ConfigError, load_config
 from hubflow.registry import RegistryError, load_registry, read_job_paths
 from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow_cli.output import mask_job_variables
 from hubflow_jobs.builtins.legacy_config import LegacyConfigWarning
 from hubflow_jobs.pipeline.binding import PipelineError
 from hubflow_jobs.pipeline.job import load_pipeline
@@ -67,6 +68,7 @@ def check_job_config(
     the message about an unknown application, which is the registry's mistake.
     """
     result = CheckResult(name or str(config_path), application)
+    mask_job_variables(config_path)  # its secrets, which the pipeline's import or a run may print
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LegacyConfigWarning)
         _check_job_config(result, application, config_path, name, registry_path)

@@ -179,7 +179,15 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``hubflow`` console script; returns (and exits with) the command's exit code."""
+    """The ``hubflow`` console script; returns (and exits with) the command's exit code. Everything it
+    prints has its secrets masked (:mod:`hubflow_cli.output`)."""
+    from hubflow_cli.output import masked_output
+
+    with masked_output():
+        return _run(argv)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "check":

@@ -27,6 +27,7 @@ from hubflow.operations.upgrade import UpgradeRolledBack
 from hubflow.registry import RegisteredJob, RegistryError, load_registry, registry_path
 from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_FAILED, EXIT_LOCKED, EXIT_OK
 from hubflow.supervision.detached_process import shipping_log, start_detached
+from hubflow_cli.output import mask_job_variables
 from hubflow_cli.run import driver_environment
 
 #: The environment variable a rewind reads the hub's connection string from (and that ``hubflow
@@ -63,6 +64,7 @@ def oncall_job(
     except RegistryError as exc:
         print(f"hubflow oncall: {exc}")
         return EXIT_CONFIG_ERROR
+    mask_job_variables(job.config_path())  # the secrets a started driver or a rewind gets
     if job.mode != "streaming":
         print(
             f"hubflow oncall: job {name} is a scheduled job ({job.dag_id}); on-call actions are for "

@@ -19,6 +19,7 @@ from hubflow.redaction import redact
 from hubflow.registry import RegisteredJob, RegistryError, load_registry, registry_path
 from hubflow.status import LEASE_FILE, StatusFolder
 from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_OK
+from hubflow_cli.output import mask_job_variables
 
 #: How many of the newest audit-trail entries are printed per job (``--json`` has the snapshot's).
 AUDIT_PRINTED = 5
@@ -107,6 +108,8 @@ def show_status(name: str | None, *, registry: Path | None, as_json: bool = Fals
     except RegistryError as exc:
         print(f"hubflow status: {exc}")
         return EXIT_CONFIG_ERROR
+    for job in jobs:
+        mask_job_variables(job.config_path())
     samples = ProgressSamples()
     found = [snapshot(job, samples) for job in jobs]
     if as_json:

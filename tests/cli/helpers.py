@@ -15,10 +15,14 @@ HUBFLOW = Path(sys.executable).parent / "hubflow"
 
 
 def hubflow(
-    *args: str | Path, pipelines: Path | None = None, timeout: float = 120
+    *args: str | Path,
+    pipelines: Path | None = None,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run ``hubflow ARGS`` (its pipelines folder ``pipelines`` when given); output as text."""
-    env = dict(os.environ)
+    """Run ``hubflow ARGS`` (its pipelines folder ``pipelines`` when given, ``env`` added to this
+    environment); output as text."""
+    env = {**os.environ, **(env or {})}
     if pipelines is not None:
         env["HUBFLOW_PIPELINES_DIR"] = str(pipelines)
     return subprocess.run(
