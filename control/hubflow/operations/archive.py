@@ -19,6 +19,16 @@ How a file moves depends on the storage, because only some storages can rename a
   file at once (two DAGs, a retry beside a late run) each write their own copy, so neither renames a
   copy the other is still writing; the file ends in the archive once, whole.
 
+Symbolic links: the plan resolves each logged path (``realpath``; one that leads outside the landing
+root is refused), so a planned path holds no link. Whoever writes the landing folder may still swap a
+planned file, or a folder on its way, for a link before the copy, minutes later. On a local disk the
+file is therefore opened without following any link (:class:`hubflow.storage.no_follow.NoFollowFile`:
+every folder from ``/`` with ``O_NOFOLLOW``, relative to its parent's descriptor), copied and compared
+through that descriptor, and its name is deleted only while it still is that file; a path that is a
+link (or no regular file) now is skipped with the reason (``ArchiveResult.skipped``), nothing copied,
+nothing deleted. Azure Blob has no links, and its copies are conditional on the ETag listed at plan
+time; other fsspec filesystems (none in hubflow's deployments) get no such check.
+
 A run killed at any moment can simply be run again; nothing is lost and nothing lands twice:
 
 * killed before or during the copy → the landing file is intact (a Blob copy either exists whole at
@@ -41,7 +51,7 @@ import os
 import posixpath
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -61,6 +71,7 @@ from hubflow.checkpoints.spark_logs import (
 )
 from hubflow.storage.azure import BlobUrl, url_to_fs
 from hubflow.storage.blob_api import BlobInfo, BlobObjects
+from hubflow.storage.no_follow import NoFollowFile, UnplannedLink
 
 TEMP_SUFFIX = ".hubflow-archiving"
 """Suffix of the hidden temporary copy (``.<name>.<run token>.hubflow-archiving``) written before the
@@ -88,6 +99,7 @@ class ArchiveResult:
     landing_copies_removed: list[str] = field(default_factory=list)
     already_archived: int = 0
     conflicts: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -101,7 +113,8 @@ class ArchiveResult:
         return (
             f"{move} {len(self.moved)} file(s); {remove} {len(self.landing_copies_removed)} landing "
             f"copies already archived; {self.already_archived} committed file(s) were archived before; "
-            f"{len(self.conflicts)} conflict(s); {len(self.refused)} path(s) refused; "
+            f"{len(self.conflicts)} conflict(s); {len(self.skipped)} skipped (not the file planned); "
+            f"{len(self.refused)} path(s) refused; "
             f"{len(self.errors)} error(s) (committed batch {self.committed_batch_id}, "
             f"{self.committed_files} file(s) of committed batches under the landing root)"
         )
@@ -260,6 +273,9 @@ def archive_processed_files(
             relative = futures[future]
             try:
                 action = future.result()
+            except _Skipped as skipped:
+                result.skipped[relative] = str(skipped)
+                log(f"Skipped {relative}: {skipped}")
             except Exception as exc:  # one file's failure must not stop the others
                 result.errors[relative] = f"{type(exc).__name__}: {exc}"
                 log(f"Could not archive {relative}: {type(exc).__name__}: {exc}")
@@ -366,10 +382,26 @@ class _FileMover:
     def archive(self, relative: str) -> str:
         source = join(self.land_root, relative)
         target = join(self.arch_root, relative)
-        if not self.land_fs.exists(source):
+        if not self.landing.local:
+            return self._archive(relative, source, target, None)
+        try:
+            planned = NoFollowFile(source)
+        except FileNotFoundError:
+            return "gone"  # removed since the listing (by another run or by hand)
+        except UnplannedLink as exc:
+            raise _Skipped(_not_planned(exc, copied=False)) from None
+        with planned:
+            try:
+                return self._archive(relative, source, target, planned)
+            except UnplannedLink as exc:  # its name was swapped after the copy
+                raise _Skipped(_not_planned(exc, copied=True)) from None
+
+    def _archive(self, relative: str, source: str, target: str, planned: NoFollowFile | None) -> str:
+        """Move ``source`` (on a local disk: the file ``planned``, opened without following links)."""
+        if planned is None and not self.land_fs.exists(source):
             return "gone"  # removed since the listing (by another run or by hand)
         if self.arch_fs.exists(target):
-            return self._remove_landing_copy(source, target)
+            return self._remove_landing_copy(source, target, planned)
         if self.dry_run:
             return "moved"
         parent, name = posixpath.split(target)
@@ -378,8 +410,8 @@ class _FileMover:
         temporary = join(parent, f".{name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
         self.arch_fs.makedirs(parent, exist_ok=True)
         try:
-            self._copy(source, temporary)
-            if not self._same_content(source, temporary):
+            self._copy(source, temporary, planned)
+            if not self._same_content(source, temporary, planned):
                 self._forget(temporary)
                 raise OSError(f"the copy of {relative} differs from the landing file; nothing removed")
             self._sync(temporary)
@@ -389,30 +421,40 @@ class _FileMover:
             # Another run archived the file meanwhile: it moved the landing copy, or removed this
             # run's copy as a leftover once its own was in place.
             self._forget(temporary)
-            return self._remove_landing_copy(source, target)
+            return self._remove_landing_copy(source, target, planned)
         self._sync(parent)
         self._remove_leftovers(parent, name)
-        try:
-            self.land_fs.rm_file(source)
-        except FileNotFoundError:
+        if not self._remove_source(source, planned):
             return "landing-copy-removed"  # another run, which copied it too, removed it first
         return "moved"
 
-    def _remove_landing_copy(self, source: str, target: str) -> str:
+    def _remove_landing_copy(self, source: str, target: str, planned: NoFollowFile | None) -> str:
         """The file is in the archive already: remove the landing copy when both hold the same bytes."""
         try:
             if not self.arch_fs.exists(target):
-                if self.land_fs.exists(source):
+                if planned.still_named() if planned is not None else self.land_fs.exists(source):
                     raise OSError(f"{target} vanished while the file was moved; nothing removed")
                 return "gone"
-            if not self._same_content(source, target):
+            if not self._same_content(source, target, planned):
                 return "conflict"
             if not self.dry_run:
-                self.land_fs.rm_file(source)
+                if not self._remove_source(source, planned):
+                    return "gone"
                 self._remove_leftovers(*posixpath.split(target))
         except FileNotFoundError:
             return "gone"  # another run finished it meanwhile
         return "landing-copy-removed"
+
+    def _remove_source(self, source: str, planned: NoFollowFile | None) -> bool:
+        """Delete the landing copy: False when it was gone already. A local one only while its name
+        still is the file that was read (:meth:`NoFollowFile.remove`)."""
+        if planned is not None:
+            return planned.remove()
+        try:
+            self.land_fs.rm_file(source)
+        except FileNotFoundError:
+            return False
+        return True
 
     def _remove_leftovers(self, parent: str, name: str) -> None:
         """Temporary copies of ``name`` that killed runs left beside it (it is archived now).
@@ -443,13 +485,20 @@ class _FileMover:
         finally:
             os.close(descriptor)
 
-    def _same_content(self, source: str, target: str) -> bool:
+    def _same_content(self, source: str, target: str, planned: NoFollowFile | None) -> bool:
         """Byte for byte (hashes of both), after the cheap size check."""
-        if self.land_fs.size(source) != self.arch_fs.size(target):
+        size = planned.size if planned is not None else self.land_fs.size(source)
+        if size != self.arch_fs.size(target):
             return False
-        return _digest(self.land_fs, source) == _digest(self.arch_fs, target)
+        landing = _digest_of(planned.chunks()) if planned is not None else _digest(self.land_fs, source)
+        return landing == _digest(self.arch_fs, target)
 
-    def _copy(self, source: str, temporary: str) -> None:
+    def _copy(self, source: str, temporary: str, planned: NoFollowFile | None) -> None:
+        if planned is not None:  # through the descriptor opened without following links
+            with self.arch_fs.open(temporary, "wb") as writer:
+                for chunk in planned.chunks():
+                    writer.write(chunk)
+            return
         if self.land_fs is self.arch_fs:
             self.arch_fs.cp_file(source, temporary)
             return
@@ -457,12 +506,32 @@ class _FileMover:
             shutil.copyfileobj(reader, writer, length=8 * 1024 * 1024)
 
 
-def _digest(fs: AbstractFileSystem, path: str) -> bytes:
+class _Skipped(Exception):
+    """A file left where it is because it is not the file that was planned; the message says why."""
+
+
+def _not_planned(exc: UnplannedLink, copied: bool) -> str:
+    """Why a file is skipped, and what to do about it."""
+    if copied:
+        done = "its bytes as they were planned are in the archive and what stands at its name now was left"
+    else:
+        done = "nothing was copied or removed"
+    return (
+        f"{exc.strerror}, not what the archive planned to move; archiving never follows a symbolic link "
+        f"it did not plan, so {done}. Find out what replaced it, then restore or remove it by hand"
+    )
+
+
+def _digest_of(chunks: Iterator[bytes]) -> bytes:
     digest = hashlib.sha256()
-    with fs.open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(8 * 1024 * 1024), b""):
-            digest.update(chunk)
+    for chunk in chunks:
+        digest.update(chunk)
     return digest.digest()
+
+
+def _digest(fs: AbstractFileSystem, path: str) -> bytes:
+    with fs.open(path, "rb") as handle:
+        return _digest_of(iter(lambda: handle.read(8 * 1024 * 1024), b""))
 
 
 class _BlobMover:
