@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from hubflow.registry import load_registry
+from hubflow.status import StatusFolder
 from hubflow_cli.output import MaskedStream
 from tests.cli.helpers import add_pipeline, hubflow, output, write_registry
 
@@ -101,9 +103,6 @@ def leaky_job(tmp_path: Path, *, streaming: bool = False, **config: Any) -> tupl
 
 def test_check_and_status_print_no_secret(tmp_path: Path) -> None:
     registry, pipelines = leaky_job(tmp_path)
-    from hubflow.registry import load_registry
-    from hubflow.status import StatusFolder
-
     # A status.json as a driver that masks nothing wrote it (an older version, or text from the JVM).
     folder = StatusFolder(load_registry(registry).job("orders").paths.status_dir)
     folder.write_json(
