@@ -422,6 +422,7 @@ class Emulator:
             self._server.drop_connections()
         if self._kafka is not None:
             self._kafka.drop_connections()
+            self._kafka.close()
         others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in others:
             task.cancel()

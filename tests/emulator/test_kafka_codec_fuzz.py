@@ -13,7 +13,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from eventhubs_emulator.kafka.protocol import FLEXIBLE_FROM, SUPPORTED_VERSIONS
 from eventhubs_emulator.kafka.records import (
-    MAX_INFLATED_BATCH,
+    MAX_PRODUCE_RECORD_BYTES,
+    OverBudget,
     Record,
     UnsupportedCompression,
     crc32c,
@@ -107,13 +108,14 @@ def test_a_gzip_batch_is_inflated_only_where_the_tier_takes_it_and_other_codecs_
 
 
 def test_a_gzip_bomb_is_refused_before_it_inflates_past_the_bound() -> None:
-    """A batch whose records would inflate past MAX_INFLATED_BATCH ends in KafkaDecodeError (CORRUPT_MESSAGE),
-    having inflated no more than the bound (a hostile producer cannot exhaust the emulator's memory)."""
-    bomb = _gzip_batch([(None, bytes(MAX_INFLATED_BATCH + 1024))])
+    """A batch whose records would inflate past the request's budget (MAX_PRODUCE_RECORD_BYTES) ends in
+    OverBudget (MESSAGE_TOO_LARGE) having inflated no more than the budget (a hostile producer cannot
+    exhaust the emulator's memory); a cut gzip stream is refused as malformed."""
+    bomb = _gzip_batch([(None, bytes(MAX_PRODUCE_RECORD_BYTES + 1024))])
     assert len(bomb) < 100_000
-    with pytest.raises(KafkaDecodeError, match="inflates past"):
+    with pytest.raises(OverBudget, match="more than"):
         decode_batches(bomb, gzip=True)
-    truncated = bytearray(bomb[:-40])
+    truncated = bytearray(_gzip_batch([(None, bytes(100_000))])[:-40])
     struct.pack_into(">i", truncated, 8, len(truncated) - 12)  # batch length of the cut batch
     struct.pack_into(">I", truncated, 17, crc32c(bytes(truncated[21:])))
     with pytest.raises(KafkaDecodeError):

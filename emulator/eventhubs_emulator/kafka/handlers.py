@@ -1,7 +1,8 @@
 """One function per Kafka API over the emulator's Broker (the same hubs and partition logs AMQP uses).
 
 Offsets are sequence numbers: a partition's log start offset is its beginning sequence number, its
-high watermark the next sequence number. Everything here runs on the emulator's event loop.
+high watermark the next sequence number. Everything here runs on the emulator's event loop, except
+the decoding of large or compressed Produce requests (worker threads; it touches no broker state).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,15 @@ from .protocol import (
     SUPPORTED_VERSIONS,
     ErrorCode,
 )
-from .records import UnsupportedCompression, decode_batches, encode_batch_of_tails
+from .records import (
+    OverBudget,
+    RecordBudget,
+    TooLarge,
+    UnsupportedCompression,
+    encode_batch_of_tails,
+    has_compressed_batch,
+    iter_batches,
+)
 from .wire import KafkaDecodeError
 
 
@@ -55,6 +65,7 @@ class Context:
     committed: dict[tuple[str, str, int], tuple[int, str | None]]
     groups: GroupCoordinator
     client_id: str = ""
+    decoder: Executor | None = None  # worker threads for decoding large or compressed Produce requests
 
 
 def api_versions(ctx: Context, version: int, req: dict) -> dict:
@@ -108,44 +119,63 @@ def _log(ctx: Context, topic: str, partition: int) -> PartitionLog | None:
     return hub.partitions.get(str(partition)) if hub is not None else None
 
 
-def _produce_partition(ctx: Context, topic: str, part: dict) -> dict:
-    index = part["index"]
-    out: dict[str, Any] = {"index": index, "error_code": ErrorCode.NONE, "error_message": None}
-    log = _log(ctx, topic, index)
-    if log is None:
-        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return out
-    tier = ctx.broker.config.tier
-    try:
-        batches = decode_batches(part["records"] or b"", gzip=tier in KAFKA_GZIP_TIERS)
-    except UnsupportedCompression as exc:
-        out.update(_compression_refused(exc.codec, tier))
-        return out
-    except KafkaDecodeError as exc:
-        out.update(error_code=ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
-        return out
-    messages = [record_to_message(rec) for batch in batches for rec in batch]
-    hub = ctx.broker.hub(topic)
-    assert hub is not None
-    limit = ctx.broker.max_event_size(hub)
-    too_big = next((len(m) for m in messages if len(m) > limit), None)
-    if too_big is not None:
-        out.update(
-            error_code=ErrorCode.MESSAGE_TOO_LARGE,
-            error_message=f"an event of {too_big} bytes exceeds the hub's limit of {limit} bytes",
-        )
-        return out
-    base = log.next_seq
-    if messages:
-        log.append(messages, None)
-    out.update(base_offset=base, log_append_time_ms=log.last_enqueued_ms, log_start_offset=log.begin_seq)
-    return out
+#: A Produce request whose record sets together hold less than this, none of them compressed, is
+#: decoded on the event loop (a thread's round trip would cost more); any other in a worker thread.
+INLINE_PRODUCE_BYTES = 64 * 1024
 
 
-def _compression_refused(codec: str, tier: str) -> dict:
+@dataclass
+class _ProducePart:
+    """One partition entry of a Produce request: what its decoding needs, and then its answer."""
+
+    records: bytes
+    log: PartitionLog | None
+    max_event_size: int
+    answer: dict[str, Any]
+    messages: list[bytes] | None = None  # the events to append, once decoded and accepted
+
+
+def _decode_produce(parts: list[_ProducePart], gzip: bool) -> OverBudget | None:
+    """Decode every partition's records into events, within one budget for the request.
+
+    Runs in a worker thread for large or compressed requests: it touches no broker state. Each
+    partition's answer gets its refusal, or its ``messages``; past the request's budget, decoding
+    stops and the :class:`OverBudget` is returned (the whole request is refused).
+    """
+    budget = RecordBudget()
+    for part in parts:
+        if part.log is None:
+            continue
+        try:
+            part.messages = _decode_partition(part, gzip, budget)
+        except OverBudget as exc:
+            return exc
+        except UnsupportedCompression as exc:
+            part.answer.update(_compression_refused(exc.codec, gzip))
+        except TooLarge as exc:
+            part.answer.update(error_code=ErrorCode.MESSAGE_TOO_LARGE, error_message=str(exc))
+        except KafkaDecodeError as exc:
+            part.answer.update(error_code=ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
+    return None
+
+
+def _decode_partition(part: _ProducePart, gzip: bool, budget: RecordBudget) -> list[bytes]:
+    """One partition's events; a record is refused as soon as it cannot fit the hub's event size."""
+    limit = part.max_event_size
+    messages = []
+    for batch in iter_batches(part.records, gzip, limit, budget):
+        for record in batch:
+            message = record_to_message(record)
+            if len(message) > limit:
+                raise TooLarge(f"an event of {len(message)} bytes exceeds the hub's limit of {limit} bytes")
+            messages.append(message)
+    return messages
+
+
+def _compression_refused(codec: str, gzip: bool) -> dict:
     """The service's answer to a compressed batch it does not take (Microsoft's Kafka pages): only
-    gzip, and only on Premium and Dedicated; Standard answers with the message-format error."""
-    if tier in KAFKA_GZIP_TIERS:
+    gzip, and only on Premium and Dedicated (``gzip``); Standard answers with the message-format error."""
+    if gzip:
         return {
             "error_code": ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
             "error_message": f"{codec} is not supported: Event Hubs takes gzip only; set compression.type "
@@ -153,13 +183,19 @@ def _compression_refused(codec: str, tier: str) -> dict:
         }
     return {
         "error_code": ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-        "error_message": f"a {tier} namespace takes no compressed batches ({codec}; Kafka compression is "
+        "error_message": f"a Standard namespace takes no compressed batches ({codec}; Kafka compression is "
         "Premium and Dedicated only, gzip); set compression.type to none",
     }
 
 
-def produce(ctx: Context, version: int, req: dict) -> dict | None:
-    """Append each partition's records as events (acks 0: no response; 1 and -1 alike: one copy)."""
+async def produce(ctx: Context, version: int, req: dict) -> dict | None:
+    """Append each partition's records as events (acks 0: no response; 1 and -1 alike: one copy).
+
+    Every partition is decoded before any is appended, within one budget for the request
+    (``records.RecordBudget``): a request past it is refused whole with MESSAGE_TOO_LARGE and nothing
+    of it is stored. Large or compressed requests are decoded in the server's worker threads, so that
+    inflating them does not hold up the other connections.
+    """
     acks = req["acks"]
     if acks not in (0, 1, -1):
         responses = [
@@ -173,13 +209,45 @@ def produce(ctx: Context, version: int, req: dict) -> dict | None:
             for t in req["topic_data"]
         ]
         return {"responses": responses}
-    responses = [
-        {
-            "name": t["name"],
-            "partition_responses": [_produce_partition(ctx, t["name"], p) for p in t["partition_data"]],
-        }
-        for t in req["topic_data"]
-    ]
+    parts = []
+    responses = []  # answered in the request's order, with each partition's answer filled in below
+    for t in req["topic_data"]:
+        hub = ctx.broker.hub(t["name"] or "")
+        limit = ctx.broker.max_event_size(hub) if hub is not None else 0
+        answers = []
+        for p in t["partition_data"]:
+            log = _log(ctx, t["name"], p["index"])
+            answer: dict[str, Any] = {
+                "index": p["index"],
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+            }
+            if log is None:
+                answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            answers.append(answer)
+            parts.append(_ProducePart(p["records"] or b"", log, limit, answer))
+        responses.append({"name": t["name"], "partition_responses": answers})
+    gzip = ctx.broker.config.tier in KAFKA_GZIP_TIERS
+    inline = sum(len(p.records) for p in parts) < INLINE_PRODUCE_BYTES and not any(
+        has_compressed_batch(p.records) for p in parts
+    )
+    if inline or ctx.decoder is None:
+        over = _decode_produce(parts, gzip)
+    else:
+        over = await asyncio.get_running_loop().run_in_executor(ctx.decoder, _decode_produce, parts, gzip)
+    for part in parts:
+        if part.log is None:
+            continue
+        if over is not None:
+            part.answer.update(error_code=ErrorCode.MESSAGE_TOO_LARGE, error_message=str(over))
+        elif part.messages is not None:
+            log = part.log
+            base = log.next_seq
+            if part.messages:
+                log.append(part.messages, None)
+            part.answer.update(
+                base_offset=base, log_append_time_ms=log.last_enqueued_ms, log_start_offset=log.begin_seq
+            )
     return None if acks == 0 else {"responses": responses}
 
 

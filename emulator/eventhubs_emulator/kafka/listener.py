@@ -17,6 +17,7 @@ import itertools
 import logging
 import struct
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..store import Broker
@@ -60,6 +61,12 @@ _HANDLERS: dict[ApiKey, Callable[..., Any]] = {
 }
 
 
+#: Worker threads that decode large or compressed Produce requests (``handlers.produce``), shared by
+#: every connection: a client cannot take more, however many connections it opens, and the memory a
+#: request's records may take (``records.MAX_PRODUCE_RECORD_BYTES``) is held by at most this many at once.
+PRODUCE_DECODE_THREADS = 2
+
+
 class ClosingConnection(Exception):
     """The client broke the protocol; the message (logged) says how."""
 
@@ -80,6 +87,11 @@ class KafkaServer:
         self.producer_ids = itertools.count(1000)
         self.committed: dict[tuple[str, str, int], tuple[int, str | None]] = {}  # consumer group offsets
         self.groups = GroupCoordinator()
+        self.decoder = ThreadPoolExecutor(PRODUCE_DECODE_THREADS, thread_name_prefix="kafka-produce")
+
+    def close(self) -> None:
+        """Drop the worker threads (a request being decoded finishes; queued ones are dropped)."""
+        self.decoder.shutdown(wait=False, cancel_futures=True)
 
     def drop_connections(self) -> int:
         """Abort every Kafka client connection; return how many."""
@@ -155,7 +167,15 @@ class KafkaServer:
         request_schema, response_schema = SCHEMAS[api]
         request = read_struct(r, request_schema, version, flexible)
         ctx = handlers.Context(
-            self.broker, self.host, port, state, self.producer_ids, self.committed, self.groups, client_id
+            self.broker,
+            self.host,
+            port,
+            state,
+            self.producer_ids,
+            self.committed,
+            self.groups,
+            client_id,
+            self.decoder,
         )
         result = _HANDLERS[api](ctx, version, request)
         if inspect.isawaitable(result):
