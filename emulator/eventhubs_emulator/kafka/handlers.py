@@ -319,7 +319,7 @@ def offset_fetch(ctx: Context, version: int, req: dict) -> dict:
     for name, partitions in wanted:
         parts = []
         for index in partitions:
-            offset, metadata = ctx.committed.get((group, name.lower(), index), (-1, ""))
+            offset, metadata = ctx.committed.get((group, (name or "").lower(), index), (-1, ""))
             error = (
                 ErrorCode.NONE if _log(ctx, name, index) is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )

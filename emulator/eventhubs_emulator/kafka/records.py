@@ -78,8 +78,8 @@ class RecordBudget:
     record byte, inflated where compressed, and at least :data:`RECORD_COST_FLOOR` per record.
     ``spent`` is what was charged so far; charging past ``limit`` raises :class:`OverBudget`."""
 
-    def __init__(self, limit: int = MAX_PRODUCE_RECORD_BYTES) -> None:
-        self.limit = limit
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = MAX_PRODUCE_RECORD_BYTES if limit is None else limit
         self.spent = 0
 
     def room(self) -> int:

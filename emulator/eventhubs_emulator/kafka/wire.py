@@ -221,6 +221,8 @@ def read_struct(r: Reader, schema: tuple[Field, ...], version: int, flexible: bo
             continue
         n = r.array_length(flexible)
         if n == -1:
+            if f.nullable_from is None or version < f.nullable_from:  # as Kafka: the request is malformed
+                raise KafkaDecodeError(f"non-nullable array {f.name!r} is null (version {version})")
             out[f.name] = None
         elif f.fields:
             out[f.name] = [read_struct(r, f.fields, version, flexible) for _ in range(n)]
