@@ -117,3 +117,29 @@ def _sasl_plain(sock: socket.socket, user: str, password: str) -> SaslAnswer:
             sock.settimeout(5)
             closed = sock.recv(1) == b""
         return SaslAnswer(handshake_error, error, message, seconds, closed)
+
+
+def produce(bootstrap: str, password: str, topic: str, entries: list[tuple[int, bytes | None]]) -> list[int]:
+    """One Produce v3 (acks -1) after SASL PLAIN, a partition entry per ``(partition, record set)``:
+    the partition error codes answered, in order."""
+    host, port = bootstrap.rsplit(":", 1)
+    body = struct.pack(">hhi", -1, -1, 30_000) + struct.pack(">i", 1) + _string(topic)
+    body += struct.pack(">i", len(entries))
+    for partition, data in entries:
+        body += struct.pack(">i", partition)
+        body += struct.pack(">i", -1) if data is None else struct.pack(">i", len(data)) + data
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        assert _sasl_plain(sock, "$ConnectionString", password).error == 0
+        sock.sendall(request(0, 3, 5, body))
+        answer = read_frame(sock)
+        assert answer is not None, "closed before the Produce answer"
+    (topics,) = struct.unpack_from(">i", answer, 4)
+    _, at = _read_string(answer, 8)
+    (count,) = struct.unpack_from(">i", answer, at)
+    at += 4
+    errors = []
+    for _ in range(count):  # index, error code, base offset, log append time
+        errors.append(struct.unpack_from(">h", answer, at + 4)[0])
+        at += 4 + 2 + 8 + 8
+    assert topics == 1
+    return errors

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as kafka_errors
+from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import OffsetAndMetadata
 
 from tests.support.processes import wait_until
@@ -411,6 +412,38 @@ def test_compressed_batches(server: KafkaServer) -> None:
     try:
         tp = TopicPartition(topic, 0)
         assert consumer.end_offsets([tp])[tp] == (1 if server.kind == "kafka" else 0)
+    finally:
+        consumer.close()
+
+
+def _batch(values: list[bytes]) -> bytes:
+    """An uncompressed record batch as kafka-python's producer builds it."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for offset, value in enumerate(values):
+        builder.append(offset, timestamp=1_700_000_000_000, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def test_a_produce_carries_exactly_one_batch_per_partition(server: KafkaServer) -> None:
+    """Produce v3+ carries one record batch per partition (Kafka's ProduceRequest.validateRecords): two
+    batches, or none, are INVALID_RECORD and nothing of them is stored; one is taken."""
+    topic = server.topic(1)
+    one, two = _batch([b"a"]), _batch([b"b", b"c"])
+    assert raw.produce(server.bootstrap, server.password, topic, [(0, one + two)]) == [87]
+    assert raw.produce(server.bootstrap, server.password, topic, [(0, b"")]) == [87]
+    assert raw.produce(server.bootstrap, server.password, topic, [(0, two)]) == [0]
+    consumer = KafkaConsumer(**server.config())
+    try:
+        tp = TopicPartition(topic, 0)
+        assert consumer.end_offsets([tp])[tp] == 2
     finally:
         consumer.close()
 

@@ -29,6 +29,7 @@ from .protocol import (
     ErrorCode,
 )
 from .records import (
+    MAGIC,
     OverBudget,
     RecordBudget,
     TooLarge,
@@ -36,6 +37,7 @@ from .records import (
     encode_batch_of_tails,
     has_compressed_batch,
     iter_batches,
+    whole_batches,
 )
 from .wire import KafkaDecodeError
 
@@ -146,6 +148,10 @@ def _decode_produce(parts: list[_ProducePart], gzip: bool) -> OverBudget | None:
     for part in parts:
         if part.log is None:
             continue
+        refused = _not_one_batch(part.records)
+        if refused is not None:
+            part.answer.update(error_code=ErrorCode.INVALID_RECORD, error_message=refused)
+            continue
         try:
             part.messages = _decode_partition(part, gzip, budget)
         except OverBudget as exc:
@@ -156,6 +162,20 @@ def _decode_produce(parts: list[_ProducePart], gzip: bool) -> OverBudget | None:
             part.answer.update(error_code=ErrorCode.MESSAGE_TOO_LARGE, error_message=str(exc))
         except KafkaDecodeError as exc:
             part.answer.update(error_code=ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
+    return None
+
+
+def _not_one_batch(data: bytes) -> str | None:
+    """Why a partition's record set is not what Produce v3+ carries, as Kafka says it
+    (``ProduceRequest.validateRecords``, INVALID_RECORD): exactly one batch, of magic 2; or None."""
+    count, magic = whole_batches(data)
+    said = "Produce requests with version 3 or later"
+    if count == 0:
+        return f"{said} must have at least one record batch per partition"
+    if magic != MAGIC:
+        return f"{said} are only allowed to contain record batches with magic version 2"
+    if count > 1:
+        return f"{said} are only allowed to contain exactly one record batch per partition"
     return None
 
 

@@ -107,18 +107,18 @@ class Record:
     timestamp_ms: int = -1
 
 
-def count_batches(data: bytes) -> int:
-    """How many batches the record set ``data`` holds, by their length fields alone (a cut or
-    malformed tail counts as one more, for :func:`decode_batches` to refuse)."""
+def whole_batches(data: bytes) -> tuple[int, int]:
+    """How many whole batches the record set ``data`` starts with (by their length fields alone, as
+    Kafka's batch iterator counts them: a cut or short tail is no batch), and the first one's magic
+    (-1 when none)."""
     count = pos = 0
-    while pos < len(data):
+    while len(data) - pos >= 17:  # up to the magic byte
+        length = struct.unpack_from(">i", data, pos + 8)[0]
+        if length < 5 or pos + 12 + length > len(data):
+            break
         count += 1
-        if len(data) - pos < 12:
-            break
-        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
-        if pos <= 0:
-            break
-    return count
+        pos += 12 + length
+    return count, data[16] if count else -1
 
 
 def has_compressed_batch(data: bytes) -> bool:
