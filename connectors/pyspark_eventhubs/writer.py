@@ -8,6 +8,9 @@ has both columns, and writes back as long as no row sets both). Every task packs
 round-robin), each up to the hub's maximum message size — and sends a batch when it is full.
 Sends are retried with exponential backoff on transient errors and throttling (server busy).
 
+Producers are not built per task: each executor Python worker keeps its producer of a hub across
+micro-batches, its links open (``producer_cache.py``); a producer that failed is closed, never reused.
+
 Delivery is **at-least-once**: a retried send whose first attempt did reach the broker, a task
 retried by Spark, or a streaming batch re-run after a restart sends its events again. Make
 consumers idempotent (e.g. a message id in ``properties``) if duplicates matter.
@@ -31,9 +34,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from .client import producer_client
 from .errors import EventHubsOptionError
 from .options import EventHubsOptions
+from .producer_cache import PRODUCERS, SinkProducer
 from .redaction import redact
 
 log = logging.getLogger(__name__)
@@ -130,14 +133,33 @@ def _not_delivered(exc: BaseException) -> bool:
 
 
 class _BatchSender:
-    """Packs events into EventDataBatch objects per route and sends them with retries."""
+    """Packs events into EventDataBatch objects per route and sends them with retries.
+
+    Sends go through this worker's cached producer of the hub (``PRODUCERS``). A create or send
+    that fails closes the producer; the retry (and the next task) gets a new one.
+    """
 
     def __init__(self, options: EventHubsOptions) -> None:
         self.options = options
-        self.producer = producer_client(options)
+        # Borrowed now (no network: a new producer opens its links on first use), so that a client
+        # that cannot be built fails the task with its own error.
+        self._producer: SinkProducer | None = PRODUCERS.borrow(options)
         self.open: dict[tuple[str, str], Any] = {}
         self.events = 0
         self.batches = 0
+
+    @property
+    def producer(self) -> SinkProducer:
+        """The producer this task sends with (after a failure, a new one from the cache)."""
+        if self._producer is None:
+            self._producer = PRODUCERS.borrow(self.options)
+        return self._producer
+
+    def _drop_producer(self) -> None:
+        """Close the producer after a failure; the next attempt borrows (builds) another."""
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            PRODUCERS.discard(producer)
 
     def add(self, event: Any, route: tuple[str, str]) -> None:
         batch = self.open.get(route)
@@ -187,7 +209,11 @@ class _BatchSender:
                 reraise=True,
             ):
                 with attempt:
-                    return action()
+                    try:
+                        return action()
+                    except Exception:
+                        self._drop_producer()
+                        raise
         except EventHubsOptionError:
             raise
         except Exception as exc:
@@ -217,11 +243,15 @@ class _BatchSender:
                 self._send(batch)
         self.open.clear()
 
-    def close(self) -> None:
-        try:
-            self.producer.close()
-        except Exception:
-            log.debug("closing the producer of %s failed", self.options.description)
+    def close(self, succeeded: bool) -> None:
+        """Cache the producer for the next task after a task that succeeded; close it otherwise."""
+        if self._producer is None:
+            return
+        producer, self._producer = self._producer, None
+        if succeeded:
+            PRODUCERS.give_back(producer)
+        else:
+            PRODUCERS.discard(producer)
 
 
 def _send_records(
@@ -231,6 +261,7 @@ def _send_records(
     from azure.eventhub import EventData
 
     sender = _BatchSender(options)
+    succeeded = False
     try:
         for body, props, pid, key in records:
             if body is None:
@@ -253,9 +284,10 @@ def _send_records(
                 route = ("key", str(key))
             sender.add(event, route)
         sender.flush()
+        succeeded = True
         return EventHubsCommitMessage(events=sender.events, batches=sender.batches)
     finally:
-        sender.close()
+        sender.close(succeeded)
 
 
 def _write_rows(

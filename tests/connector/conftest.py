@@ -71,6 +71,27 @@ class Hub:
         return bodies
 
 
+def producer_links(emulator: Any, hub: str) -> dict[str, int]:
+    """The producer links attached to ``hub`` as the emulator sees them: link name -> deliveries.
+
+    A link's name is the client's (a uuid per link), so the same name before and after is the same
+    link; closed links are not listed."""
+
+    def collect() -> dict[str, int]:
+        return {
+            link.name: link.received
+            for conn in emulator._server.connections
+            for session in conn.sessions.values()
+            for link in session.links.values()
+            if link.kind == "producer"
+            and not link.closed
+            and link.hub is not None
+            and link.hub.name.lower() == hub.lower()
+        }
+
+    return emulator._call(collect)
+
+
 @pytest.fixture
 def hub() -> Iterator[Hub]:
     """A fresh emulator with hub ``hub1`` (4 partitions, consumer group cg1), stopped after."""
@@ -79,9 +100,11 @@ def hub() -> Iterator[Hub]:
     cfg = EmulatorConfig.single_hub("hub1", partition_count=4, consumer_groups=["cg1"])
     with Emulator(cfg, port=0) as emu:
         yield Hub(emu, "hub1", emu.connection_string("hub1"))
+    from pyspark_eventhubs.producer_cache import PRODUCERS
     from pyspark_eventhubs.receiver_cache import RECEIVERS
 
     RECEIVERS.close_all()
+    PRODUCERS.close_all()
 
 
 @pytest.fixture(scope="session")

@@ -1,13 +1,17 @@
-"""The sink's send path without Spark: batching per route and retries through broker faults."""
+"""The sink's send path without Spark: batching per route, retries through broker faults, and the
+worker's cached producers (reused across tasks, closed when idle, replaced when broken)."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from pyspark_eventhubs.options import parse_options
+from pyspark_eventhubs.producer_cache import PRODUCERS
 from pyspark_eventhubs.writer import SinkColumns, _write_rows
 
-from .conftest import Hub
+from .conftest import Hub, producer_links
 
 pytestmark = pytest.mark.integration
 
@@ -108,3 +112,135 @@ def test_sends_to_a_partition_taken_offline_are_retried_until_it_is_back(
     assert "not delivered: the service detached the link" in caplog.text, "the retry says why"
     bodies = set(_bodies(hub))
     assert {f"o{i}".encode() for i in range(80)} <= bodies
+
+
+BY_ID = SinkColumns(body="body", partition_key=None, partition_id="pid", properties=None)
+
+
+def _rows(prefix: str, count: int, partitions: int = 4) -> list[dict[str, str]]:
+    return [{"body": f"{prefix}{i}", "pid": str(i % partitions)} for i in range(count)]
+
+
+def _counters() -> dict[str, int]:
+    return {
+        "opened": PRODUCERS.opened,
+        "reused": PRODUCERS.reused,
+        "dropped": PRODUCERS.dropped,
+        "closed_idle": PRODUCERS.closed_idle,
+    }
+
+
+def _since(before: dict[str, int]) -> dict[str, int]:
+    return {name: value - before[name] for name, value in _counters().items()}
+
+
+def _wait_for(condition, seconds: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_tasks_of_one_worker_send_on_one_cached_producer_and_its_links(hub: Hub) -> None:
+    """Two tasks (two micro-batches) in one worker process: the second borrows the producer the
+    first gave back and sends on the same links: the emulator sees the same four links, each with
+    a delivery from each task, and no new one. Every row is stored once."""
+    options = parse_options(hub.options())
+    before = _counters()
+
+    first = _write_rows(options, BY_ID, iter(_rows("a", 200)))
+    links = producer_links(hub.emulator, "hub1")
+    second = _write_rows(options, BY_ID, iter(_rows("b", 200)))
+
+    assert (first.events, second.events) == (200, 200)
+    assert _since(before) == {"opened": 1, "reused": 1, "dropped": 0, "closed_idle": 0}
+    assert len(links) == 4 and set(links.values()) == {1}, "one link per partition, one batch each"
+    assert producer_links(hub.emulator, "hub1") == {name: 2 for name in links}, "the same links, reused"
+    assert PRODUCERS.idle_count() == 1
+    assert sorted(_bodies(hub)) == sorted(f"{p}{i}".encode() for p in "ab" for i in range(200))
+
+
+def test_an_idle_producer_and_an_idle_link_are_closed_by_the_timer(
+    hub: Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timer closes a producer no task used for ``idle_seconds`` (its links go from the
+    emulator), and before that a single link its tasks stopped using while they use the others."""
+    monkeypatch.setattr(PRODUCERS, "idle_seconds", 1.0)
+    options = parse_options(hub.options())
+    before = _counters()
+
+    _write_rows(options, BY_ID, iter(_rows("a", 20, partitions=2)))  # links of partitions 0 and 1
+    links = producer_links(hub.emulator, "hub1")
+    assert len(links) == 2
+    # Only partition 0 from now on, every 0.2 s: partition 1's link goes, partition 0's stays.
+    started = time.monotonic()
+    while time.monotonic() - started < 2.5:
+        _write_rows(options, BY_ID, iter([{"body": "p0", "pid": "0"}]))
+        time.sleep(0.2)
+    kept = producer_links(hub.emulator, "hub1")
+    assert len(kept) == 1 and set(kept) < set(links), "the idle link closed, the used one kept"
+    assert _since(before)["opened"] == 1, "the producer itself stayed cached"
+
+    assert _wait_for(lambda: PRODUCERS.idle_count() == 0), "the idle producer was closed"
+    assert _wait_for(lambda: not producer_links(hub.emulator, "hub1")), "its links are gone"
+    assert _since(before)["closed_idle"] == 1
+
+
+def test_a_cached_producer_whose_connections_dropped_is_replaced_and_the_rows_land(
+    hub: Hub, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The broker drops every connection (as a restart does) while the producer is cached: the next
+    task finds it broken before sending (no failed send, no retry), closes it, sends on a new one,
+    and every row of both tasks is stored once."""
+    options = parse_options(hub.options())
+    before = _counters()
+    _write_rows(options, BY_ID, iter(_rows("a", 100)))
+    assert hub.emulator.faults.drop_connections() >= 4
+
+    message = _write_rows(options, BY_ID, iter(_rows("b", 100)))
+
+    assert message.events == 100
+    assert _since(before) == {"opened": 2, "reused": 0, "dropped": 1, "closed_idle": 0}
+    assert "retrying" not in caplog.text, "found broken before a send"
+    assert len(producer_links(hub.emulator, "hub1")) == 4
+    assert sorted(_bodies(hub)) == sorted(f"{p}{i}".encode() for p in "ab" for i in range(100))
+
+
+def test_a_cached_producer_whose_link_the_service_closed_is_replaced_and_the_rows_land(hub: Hub) -> None:
+    """The service detaches one partition's link of a cached producer (the partition moves, here for
+    no time at all): the next task sees the detach, replaces the producer, and every row lands."""
+    options = parse_options(hub.options())
+    before = _counters()
+    _write_rows(options, BY_ID, iter(_rows("a", 40, partitions=2)))
+    assert hub.emulator.faults.take_partition_offline("hub1", "1", 0) == 1
+
+    message = _write_rows(options, BY_ID, iter(_rows("b", 40, partitions=2)))
+
+    assert message.events == 40
+    assert _since(before)["dropped"] == 1 and _since(before)["opened"] == 2
+    bodies = _bodies(hub)
+    assert set(bodies) == {f"{p}{i}".encode() for p in "ab" for i in range(40)}, "no row lost"
+    assert len(bodies) == 80, "none sent twice"
+
+
+def test_a_send_that_fails_drops_the_producer_and_the_retry_lands_on_a_new_one(
+    hub: Hub, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A send rejected by the broker (throttled) still raises into the sink's retry, as before the
+    cache; the producer that failed is closed instead of cached, and the retry lands every row."""
+    options = parse_options(hub.options())
+    _write_rows(options, BY_ID, iter(_rows("a", 8)))  # a cached, healthy producer
+    before = _counters()
+    hub.emulator.faults.throttle(6)  # longer than the SDK's own retries
+
+    message = _write_rows(options, BY_ID, iter(_rows("t", 40)))
+
+    assert message.events == 40
+    assert "throttled" in caplog.text
+    counters = _since(before)
+    assert counters["reused"] == 1 and counters["dropped"] >= 1 and counters["opened"] >= 1
+    assert sorted(b for b in _bodies(hub) if b.startswith(b"t")) == sorted(
+        f"t{i}".encode() for i in range(40)
+    )
