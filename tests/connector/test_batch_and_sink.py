@@ -13,7 +13,7 @@ import pytest
 from pyspark_eventhubs import EventPosition
 from tests.support.query_attempts import run_query, wait_available_now
 
-from .conftest import Hub
+from .conftest import Hub, producer_links
 
 pytestmark = pytest.mark.integration
 
@@ -135,6 +135,62 @@ def test_streaming_sink_copies_one_hub_into_another(eh_spark: Any, tmp_path: Pat
         rows = eh_spark.read.format("eventhubs").options(**dst.options()).load().collect()
         assert sorted(bytes(r.body).decode() for r in rows) == sorted(sent)
         assert {r.partitionKey for r in rows} == {"copy-0", "copy-1"}
+
+
+def test_streaming_sink_keeps_its_producer_across_micro_batches_and_replaces_a_broken_one(
+    eh_spark: Any, tmp_path: Path
+) -> None:
+    """A processingTime stream hub -> select -> hub, one round of events per micro-batch. The
+    Python workers keep their producer between micro-batches: every batch's send (one small batch,
+    round-robin, on the hub-level link) is on a link the emulator still has open after the last
+    batch, and there are fewer such links than batches. Then the emulator drops every connection
+    (as a restart does): the next batches open new producers, and every event arrives."""
+    from eventhubs_emulator import Emulator, EmulatorConfig
+
+    with Emulator(EmulatorConfig.many_hubs({"src": 2, "dst": 2}), port=0) as emu:
+        src = Hub(emu, "src", emu.connection_string("src"))
+        dst = Hub(emu, "dst", emu.connection_string("dst"))
+        sent: set[str] = set()
+        rounds = iter(range(1000))
+
+        def send_round() -> None:
+            sent.update(src.send_per_partition({"0": 5, "1": 5}, prefix=f"round{next(rounds)}"))
+
+        def start() -> Any:
+            return (
+                eh_spark.readStream.format("eventhubs")
+                .options(**src.options(**{"eventhubs.startingPosition": '{"offset": "-1"}'}))
+                .load()
+                .selectExpr("body")
+                .writeStream.format("eventhubs")
+                .options(**dst.options())
+                .option("checkpointLocation", str(tmp_path / "ckpt"))
+                .trigger(processingTime="100 milliseconds")
+                .start()
+            )
+
+        def drive(query: Any) -> tuple[int, dict[str, int], dict[str, int]]:
+            for _ in range(5):
+                send_round()
+                query.processAllAvailable()
+            batches = sum(1 for p in query.recentProgress if p["numInputRows"] > 0)
+            kept = producer_links(emu, "dst")
+            assert emu.faults.drop_connections() > 0
+            for _ in range(2):
+                send_round()
+                query.processAllAvailable()
+            assert query.exception() is None
+            return batches, kept, producer_links(emu, "dst")
+
+        batches, kept, replaced = run_query(start, drive)
+        rows = eh_spark.read.format("eventhubs").options(**dst.options()).load().collect()
+
+    assert batches >= 5
+    assert sum(kept.values()) == batches, "every batch sent on a link still open after the last one"
+    assert len(kept) < batches, "batches shared producers (their links)"
+    assert replaced and set(replaced).isdisjoint(kept), "new producers after the connections dropped"
+    bodies = [bytes(r.body).decode() for r in rows]
+    assert set(bodies) == sent, f"{len(sent - set(bodies))} events lost"
 
 
 @pytest.fixture
