@@ -207,14 +207,15 @@ class KafkaBroker:
                 admin.close()
         raise KafkaBrokerError(f"not ready in {READY_DEADLINE:.0f} s ({last!r}):\n{self.log_tail()}")
 
-    def create_topic(self, name: str, partitions: int) -> None:
-        """Create ``name`` with ``partitions`` partitions (replication 1) and wait until it has leaders."""
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
+        """Create ``name`` with ``partitions`` partitions (replication 1) and topic ``configs`` (e.g.
+        ``{"message.timestamp.type": "LogAppendTime"}``), and wait until it has leaders."""
         from kafka import KafkaAdminClient
         from kafka.admin import NewTopic
 
         admin = KafkaAdminClient(**self.client_config(), request_timeout_ms=20_000)
         try:
-            admin.create_topics([NewTopic(name, partitions, 1)])
+            admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs or {})])
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 described = admin.describe_topics([name])
