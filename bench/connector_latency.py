@@ -788,16 +788,26 @@ def main_hub_to_hub(args: argparse.Namespace) -> None:
                 process.join(30)
             broker.stop()
             emulator.stop()
+            # Also after a failure (a Spark JVM killed under load): what was measured is reported.
+            report_hub_to_hub(args, results)
 
+
+def report_hub_to_hub(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]]) -> None:
+    """Print the run's settings and both tables (sides without a finished run are left out)."""
+    runs = {side: r for side, r in results.items() if r}
     print(
         f"\nhub -> select -> hub: {args.rate} events/s per side, {args.partitions} partitions, "
         f"{args.body} B bodies, local[2], trigger 0 s, {args.reps} reps x {args.seconds:g} s measured "
-        f"(+{args.warmup:g} s warm-up)\n"
+        f"(+{args.warmup:g} s warm-up); finished runs: "
+        + ", ".join(f"{side} {len(r)}" for side, r in results.items())
+        + "\n",
+        flush=True,
     )
-    if args.reps:
-        print(summarize_hub_to_hub(results))
+    if all(runs.get(side) for side in H2H_SIDES):
+        print(summarize_hub_to_hub(runs))
         print()
-        print(summarize_durations(results))
+    if runs:
+        print(summarize_durations(runs), flush=True)
 
 
 def main() -> None:
