@@ -54,8 +54,8 @@ def refused_message(job: str, conf: Mapping[str, str], error: str) -> str | None
     if "stopped SparkContext" not in error:
         return None
     secret = (
-        f"the cluster refused the driver's secret: {SPARK_AUTH_SECRET_ENV} must hold the secret the "
-        "master and workers were started with, or"
+        f"the cluster refused the driver's secret (the variable {SPARK_AUTH_SECRET_ENV} must hold the "
+        "secret the master and workers were started with), or"
         if authenticate
         else "the cluster requires spark.authenticate (set it to true and give the driver the "
         f"cluster's secret in {SPARK_AUTH_SECRET_ENV}), or"
