@@ -1,5 +1,6 @@
 """Catch-up speed, hubflow's connector over AMQP vs Spark's Kafka source over the Kafka endpoint
-(issue #30 item 3).
+(issue #30 item 3); with ``--broker``, Spark's Kafka source on its own columns vs the same source
+mapped to the connector's columns, on a real Apache Kafka broker (issue #49 item 3).
 
 The same ``--events`` events (``--size``-byte body, 3 application properties, 4 partitions, sent
 over AMQP) in one emulator process with its Kafka port, read two ways by one Spark session on
@@ -18,7 +19,23 @@ each run is reported per path, per event, and as a kafka/amqp ratio. Both sides 
 small hub first; sides alternate which goes first in each of ``--reps`` repetitions; the summary
 gives the median and min-max rows/s, the kafka/amqp ratios and the load average.
 
+``--broker``: the emulator is left out. One Apache Kafka broker (KRaft, SASL PLAIN as Event Hubs'
+endpoint; ``tests/support/kafka_broker.py``, the jars of jvm-deps-kafka.lock) holds ``--events``
+records (``--size``-byte value, 3 headers, no key, 4 partitions, written by Spark's Kafka sink), read
+by one Spark session on ``local[2]`` two ways, each a new ``availableNow`` query into parquet with the
+same source options (hubflow's client settings, ``includeHeaders``, a per-trigger limit of all
+records):
+
+* ``own``: ``format("kafka")`` with its own columns (``key``, ``value``, ..., ``headers``);
+* ``mapped``: the same, mapped by :func:`hubflow_jobs.eventhubs_kafka.as_eventhubs_rows`, what
+  ``kind: eventhubs_kafka`` reads.
+
+Rows are checked by distinct (partition, offset / sequenceNumber). Besides rows/s, the Spark JVM's
+CPU time per run (user + system, the broker's not counted) is given per record: with other load on
+the machine it moves less than the wall clock. The summary gives the mapped/own ratios per repetition.
+
 Usage: ``.venv/bin/python bench/kafka_vs_connector.py [--events 1000000] [--size 200] [--reps 3]``
+``[--broker]``
 """
 
 from __future__ import annotations
@@ -35,14 +52,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "jobs"))
+sys.path.insert(0, str(Path(__file__).parents[1]))  # tests.support.kafka_broker (--broker)
 
 from connector_catchup import CATCHUP_CONF, PARTITIONS, fill_hub, workload_line
+from connector_throughput import PROPERTIES
 from harness import connector_spark, run_until_done, spread
 
 from eventhubs_emulator import EmulatorConfig
 from eventhubs_emulator.launcher import EmulatorProcess, start_emulator_process
 
 SIDES = ("amqp", "kafka")
+BROKER_SIDES = ("own", "mapped")
 WARM_EVENTS = 4000
 
 
@@ -122,12 +142,8 @@ def start(workdir: Path) -> tuple[EmulatorProcess, str]:
     return start_emulator_process(config, workdir), f"127.0.0.1:{port}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=int, default=1_000_000, help="events in all (4 partitions)")
-    parser.add_argument("--size", type=int, default=200, help="event body size in bytes")
-    parser.add_argument("--reps", type=int, default=3, help="alternating repetitions")
-    args = parser.parse_args()
+def emulator_main(args: argparse.Namespace) -> None:
+    """The AMQP connector against Spark's Kafka source, both on one emulator process."""
     rates: dict[str, list[float]] = {side: [] for side in SIDES}
     cpu: dict[str, list[float]] = {side: [] for side in SIDES}
     ratios: list[float] = []
@@ -181,6 +197,153 @@ def main() -> None:
         print(f"| {names[side]} | {spread(rates[side])} | {spread(cpu[side], '{:.1f}')} | {per_event:.1f} |")
     cpu_ratios = [k / a for k, a in zip(cpu["kafka"], cpu["amqp"], strict=True)]
     print(f"| Kafka / AMQP | **{spread(ratios, '{:.2f}')}** | {spread(cpu_ratios, '{:.1f}')} | |")
+
+
+def broker_options(bootstrap: str) -> dict[str, str]:
+    """hubflow's Kafka client settings for the test broker: SASL PLAIN over plain TCP (no TLS)."""
+    from hubflow_jobs.eventhubs_kafka import client_options
+    from tests.support import kafka_broker
+
+    return {**client_options(kafka_broker.PASSWORD, bootstrap), "kafka.security.protocol": "SASL_PLAINTEXT"}
+
+
+def fill_topic(spark: Any, options: dict[str, str], topic: str, events: int, size: int) -> None:
+    """``events`` records spread evenly over the partitions by Spark's Kafka sink: a ``size``-byte
+    value, the benchmark's 3 properties as headers (UTF-8), no key."""
+    from pyspark.sql import functions as F
+
+    headers = F.array(
+        *(F.struct(F.lit(k).alias("key"), F.lit(v.encode()).alias("value")) for k, v in PROPERTIES.items())
+    )
+    (
+        spark.range(events)
+        .select(
+            (F.col("id") % PARTITIONS).cast("int").alias("partition"),
+            F.lit(b"x" * size).alias("value"),
+            headers.alias("headers"),
+        )
+        .write.format("kafka")
+        .options(**options)
+        .option("topic", topic)
+        .save()
+    )
+
+
+def jvm_cpu_seconds(spark: Any) -> float:
+    """User + system CPU seconds of the Spark JVM (and its children) so far."""
+    return cpu_seconds(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+
+
+def broker_run(
+    spark: Any, side: str, options: dict[str, str], topic: str, events: int, workdir: Path, tag: str
+) -> tuple[float, float]:
+    """(rows/s, Spark JVM CPU seconds) of one availableNow query of ``side``; checks what landed."""
+    from hubflow_jobs.eventhubs_kafka import as_eventhubs_rows
+
+    frame = (
+        spark.readStream.format("kafka")
+        .options(**options)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(events))
+        .option("includeHeaders", "true")
+        .load()
+    )
+    offset = "offset"
+    if side == "mapped":
+        frame, offset = as_eventhubs_rows(frame), "sequenceNumber"
+    out, checkpoint = workdir / f"{tag}-out", workdir / f"{tag}-ckpt"
+    cpu_before = jvm_cpu_seconds(spark)
+    elapsed, _ = run_until_done(
+        frame.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True),
+        side,
+    )
+    cpu = jvm_cpu_seconds(spark) - cpu_before
+    landed = spark.read.parquet(str(out))
+    rows = landed.count()
+    distinct = landed.select("partition", offset).distinct().count()
+    if rows != events or distinct != events:
+        raise RuntimeError(f"{side}: {rows} rows ({distinct} distinct) in parquet, expected {events}")
+    return rows / elapsed, cpu
+
+
+def broker_main(args: argparse.Namespace) -> None:
+    """Spark's Kafka source on its own columns against the same source mapped, on a real broker."""
+    from tests.support.kafka_broker import KafkaBroker
+
+    rates: dict[str, list[float]] = {side: [] for side in BROKER_SIDES}
+    cpu: dict[str, list[float]] = {side: [] for side in BROKER_SIDES}
+    ratios: list[float] = []
+    cpu_ratios: list[float] = []
+    loads: list[float] = []
+    print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp, KafkaBroker(Path(tmp) / "broker") as broker:
+        workdir = Path(tmp)
+        broker.create_topic("bench", PARTITIONS)
+        broker.create_topic("warm", PARTITIONS)
+        options = broker_options(broker.bootstrap)
+        spark = connector_spark("local[2]", CATCHUP_CONF)
+        started = time.perf_counter()
+        fill_topic(spark, options, "bench", args.events, args.size)
+        fill_topic(spark, options, "warm", WARM_EVENTS, args.size)
+        print(f"wrote {args.events:,} records in {time.perf_counter() - started:.0f} s", flush=True)
+        for side in BROKER_SIDES:  # warm-up, not timed
+            broker_run(spark, side, options, "warm", WARM_EVENTS, workdir, f"warm-{side}")
+        for rep in range(args.reps):
+            order = BROKER_SIDES if rep % 2 == 0 else BROKER_SIDES[::-1]
+            for side in order:
+                rate, seconds = broker_run(
+                    spark, side, options, "bench", args.events, workdir, f"{rep}-{side}"
+                )
+                rates[side].append(rate)
+                cpu[side].append(seconds)
+                loads.append(os.getloadavg()[0])
+            ratios.append(rates["mapped"][-1] / rates["own"][-1])
+            cpu_ratios.append(cpu["mapped"][-1] / cpu["own"][-1])
+            print(
+                f"rep {rep + 1} ({' -> '.join(order)}): "
+                + ", ".join(
+                    f"{side} {rates[side][-1]:,.0f} rows/s (Spark CPU {cpu[side][-1]:.1f} s)"
+                    for side in BROKER_SIDES
+                )
+                + f"; mapped/own {ratios[-1]:.2f}; load {loads[-1]:.1f}",
+                flush=True,
+            )
+        spark.stop()
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+    print(
+        f"\n{args.events:,} records, {args.size} B + 3 headers, {PARTITIONS} partitions, one Apache Kafka "
+        f"broker, local[2], availableNow -> parquet, {args.reps} reps alternating; load average "
+        f"{min(loads):.1f}-{max(loads):.1f} (2 cores)"
+    )
+    print("| Columns | rows/s, median (min-max) | Spark CPU s per run, median (min-max) | µs per record |")
+    print("|---|---|---|---|")
+    names = {"own": "Spark's Kafka source, its own columns", "mapped": "the same, `as_eventhubs_rows`"}
+    for side in BROKER_SIDES:
+        per_record = statistics.median(cpu[side]) / args.events * 1e6
+        print(f"| {names[side]} | {spread(rates[side])} | {spread(cpu[side], '{:.1f}')} | {per_record:.1f} |")
+    print(f"| mapped / own | **{spread(ratios, '{:.2f}')}** | {spread(cpu_ratios, '{:.2f}')} | |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000, help="events in all (4 partitions)")
+    parser.add_argument("--size", type=int, default=200, help="event body size in bytes")
+    parser.add_argument("--reps", type=int, default=3, help="alternating repetitions")
+    parser.add_argument(
+        "--broker",
+        action="store_true",
+        help="Spark's Kafka source, own columns vs as_eventhubs_rows, on a real Apache Kafka broker",
+    )
+    args = parser.parse_args()
+    if args.broker:
+        broker_main(args)
+    else:
+        emulator_main(args)
 
 
 if __name__ == "__main__":
