@@ -340,12 +340,12 @@ def headers_as_properties(headers: Any) -> Any:
     keys and the values are taken out of the array whole (``headers.key``, ``cast(headers.value as
     array<string>)``) and zipped by ``map_from_arrays``. A record that repeats a key (a Kafka
     producer may) takes a ``transform`` over its distinct keys. Spark interprets higher-order
-    functions row by row (and a projection holding one is left out of whole-stage code generation,
-    a few tenths of a µs per record here); the mapping before ran ``transform``/``filter``/``exists``
-    over every record's headers, about 13 µs of CPU per record, three times what Spark's Kafka
-    source itself spent (docs/benchmarks.md). Not ``spark.sql.mapKeyDedupPolicy=LAST_WIN`` with
-    ``map_from_entries``: that setting is the whole query's (Spark reads it where a map is built), so
-    the user's own map functions in the same query would stop refusing repeated keys.
+    functions row by row (and leaves a projection holding one out of whole-stage code generation);
+    the mapping before ran ``transform``/``filter``/``exists`` over every record's headers, about
+    14 µs of CPU per record, three times what Spark's Kafka source itself spent (docs/benchmarks.md).
+    Not ``spark.sql.mapKeyDedupPolicy=LAST_WIN`` with ``map_from_entries``: that setting is the
+    whole query's (Spark reads it where a map is built), so the user's own map functions in the same
+    query would stop refusing repeated keys.
     """
     from pyspark.sql import functions as F
 
