@@ -79,6 +79,7 @@ class Connection:
         self.closed = False
         self.amqp_started = False  # the AMQP protocol headers are exchanged (SASL, if any, is over)
         self.opened = False  # our open frame is sent
+        self.remote_opened = False  # the client's open frame has arrived
         self._blocked: set[Link] = set()
         self._draining = False
         self._drain_task: asyncio.Future | None = None
@@ -208,7 +209,8 @@ class Connection:
         self.server.connections.discard(self)
 
     async def _handshake(self, header: bytes) -> None:
-        if header == F.SASL_HEADER:
+        sasl_done = header == F.SASL_HEADER
+        if sasl_done:
             self.writer.write(F.SASL_HEADER + F.sasl_mechanisms(["ANONYMOUS", "PLAIN", "MSSBCBS"]))
             code, fields, _ = await self._read_sasl_frame()
             if code != F.SASL_INIT:
@@ -217,6 +219,13 @@ class Connection:
             self.writer.write(F.sasl_outcome(F.SASL_OK))
             header = await self.reader.readexactly(8)
         if header != F.AMQP_HEADER:
+            if sasl_done and header[5:6] == bytes([F.FRAME_SASL]):
+                log.warning(
+                    "closing the connection from %s: a second SASL frame after the SASL outcome "
+                    "(SASL happens once per connection; the AMQP header comes next)",
+                    self.writer.get_extra_info("peername"),
+                )
+            # A protocol header we do not serve: answer the one we do and close (AMQP 1.0 2.2).
             self.writer.write(F.AMQP_HEADER)
             self.closed = True
             raise asyncio.IncompleteReadError(b"", None)
@@ -276,6 +285,12 @@ class Connection:
     # ------------------------------------------------------------------------------------ dispatch
     def _handle_frame(self, channel: int, body: bytes) -> None:
         code, fields, payload = self._performative(body)
+        if not self.remote_opened and code != F.OPEN:
+            # AMQP 1.0 2.4.1: the open comes first; the service's stack refuses anything else then
+            raise ProtocolError(
+                "amqp:illegal-state",
+                f"a {F.NAMES[code]} frame before the open: a connection starts with an open frame",
+            )
         if code in _SESSION_FRAMES and channel not in self.sessions and channel in self._ended_channels:
             log.debug("dropped a %s on channel %d, whose session the client ended", F.NAMES[code], channel)
             return
@@ -309,6 +324,15 @@ class Connection:
         return session
 
     def _on_open(self, fields: list) -> None:
+        if self.remote_opened:
+            # As the service's AMQP stack (azure-amqp's state machine: "operation: R:OPEN, state:
+            # Opened"): one open per connection; a second one ends it.
+            raise ProtocolError(
+                "amqp:illegal-state",
+                "operation: R:OPEN, state: Opened - a second open frame on the connection; "
+                "a connection is opened once",
+            )
+        self.remote_opened = True
         self.remote_max_frame_size = max(512, int(fields[2])) if fields[2] is not None else 0xFFFFFFFF
         if fields[4]:  # the client's idle timeout (ms): send empty frames at half that interval
             self._heartbeat_task = asyncio.ensure_future(self._heartbeat(max(int(fields[4]) / 2000, 0.05)))
@@ -339,9 +363,13 @@ class Connection:
     def _on_begin(self, channel: int, fields: list) -> None:
         if channel in self.sessions:
             # A second session on a channel in use would orphan the first one's links (and their
-            # receivers' places under the 5-per-partition limit): the spec makes it an error.
+            # receivers' places under the 5-per-partition limit). The service's AMQP stack refuses it
+            # when it maps the remote channel (azure-amqp HandleTable.Add: amqp:session:handle-in-use)
+            # and closes the connection with that error.
             raise ProtocolError(
-                "amqp:connection:framing-error", f"begin on channel {channel}, already in use"
+                "amqp:session:handle-in-use",
+                f"begin on channel {channel}, which a session already uses: The handle '{channel}' "
+                "is already associated with a session",
             )
         session = Session(self, channel, int(fields[1] or 0))
         self.sessions[channel] = session

@@ -142,10 +142,12 @@ def test_an_attach_on_a_handle_in_use_ends_the_connection_and_releases_its_links
 
 
 def test_a_begin_on_a_channel_in_use_ends_the_connection(emulator):
+    """As the service's AMQP stack, which maps the remote channel in a handle table (azure-amqp
+    HandleTable.Add refuses a channel in use with amqp:session:handle-in-use)."""
     client = RawClient(emulator.port)
     try:
         client.send(frames.BEGIN, [None, UInt(0), UInt(100), UInt(100), UInt(10), None, None, None])
-        assert _closed_with(client) == "amqp:connection:framing-error"
+        assert _closed_with(client) == "amqp:session:handle-in-use"
     finally:
         client.close()
 
