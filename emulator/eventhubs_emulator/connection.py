@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from . import frames as F
-from . import management
+from . import limits, management
 from .attach import LINK_MAX_MESSAGE_SIZE, on_attach
 from .auth import Grant, grant_covers
 from .codec import AmqpDecodeError, Described, Int, Symbol, UInt, UShort, decode
@@ -181,9 +181,14 @@ class Connection:
         self._close_with_error(condition, description)
 
     async def _heartbeat(self, interval: float) -> None:
+        """Send an empty frame every ``interval`` seconds while nothing else waits to go out: bytes
+        still queued reach the client as soon as it reads, so a client that does not read gets no
+        more of them."""
         while not self.closed:
             await asyncio.sleep(interval)
-            self.write(F.EMPTY_FRAME)
+            transport = self.writer.transport
+            if transport is None or transport.get_write_buffer_size() == 0:
+                self.write(F.EMPTY_FRAME)
 
     def _close_with_error(self, condition: str, description: str) -> None:
         if self.closed:
@@ -334,8 +339,18 @@ class Connection:
             )
         self.remote_opened = True
         self.remote_max_frame_size = max(512, int(fields[2])) if fields[2] is not None else 0xFFFFFFFF
-        if fields[4]:  # the client's idle timeout (ms): send empty frames at half that interval
-            self._heartbeat_task = asyncio.ensure_future(self._heartbeat(max(int(fields[4]) / 2000, 0.05)))
+        if fields[4]:  # the client's idle time-out (ms): send empty frames at half of it
+            idle_ms = int(fields[4])
+            if idle_ms < limits.MIN_IDLE_TIMEOUT_MS:
+                self.server.warn_once(
+                    ("idle-time-out", str(idle_ms)),
+                    "a client asked for an idle time-out of %d ms; raised to the emulator's floor of "
+                    "%d ms (the service refuses an open below it with amqp:not-allowed)",
+                    idle_ms,
+                    limits.MIN_IDLE_TIMEOUT_MS,
+                )
+                idle_ms = limits.MIN_IDLE_TIMEOUT_MS
+            self._heartbeat_task = asyncio.ensure_future(self._heartbeat(idle_ms / 2000))
         self._send_open()
 
     def _send_open(self) -> None:

@@ -3,6 +3,7 @@
 * the connection's state machine, as the service's AMQP stack (azure-amqp) keeps it: one open per
   connection (a second one, or any frame before the first, ends it with ``amqp:illegal-state``),
   SASL once (a second sasl-init is not taken for the AMQP header);
+* an idle time-out below the floor (``limits.MIN_IDLE_TIMEOUT_MS``) is raised to it;
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from eventhubs_emulator import frames
+from eventhubs_emulator import frames, limits
 from eventhubs_emulator.codec import Described, Symbol, UInt, UShort, decode, encode
 
 from .test_raw_protocol import RawClient
@@ -169,3 +170,35 @@ def test_the_raw_client_still_opens_and_begins(emulator):
         assert emulator.connection_count() == 1
     finally:
         client.close()
+
+
+# ---------------------------------------------------------------------------------- idle time-out
+
+
+def test_an_idle_time_out_below_the_floor_is_raised_to_it(emulator, caplog):
+    """A client asking for 1 ms would have had an empty frame every 50 ms; it gets one at half the
+    floor (2.5 s), and a warning says so once."""
+    caplog.set_level("WARNING", logger="eventhubs_emulator")
+    assert limits.MIN_IDLE_TIMEOUT_MS == 5000
+    sock = _connect(emulator.port, sasl=True)
+    try:
+        fields = list(OPEN_FIELDS)
+        fields[4] = UInt(1)
+        sock.sendall(_frame(frames.OPEN, fields))
+        started = time.monotonic()
+        assert _read_frame(sock)[0] == frames.OPEN
+        empty_at = []
+        sock.settimeout(0.5)
+        while time.monotonic() - started < 5.5:
+            try:
+                code, _ = _read_frame(sock)
+            except TimeoutError:
+                continue
+            assert code is None, f"an unexpected 0x{code:02x}"
+            empty_at.append(time.monotonic() - started)
+        assert 1 <= len(empty_at) <= 2, f"empty frames at {empty_at}"
+        assert empty_at[0] >= 2.0, f"the first empty frame came after {empty_at[0]:.2f} s, not 2.5 s"
+    finally:
+        sock.close()
+    warnings = [r.getMessage() for r in caplog.records if "idle time-out of 1 ms" in r.getMessage()]
+    assert len(warnings) == 1 and "raised to the emulator's floor of 5000 ms" in warnings[0]
