@@ -106,7 +106,9 @@ async def start_admin(
         )
         try:
             writer.write(head.encode() + data)
-            await writer.drain()
+            await asyncio.wait_for(writer.drain(), REQUEST_SECONDS)
+        except TimeoutError:  # a client that does not read its answer: drop it, answer unsent
+            writer.transport.abort()
         except ConnectionError:
             pass
         finally:

@@ -32,7 +32,6 @@ log = logging.getLogger("eventhubs_emulator")
 
 OUR_MAX_FRAME_SIZE = 1024 * 1024
 PRODUCER_CREDIT = 1000
-HIGH_WATER = 4 * 1024 * 1024
 SESSION_WINDOW = 0x7FFFFFFF
 
 _HEADER = struct.Struct(">IBBH")
@@ -87,14 +86,42 @@ class Connection:
 
     # ------------------------------------------------------------------------------------ plumbing
     def write(self, data: bytes) -> None:
-        """Queue bytes on the socket (no-op once closed)."""
-        if not self.closed:
-            self.writer.write(data)
+        """Queue bytes on the socket (no-op once closed); past ``limits.SEND_BUFFER_LIMIT`` unsent
+        bytes the client is not reading what it asked for, and the connection is dropped."""
+        if self.closed:
+            return
+        self.writer.write(data)
+        transport = self.writer.transport
+        if transport is not None and transport.get_write_buffer_size() > limits.SEND_BUFFER_LIMIT:
+            self._drop_reader(f"more than {limits.SEND_BUFFER_LIMIT} bytes it has not read")
 
     def is_congested(self) -> bool:
         """Whether the socket's send buffer is above the high-water mark."""
         transport = self.writer.transport
-        return transport is not None and transport.get_write_buffer_size() > HIGH_WATER
+        return transport is not None and transport.get_write_buffer_size() > limits.SEND_HIGH_WATER
+
+    async def drain(self) -> bool:
+        """Wait until the client has read enough of what was sent; a client that reads nothing for
+        ``limits.SEND_STALL_TIMEOUT`` seconds is dropped. Whether the connection is still up."""
+        try:
+            if not await limits.wait_until_read(self.writer):
+                self._drop_reader(f"nothing read for {limits.SEND_STALL_TIMEOUT:g} s")
+                return False
+        except (ConnectionError, RuntimeError):
+            return False
+        return not self.closed
+
+    def _drop_reader(self, why: str) -> None:
+        """Abort a connection whose client does not read what the emulator sends it."""
+        transport = self.writer.transport
+        log.warning(
+            "dropped the connection from %s: the client does not read what it asked for (%s; %d bytes "
+            "unsent)",
+            self.writer.get_extra_info("peername"),
+            why,
+            transport.get_write_buffer_size() if transport is not None else 0,
+        )
+        self.abort()
 
     def block(self, link: Link) -> None:
         """Pause a link until the send buffer drains, then pump it again."""
@@ -105,9 +132,8 @@ class Connection:
 
     async def _drain_then_resume(self) -> None:
         try:
-            await self.writer.drain()
-        except (ConnectionError, RuntimeError):
-            return
+            if not await self.drain():
+                return
         finally:
             self._draining = False
         blocked, self._blocked = self._blocked, set()
@@ -145,8 +171,8 @@ class Connection:
                 if delay := self.server.faults.response_delay():  # the slow-responses fault
                     await asyncio.sleep(delay)
                 self._handle_frame(channel, body)
-                if self.is_congested():
-                    await self.writer.drain()
+                if self.is_congested():  # read no more of the client's frames until it reads ours
+                    await self.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError, HandshakeRefused):
             pass
         except ProtocolError as exc:

@@ -12,6 +12,7 @@ import logging
 from collections import deque
 
 from . import frames as F
+from . import limits
 from .codec import Described, Symbol, Timestamp, UInt, encode
 from .messages import LAST_ENQUEUED_OFFSET, LAST_ENQUEUED_SEQUENCE_NUMBER, LAST_ENQUEUED_TIME_UTC
 from .roles import ConnectionRole
@@ -96,7 +97,8 @@ class Link:
         metrics = None
         if self.metrics:
             metrics = _runtime_metrics(self.log)
-        for i in range(idx, idx + count):
+        size = 0
+        for sent, i in enumerate(range(idx, idx + count), 1):
             seq, _offset, _enq, payload, hlen = events[i]
             if metrics is not None:
                 payload = payload[:hlen] + metrics + payload[hlen:]
@@ -106,6 +108,10 @@ class Link:
                 out.append(F.transfer_frames(session.channel, self.handle, did, seq, payload, max_frame)[0])
             else:
                 out.extend(F.transfer_frames(session.channel, self.handle, did, seq, payload, max_frame))
+            size += len(payload)
+            if size >= limits.PUMP_ROUND_BYTES:  # look at the send buffer again before more
+                count = sent
+                break
         self.next_seq += count
         self.credit -= count
         self.delivery_count = (self.delivery_count + count) & 0xFFFFFFFF

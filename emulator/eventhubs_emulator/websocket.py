@@ -19,6 +19,8 @@ import hashlib
 import struct
 from typing import Any
 
+from . import limits
+
 AMQP_PATH = "/$servicebus/websocket"
 SUBPROTOCOL = "AMQPWSB10"
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -194,6 +196,18 @@ class WebSocketStream:
             self._close_sent = True
             self._raw_writer.write(encode_frame(OP_CLOSE, struct.pack(">H", code)))
 
+    async def _drain_if_congested(self) -> bool:
+        """Above the high-water mark, read no more of the client's frames until it has read ours (a
+        client that pings and never reads cannot grow the send buffer); a client that reads nothing
+        for ``limits.SEND_STALL_TIMEOUT`` seconds is dropped. Whether the connection is still up."""
+        transport = self._raw_writer.transport
+        if transport is None or transport.get_write_buffer_size() <= limits.SEND_HIGH_WATER:
+            return True
+        if not await limits.wait_until_read(self._raw_writer):
+            transport.abort()
+            return False
+        return True
+
     # ---------------------------------------------------------------------------------- reading frames
     async def pump(self) -> None:
         """Read the client's frames until it closes: data into ``reader``, answer pings and the close."""
@@ -232,6 +246,8 @@ class WebSocketStream:
             elif opcode == OP_PING:
                 if not self._close_sent:
                     self._raw_writer.write(encode_frame(OP_PONG, payload))
+                    if not await self._drain_if_congested():
+                        return
             elif opcode == OP_PONG:
                 pass
             elif opcode == OP_CLOSE:

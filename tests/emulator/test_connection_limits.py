@@ -4,6 +4,9 @@
   connection (a second one, or any frame before the first, ends it with ``amqp:illegal-state``),
   SASL once (a second sasl-init is not taken for the AMQP header);
 * an idle time-out below the floor (``limits.MIN_IDLE_TIMEOUT_MS``) is raised to it;
+* a client that asks for deliveries and never reads them holds at most the high-water mark of the
+  emulator's memory, and is dropped when it has read nothing for ``limits.SEND_STALL_TIMEOUT``
+  (AMQP, a WebSocket client that pings, a Kafka client that fetches); one that reads slowly stays;
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ import struct
 import time
 
 import pytest
+from azure.eventhub import EventData, EventHubProducerClient
 
-from eventhubs_emulator import frames, limits
+from eventhubs_emulator import Emulator, EmulatorConfig, frames, limits
 from eventhubs_emulator.codec import Described, Symbol, UInt, UShort, decode, encode
 
 from .test_raw_protocol import RawClient
@@ -202,3 +206,208 @@ def test_an_idle_time_out_below_the_floor_is_raised_to_it(emulator, caplog):
         sock.close()
     warnings = [r.getMessage() for r in caplog.records if "idle time-out of 1 ms" in r.getMessage()]
     assert len(warnings) == 1 and "raised to the emulator's floor of 5000 ms" in warnings[0]
+
+
+# ------------------------------------------------------------------------------ a client that never reads
+
+
+def _fill(emulator, hub: str, partition: str, total_bytes: int, event_bytes: int) -> None:
+    """Store ``total_bytes`` of events of ``event_bytes`` each in one partition (SDK producer)."""
+    with EventHubProducerClient.from_connection_string(emulator.connection_string(hub)) as producer:
+        batch = producer.create_batch(partition_id=partition)
+        for i in range(total_bytes // event_bytes):
+            event = EventData(bytes([i % 251]) * event_bytes)
+            try:
+                batch.add(event)
+            except ValueError:
+                producer.send_batch(batch)
+                batch = producer.create_batch(partition_id=partition)
+                batch.add(event)
+        producer.send_batch(batch)
+
+
+def _unsent_bytes(emulator) -> list[int]:
+    """What each open AMQP connection of the emulator has queued and not yet sent (its loop's view)."""
+
+    def sizes() -> list[int]:
+        out = []
+        for conn in emulator._server.connections:
+            transport = conn.writer.transport
+            out.append(transport.get_write_buffer_size() if transport is not None else 0)
+        return out
+
+    return emulator._call(sizes)
+
+
+def _consumer_with_credit(emulator, credit: int) -> socket.socket:
+    """A raw consumer on hub1 partition 0 (SASL PLAIN with the key: no $cbs) that has granted
+    ``credit``, with a small receive buffer so that the kernel holds little of what is sent."""
+    config = emulator.config
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(5)
+    sock.connect(("127.0.0.1", emulator.port))
+    sock.sendall(frames.SASL_HEADER)
+    assert _read_exact(sock, 8) == frames.SASL_HEADER
+    assert _read_frame(sock)[0] == frames.SASL_MECHANISMS
+    plain = b"\0" + config.key_name.encode() + b"\0" + config.key.encode()
+    sock.sendall(_frame(frames.SASL_INIT, [Symbol("PLAIN"), plain, None], frames.FRAME_SASL))
+    code, fields = _read_frame(sock)
+    assert code == frames.SASL_OUTCOME and fields[0] == 0
+    sock.sendall(frames.AMQP_HEADER)
+    assert _read_exact(sock, 8) == frames.AMQP_HEADER
+    fields = list(OPEN_FIELDS)
+    fields[2] = UInt(1024 * 1024)  # max frame size: one transfer frame per event
+    fields[4] = None
+    sock.sendall(_frame(frames.OPEN, fields) + _frame(frames.BEGIN, BEGIN_FIELDS))
+    assert _read_frame(sock)[0] == frames.OPEN
+    assert _read_frame(sock)[0] == frames.BEGIN
+    source = Described(frames.SOURCE, ["hub1/ConsumerGroups/$Default/Partitions/0"] + [None] * 10)
+    sock.sendall(_frame(frames.ATTACH, ["never-reads", UInt(0), True, None, None, source]))
+    assert _read_frame(sock)[0] == frames.ATTACH
+    flow = [UInt(0), UInt(100), UInt(0), UInt(100), UInt(0), UInt(0), UInt(credit)]
+    sock.sendall(_frame(frames.FLOW, flow))
+    return sock
+
+
+def test_a_client_that_never_reads_holds_bounded_memory_and_is_dropped(emulator, monkeypatch, caplog):
+    """A consumer that grants 1,000 credits on a partition holding 24 MB of events and then never
+    reads: before, the emulator queued all of it at once (2,000 events a round) and kept the
+    connection for ever; now it stops at the high-water mark (one pump round over at most) and drops
+    the connection once the client has read nothing for the stall time-out."""
+    caplog.set_level("WARNING", logger="eventhubs_emulator")
+    monkeypatch.setattr(limits, "SEND_STALL_TIMEOUT", 1.5)
+    _fill(emulator, "hub1", "0", total_bytes=24 * 1024 * 1024, event_bytes=200_000)
+    sock = _consumer_with_credit(emulator, 1000)
+    try:
+        # from here on the client reads nothing
+        peak = 0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            unsent = _unsent_bytes(emulator)
+            peak = max([peak, *unsent])
+            if not unsent:
+                break
+            time.sleep(0.05)
+        bound = limits.SEND_HIGH_WATER + limits.PUMP_ROUND_BYTES + 256 * 1024
+        assert peak <= bound, f"the emulator queued {peak} bytes for a client that reads nothing"
+        assert peak > limits.SEND_HIGH_WATER // 2, f"only {peak} bytes queued: the test sent too little"
+        assert _wait_for_no_connections(emulator, within=1) == 0, "the connection was not dropped"
+    finally:
+        sock.close()
+    assert any("the client does not read what it asked for" in r.getMessage() for r in caplog.records)
+
+
+def test_a_client_that_reads_slowly_is_not_dropped(emulator, monkeypatch):
+    """The stall time-out counts time without progress: a client reading 64 KiB every 0.2 s keeps
+    its connection through several stall periods, with the emulator at its high-water mark (so it
+    waits on the client all along)."""
+    monkeypatch.setattr(limits, "SEND_STALL_TIMEOUT", 1.0)
+    _fill(emulator, "hub1", "0", total_bytes=24 * 1024 * 1024, event_bytes=200_000)
+    sock = _consumer_with_credit(emulator, 1000)
+    try:
+        received = 0
+        started = time.monotonic()
+        while time.monotonic() - started < 4:
+            received += len(sock.recv(64 * 1024))
+            time.sleep(0.2)
+        assert emulator.connection_count() == 1, "a client that reads was dropped"
+        assert received > 0
+    finally:
+        sock.close()
+
+
+def test_a_websocket_client_that_pings_and_never_reads_is_held_back_and_dropped(emulator, monkeypatch):
+    """Each ping is answered with a pong; before, the pongs of a client that never read them piled up
+    in the emulator for as long as it sent (24 MB here); now the emulator stops reading the client's
+    frames at the high-water mark and drops it once it has read nothing for the stall time-out."""
+    monkeypatch.setattr(limits, "SEND_STALL_TIMEOUT", 1.5)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(5)
+    sock.connect(("127.0.0.1", emulator.port))
+    try:
+        head = (
+            "GET /$servicebus/websocket HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: AMQPWSB10\r\n\r\n"
+        )
+        sock.sendall(head.encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(1)
+        assert answer.startswith(b"HTTP/1.1 101 ")
+        ping = b"\x89\xfd" + b"\0\0\0\0" + b"p" * 125  # masked (with a zero key), 125 bytes
+        pings = ping * 2000
+        sock.settimeout(0.5)
+        sent, peak = 0, 0
+        while sent < 24 * 1024 * 1024:
+            try:
+                sock.sendall(pings)
+            except TimeoutError:
+                break  # the emulator reads no more of our frames
+            sent += len(pings)
+            peak = max([peak, *_unsent_bytes(emulator)])
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and (unsent := _unsent_bytes(emulator)):
+            peak = max([peak, *unsent])
+            time.sleep(0.05)
+        bound = limits.SEND_HIGH_WATER + 256 * 1024
+        assert peak <= bound, f"the emulator queued {peak} bytes of pongs for a client that reads nothing"
+        assert _wait_for_no_connections(emulator, within=1) == 0, "the connection was not dropped"
+    finally:
+        sock.close()
+
+
+def _kafka_request(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    """A classic (non-flexible) Kafka request: size, header v1 (client id 'raw'), body."""
+    payload = struct.pack(">hhih", api_key, version, correlation_id, 3) + b"raw" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _kafka_string(text: str) -> bytes:
+    return struct.pack(">h", len(text)) + text.encode()
+
+
+def _kafka_response(sock: socket.socket) -> bytes:
+    (size,) = struct.unpack(">i", _read_exact(sock, 4))
+    return _read_exact(sock, size)
+
+
+def test_a_kafka_client_that_never_reads_its_fetch_is_dropped(monkeypatch, caplog):
+    """Before, the endpoint waited for ever on a client that did not read its Fetch response."""
+    caplog.set_level("WARNING", logger="eventhubs_emulator.kafka")
+    monkeypatch.setattr(limits, "SEND_STALL_TIMEOUT", 1.5)
+    with Emulator(EmulatorConfig.many_hubs({"hub1": 1}, kafka_port=0)) as emu:
+        _fill(emu, "hub1", "0", total_bytes=24 * 1024 * 1024, event_bytes=200_000)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(5)
+        sock.connect(("127.0.0.1", emu.kafka_port))
+        try:
+            sock.sendall(_kafka_request(17, 1, 1, _kafka_string("PLAIN")))  # SaslHandshake
+            assert struct.unpack_from(">ih", _kafka_response(sock)) == (1, 0)
+            token = b"\x00$ConnectionString\x00" + emu.kafka_password().encode()
+            sock.sendall(_kafka_request(36, 0, 2, struct.pack(">i", len(token)) + token))
+            assert struct.unpack_from(">ih", _kafka_response(sock)) == (2, 0)
+            # Fetch v4: everything of hub1/0 from offset 0, up to 64 MB; then never read
+            partition = struct.pack(">iqi", 0, 0, 64 * 1024 * 1024)
+            topics = struct.pack(">i", 1) + _kafka_string("hub1") + struct.pack(">i", 1) + partition
+            fetch = struct.pack(">iiiib", -1, 0, 1, 64 * 1024 * 1024, 0) + topics
+            sock.sendall(_kafka_request(1, 4, 3, fetch))
+            assert _closed_after_reading_nothing(sock, within=10), "the endpoint kept the connection"
+        finally:
+            sock.close()
+    assert any("has read nothing of its response" in r.getMessage() for r in caplog.records)
+
+
+def _closed_after_reading_nothing(sock: socket.socket, within: float) -> bool:
+    """Wait (reading nothing) until the server has closed the socket, seen by a send failing."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        try:
+            sock.send(b"\0\0\0\0")  # an empty-size frame, never a complete request
+        except OSError:
+            return True
+    return False

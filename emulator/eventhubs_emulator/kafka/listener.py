@@ -20,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .. import limits
 from ..store import Broker
 from . import handlers, sasl_handlers
 from .groups import GroupCoordinator
@@ -127,7 +128,12 @@ class KafkaServer:
                     await asyncio.sleep(FAILED_AUTHENTICATION_DELAY)
                 if response is not None:
                     writer.write(_SIZE.pack(len(response)) + response)
-                    await writer.drain()
+                    # one response at a time: wait until the client has read most of it
+                    if not await limits.wait_until_read(writer):
+                        writer.transport.abort()  # what it has not read goes with the connection
+                        raise ClosingConnection(
+                            f"the client has read nothing of its response for {limits.SEND_STALL_TIMEOUT:g} s"
+                        )
                 if state.failed_auth:
                     raise ClosingConnection("SASL authentication failed")
         except ClosingConnection as exc:
