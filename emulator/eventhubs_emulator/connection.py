@@ -83,6 +83,7 @@ class Connection:
         self._draining = False
         self._drain_task: asyncio.Future | None = None
         self._heartbeat_task: asyncio.Future | None = None
+        self._handshake_deadline: asyncio.Timeout | None = None
 
     # ------------------------------------------------------------------------------------ plumbing
     def write(self, data: bytes) -> None:
@@ -147,32 +148,27 @@ class Connection:
         if transport is not None:
             transport.abort()
 
-    async def run(self, header: bytes | None = None) -> None:
+    async def run(self, header: bytes | None = None, deadline: float | None = None) -> None:
         """Serve the connection: handshake, then frames until close.
 
-        ``header`` is the protocol header when the caller already read it (to tell AMQP from HTTP).
+        ``header`` is the protocol header when the caller already read it (to tell AMQP from HTTP);
+        ``deadline`` (the loop's clock) is when the handshake - protocol headers, SASL, the client's
+        open - must be over: ``limits.HANDSHAKE_TIMEOUT`` from now unless the caller's clock for the
+        connection started earlier.
         """
+        if deadline is None:
+            deadline = asyncio.get_running_loop().time() + limits.HANDSHAKE_TIMEOUT
         try:
-            await self._handshake(header if header is not None else await self.reader.readexactly(8))
-            while not self.closed:
-                header = await self.reader.readexactly(8)
-                size, doff, frame_type, channel = _HEADER.unpack(header)
-                if size < 8 or size > OUR_MAX_FRAME_SIZE or doff < 2:
-                    raise ProtocolError(
-                        "amqp:connection:framing-error", f"invalid frame header (size {size})"
-                    )
-                body = await self.reader.readexactly(size - 8) if size > 8 else b""
-                if doff > 2:
-                    body = body[doff * 4 - 8 :]
-                if not body:
-                    continue  # empty frame = heartbeat
-                if frame_type != F.FRAME_AMQP:
-                    raise ProtocolError("amqp:connection:framing-error", "unexpected SASL frame after SASL")
-                if delay := self.server.faults.response_delay():  # the slow-responses fault
-                    await asyncio.sleep(delay)
-                self._handle_frame(channel, body)
-                if self.is_congested():  # read no more of the client's frames until it reads ours
-                    await self.drain()
+            async with asyncio.timeout_at(deadline) as handshake:
+                self._handshake_deadline = handshake
+                await self._handshake(header if header is not None else await self.reader.readexactly(8))
+                await self._serve_frames()
+        except TimeoutError:
+            self._fail(
+                "amqp:connection:forced",
+                f"no open frame within {limits.HANDSHAKE_TIMEOUT:g} s of connecting (the handshake "
+                "time-out); the connection is closed",
+            )
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError, HandshakeRefused):
             pass
         except ProtocolError as exc:
@@ -184,6 +180,26 @@ class Connection:
             self._end_with_error("amqp:internal-error", f"emulator error: {type(exc).__name__}")
         finally:
             self._cleanup()
+
+    async def _serve_frames(self) -> None:
+        """Read and handle the client's frames until the connection closes."""
+        while not self.closed:
+            header = await self.reader.readexactly(8)
+            size, doff, frame_type, channel = _HEADER.unpack(header)
+            if size < 8 or size > OUR_MAX_FRAME_SIZE or doff < 2:
+                raise ProtocolError("amqp:connection:framing-error", f"invalid frame header (size {size})")
+            body = await self.reader.readexactly(size - 8) if size > 8 else b""
+            if doff > 2:
+                body = body[doff * 4 - 8 :]
+            if not body:
+                continue  # empty frame = heartbeat
+            if frame_type != F.FRAME_AMQP:
+                raise ProtocolError("amqp:connection:framing-error", "unexpected SASL frame after SASL")
+            if delay := self.server.faults.response_delay():  # the slow-responses fault
+                await asyncio.sleep(delay)
+            self._handle_frame(channel, body)
+            if self.is_congested():  # read no more of the client's frames until it reads ours
+                await self.drain()
 
     def _fail(self, condition: str, description: str) -> None:
         """End the connection for the peer's protocol or decode error, logged in one line."""
@@ -364,6 +380,8 @@ class Connection:
                 "a connection is opened once",
             )
         self.remote_opened = True
+        if self._handshake_deadline is not None:  # the handshake is over: no deadline any more
+            self._handshake_deadline.reschedule(None)
         self.remote_max_frame_size = max(512, int(fields[2])) if fields[2] is not None else 0xFFFFFFFF
         if fields[4]:  # the client's idle time-out (ms): send empty frames at half of it
             idle_ms = int(fields[4])

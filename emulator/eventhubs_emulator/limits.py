@@ -1,7 +1,13 @@
 """How much of the emulator one client may hold, and for how long: the bounds every listener applies.
 
-Read at use time (``limits.SEND_STALL_TIMEOUT``), so a test may lower one for a run. Why each value:
+Read at use time (``limits.HANDSHAKE_TIMEOUT``), so a test may lower one for a run. Why each value:
 
+* ``HANDSHAKE_TIMEOUT`` (60 s): from a connection's accept to the end of its handshake, whatever the
+  stage - the TLS handshake, the WebSocket upgrade, the protocol headers and SASL, the client's AMQP
+  ``open``; on the Kafka port, until SaslAuthenticate has succeeded. 60 s is what the service's AMQP
+  stack gives a new transport (azure-amqp's ``AmqpConstants.DefaultTimeout``, used by its transport
+  listener for the header, TLS and SASL) and asyncio's own TLS default; a client on this machine
+  needs milliseconds, so only a client that connected and stalled is cut off.
 * ``MIN_IDLE_TIMEOUT_MS`` (5,000 ms): the smallest ``idle-time-out`` a client's ``open`` may ask
   for; less is raised to it (the emulator sends empty frames at half of it, one 8-byte frame per
   2.5 s at most). 5,000 ms is the service's minimum (azure-amqp's ``MinimumHeartBeatIntervalMs``,
@@ -26,6 +32,7 @@ import asyncio
 import sys
 from typing import Any
 
+HANDSHAKE_TIMEOUT = 60.0
 MIN_IDLE_TIMEOUT_MS = 5_000
 SEND_HIGH_WATER = 4 * 1024 * 1024
 SEND_BUFFER_LIMIT = 16 * 1024 * 1024

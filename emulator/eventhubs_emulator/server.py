@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import websocket
+from . import limits, websocket
 from .attach import DETACH_FORCED, partition_offline_description
 from .config import EmulatorConfig
 from .connection import Connection, Link
@@ -161,19 +161,30 @@ class EmulatorServer:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # The whole handshake (a WebSocket upgrade, the protocol headers, SASL, the client's open)
+        # must be over by then; a client that connects and stalls is dropped.
+        deadline = asyncio.get_running_loop().time() + limits.HANDSHAKE_TIMEOUT
         try:
-            header = await reader.readexactly(8)
+            async with asyncio.timeout_at(deadline):
+                header = await reader.readexactly(8)
+        except TimeoutError:
+            _drop_stalled(writer, "sent no protocol header")
+            return
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
             return
         if not websocket.looks_like_http(header):
             conn = Connection(self, reader, writer)
             self.connections.add(conn)
-            await conn.run(header)
+            await conn.run(header, deadline)
             return
         # AMQP over WebSockets: the same AMQP connection, carried in binary WebSocket messages.
         try:
-            stream = await websocket.upgrade(reader, writer, header)
+            async with asyncio.timeout_at(deadline):
+                stream = await websocket.upgrade(reader, writer, header)
+        except TimeoutError:
+            _drop_stalled(writer, "did not finish its WebSocket upgrade request")
+            return
         except (websocket.UpgradeRefused, asyncio.IncompleteReadError, ConnectionError) as exc:
             log.debug("WebSocket upgrade refused: %s", exc)
             writer.close()
@@ -183,7 +194,7 @@ class EmulatorServer:
         conn = Connection(self, stream.reader, stream)
         self.connections.add(conn)
         try:
-            await conn.run()
+            await conn.run(deadline=deadline)
         finally:
             pump.cancel()
 
@@ -205,6 +216,19 @@ class EmulatorServer:
         for conn in conns:
             conn.abort()
         return len(conns)
+
+
+def _drop_stalled(writer: asyncio.StreamWriter, what: str) -> None:
+    """Drop a connection whose client did not finish its handshake in time, with a WARNING."""
+    log.warning(
+        "closing the connection from %s: it %s within %g s of connecting (the handshake time-out)",
+        writer.get_extra_info("peername"),
+        what,
+        limits.HANDSHAKE_TIMEOUT,
+    )
+    transport = writer.transport
+    if transport is not None:
+        transport.abort()
 
 
 class Emulator:
@@ -288,8 +312,11 @@ class Emulator:
         """Listen for clients on ``port`` (through TLS with the ``tls`` context); a taken port raises
         :class:`PortInUseError` saying ``in_use``."""
         try:
+            # a TLS handshake has the same time-out as the rest of the handshake (asyncio's default
+            # is 60 s too; named here so that the bound is one setting)
+            handshake = {"ssl_handshake_timeout": limits.HANDSHAKE_TIMEOUT} if tls is not None else {}
             return await asyncio.start_server(
-                self._server.handle_client, self.host, port, limit=4 * 1024 * 1024, ssl=tls
+                self._server.handle_client, self.host, port, limit=4 * 1024 * 1024, ssl=tls, **handshake
             )
         except OSError as exc:
             if exc.errno in (98, 48, 10048):
@@ -381,7 +408,10 @@ class Emulator:
             wanted.append(("KafkaTlsPort", self.config.kafka_tls_port, files.server_context()))
         for key, port, tls in wanted:
             try:
-                listener = await asyncio.start_server(self._kafka.handle_client, self.host, port, ssl=tls)
+                handshake = {"ssl_handshake_timeout": limits.HANDSHAKE_TIMEOUT} if tls is not None else {}
+                listener = await asyncio.start_server(
+                    self._kafka.handle_client, self.host, port, ssl=tls, **handshake
+                )
             except OSError as exc:
                 if exc.errno in (98, 48, 10048):
                     option = "--kafka-tls-port" if tls else "--kafka-port"

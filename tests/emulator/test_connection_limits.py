@@ -7,13 +7,18 @@
 * a client that asks for deliveries and never reads them holds at most the high-water mark of the
   emulator's memory, and is dropped when it has read nothing for ``limits.SEND_STALL_TIMEOUT``
   (AMQP, a WebSocket client that pings, a Kafka client that fetches); one that reads slowly stays;
+* a client that connects and stalls at any stage of its handshake (TLS, WebSocket upgrade, protocol
+  headers, SASL, the open; Kafka's ApiVersions and SASL) is dropped after ``limits.HANDSHAKE_TIMEOUT``,
+  and one that finished it may stay idle.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
+from collections.abc import Callable, Iterator
 
 import pytest
 from azure.eventhub import EventData, EventHubProducerClient
@@ -411,3 +416,163 @@ def _closed_after_reading_nothing(sock: socket.socket, within: float) -> bool:
         except OSError:
             return True
     return False
+
+
+# ----------------------------------------------------------------------------------- handshake time-out
+
+HANDSHAKE = 0.5  # seconds: limits.HANDSHAKE_TIMEOUT for these tests
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    """An emulator with TLS, Kafka and Kafka-over-TLS ports whose handshake time-out is 0.5 s
+    (lowered before it starts: the TLS listeners take it when they open)."""
+    saved = limits.HANDSHAKE_TIMEOUT
+    limits.HANDSHAKE_TIMEOUT = HANDSHAKE
+    tls_dir = tmp_path_factory.mktemp("tls")
+    config = EmulatorConfig.many_hubs(
+        {"hub1": 1}, tls_port=0, tls_dir=str(tls_dir), kafka_port=0, kafka_tls_port=0
+    )
+    try:
+        with Emulator(config) as emu:
+            yield emu
+    finally:
+        limits.HANDSHAKE_TIMEOUT = saved
+
+
+def _tls(emu: Emulator, port: int) -> ssl.SSLSocket:
+    context = ssl.create_default_context(cafile=str(emu.ca_certificate))
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    return context.wrap_socket(raw, server_hostname="localhost")
+
+
+def _upgraded(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(
+        b"GET /$servicebus/websocket HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Protocol: AMQPWSB10\r\n\r\n"
+    )
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(1)
+    assert answer.startswith(b"HTTP/1.1 101 ")
+    return sock
+
+
+def _kafka_api_versions(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(_kafka_request(18, 0, 1, b""))
+    assert struct.unpack_from(">ih", _kafka_response(sock)) == (1, 0)
+    return sock
+
+
+def _kafka_handshake_only(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(_kafka_request(17, 1, 1, _kafka_string("PLAIN")))
+    assert struct.unpack_from(">ih", _kafka_response(sock)) == (1, 0)
+    return sock  # SaslAuthenticate never comes
+
+
+# Where a client stalls: how to get there (a socket after the last thing the client sent).
+STALLS: dict[str, Callable[[Emulator], socket.socket]] = {
+    "amqp: nothing at all": lambda emu: socket.create_connection(("127.0.0.1", emu.port), timeout=5),
+    "amqp: half a protocol header": lambda emu: _sent(emu.port, b"AMQP"),
+    "sasl: header, then no sasl-init": lambda emu: _sasl_header_only(emu.port),
+    "sasl: outcome, then no amqp header": lambda emu: _sasl_without_amqp_header(emu.port),
+    "amqp: headers, then no open": lambda emu: _connect(emu.port, sasl=True),
+    "websocket: half an upgrade request": lambda emu: _sent(
+        emu.port, b"GET /$servicebus/websocket HTTP/1.1\r\n"
+    ),
+    "websocket: upgraded, then nothing": lambda emu: _upgraded(emu.port),
+    "tls: no client hello": lambda emu: socket.create_connection(("127.0.0.1", emu.tls_port), timeout=5),
+    "tls: handshake, then nothing": lambda emu: _tls(emu, emu.tls_port),
+    "kafka: nothing at all": lambda emu: socket.create_connection(("127.0.0.1", emu.kafka_port), timeout=5),
+    "kafka: ApiVersions, then no SASL": lambda emu: _kafka_api_versions(emu.kafka_port),
+    "kafka: SaslHandshake, then no SaslAuthenticate": lambda emu: _kafka_handshake_only(emu.kafka_port),
+    "kafka tls: no client hello": lambda emu: socket.create_connection(
+        ("127.0.0.1", emu.kafka_tls_port), timeout=5
+    ),
+}
+
+
+def _sent(port: int, data: bytes) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(data)
+    return sock
+
+
+def _sasl_header_only(port: int) -> socket.socket:
+    sock = _sent(port, frames.SASL_HEADER)
+    assert _read_exact(sock, 8) == frames.SASL_HEADER
+    assert _read_frame(sock)[0] == frames.SASL_MECHANISMS
+    return sock
+
+
+def _sasl_without_amqp_header(port: int) -> socket.socket:
+    sock = _sasl_header_only(port)
+    sock.sendall(_frame(frames.SASL_INIT, [Symbol("ANONYMOUS"), b"", None], frames.FRAME_SASL))
+    assert _read_frame(sock)[0] == frames.SASL_OUTCOME
+    return sock
+
+
+def _dropped(sock: socket.socket, within: float) -> bytes | None:
+    """What the server sent before closing the socket within ``within`` seconds, None if it did not."""
+    sock.settimeout(within)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except TimeoutError:
+        return None
+    except (ConnectionResetError, ssl.SSLError):
+        pass
+    return data
+
+
+@pytest.mark.parametrize("stage", STALLS)
+def test_a_client_that_stalls_in_its_handshake_is_dropped(quick, stage, caplog):
+    caplog.set_level("WARNING")
+    sock = STALLS[stage](quick)
+    try:
+        started = time.monotonic()
+        sent = _dropped(sock, within=HANDSHAKE + 5)
+        assert sent is not None, f"{stage}: the connection was kept"
+        assert time.monotonic() - started >= HANDSHAKE / 2, f"{stage}: dropped before the time-out"
+    finally:
+        sock.close()
+    if stage == "amqp: headers, then no open":  # AMQP frames can say why: our open, then the close
+        codes = []
+        while sent:
+            size, doff = struct.unpack_from(">IB", sent)
+            value, _ = decode(sent[doff * 4 : size])
+            codes.append((int(value.descriptor), value.value))
+            sent = sent[size:]
+        assert [c for c, _ in codes] == [frames.OPEN, frames.CLOSE]
+        condition, description = codes[1][1][0].value[:2]
+        assert condition == "amqp:connection:forced" and "no open frame within 0.5 s" in description
+    if not stage.startswith("tls") and not stage.startswith("kafka tls"):
+        assert any("handshake time-out" in r.getMessage() for r in caplog.records), stage
+
+
+@pytest.mark.parametrize("protocol", ["amqp", "kafka"])
+def test_a_client_that_finished_its_handshake_may_stay_idle(quick, protocol):
+    if protocol == "amqp":
+        sock = _connect(quick.port, sasl=True)
+        fields = list(OPEN_FIELDS)
+        fields[4] = None  # no heartbeats: a silent connection
+        sock.sendall(_frame(frames.OPEN, fields))
+        assert _read_frame(sock)[0] == frames.OPEN
+    else:
+        sock = socket.create_connection(("127.0.0.1", quick.kafka_port), timeout=5)
+        sock.sendall(_kafka_request(17, 1, 1, _kafka_string("PLAIN")))
+        assert struct.unpack_from(">ih", _kafka_response(sock)) == (1, 0)
+        token = b"\x00$ConnectionString\x00" + quick.kafka_password().encode()
+        sock.sendall(_kafka_request(36, 0, 2, struct.pack(">i", len(token)) + token))
+        assert struct.unpack_from(">ih", _kafka_response(sock)) == (2, 0)
+    try:
+        assert _dropped(sock, within=HANDSHAKE * 4) is None, (
+            "an idle connection past its handshake was dropped"
+        )
+    finally:
+        sock.close()

@@ -77,6 +77,20 @@ def _flexible(api: ApiKey, version: int) -> bool:
     return start is not None and version >= start
 
 
+async def _read(reader: asyncio.StreamReader, n: int, deadline: float | None) -> bytes:
+    """``n`` bytes, before ``deadline`` (the loop's clock; None: no deadline) or ClosingConnection."""
+    if deadline is None:
+        return await reader.readexactly(n)
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await reader.readexactly(n)
+    except TimeoutError:
+        raise ClosingConnection(
+            f"not authenticated within {limits.HANDSHAKE_TIMEOUT:g} s of connecting (the handshake "
+            "time-out: ApiVersions, SaslHandshake and SaslAuthenticate come first)"
+        ) from None
+
+
 class KafkaServer:
     """The Kafka endpoint's state on the emulator's loop: the broker, the advertised host, the open
     connections; it serves the plain and the TLS port alike."""
@@ -109,10 +123,13 @@ class KafkaServer:
         port = sockname[1] if sockname else 0
         state = handlers.ClientState(client_host=f"/{peer[0]}" if peer else "")
         self.writers.add(writer)
+        # ApiVersions and SASL must be over by then: a client that connects and does not
+        # authenticate is dropped (after that, a connection may stay idle, as on the service)
+        deadline = asyncio.get_running_loop().time() + limits.HANDSHAKE_TIMEOUT
         try:
             while True:
                 try:
-                    head = await reader.readexactly(4)
+                    head = await _read(reader, 4, None if state.authenticated else deadline)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 (size,) = _SIZE.unpack(head)
@@ -120,7 +137,7 @@ class KafkaServer:
                 if size < 8 or size > limit:
                     raise ClosingConnection(f"request size {size} outside 8..{limit} bytes")
                 try:
-                    frame = await reader.readexactly(size)
+                    frame = await _read(reader, size, None if state.authenticated else deadline)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 response = await self._serve(frame, state, port)
