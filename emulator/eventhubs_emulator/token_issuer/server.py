@@ -25,8 +25,10 @@ tokens each client got (tests prove renewal with it). Secrets never reach a log 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import secrets
+import socket
 import threading
 import time
 from collections import Counter
@@ -54,6 +56,15 @@ TOKEN_PATH, API_VERSION = "/msi/token", "2019-08-01"
 IMDS_PATH, IMDS_API_VERSION = "/metadata/identity/oauth2/token", "2018-02-01"
 
 Answer = tuple[int, dict[str, Any]]
+
+#: Bounds of the issuer's HTTP server, as the emulator's admin API has them: a request body (a token
+#: request's form is well under 8 KiB), the connections served at once (a thread each; a test stack
+#: has a few clients with a pooled connection or two each), and the time one request may take to
+#: arrive and be answered - which is also how long a kept-alive connection may wait for its next one.
+#: Read at use time (a test may lower one before it makes a TokenIssuer).
+MAX_BODY_BYTES = 64 * 1024
+MAX_CONNECTIONS = 64
+REQUEST_SECONDS = 10.0
 
 
 class TokenIssuer:
@@ -91,8 +102,7 @@ class TokenIssuer:
         # A fault the service must refuse (tests): one of FAULTS, or None for good tokens.
         self.fault: str | None = None
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
-        self._server.daemon_threads = True
+        self._server = _BoundedHTTPServer((host, port), _handler(self), MAX_CONNECTIONS)
         self.scheme = "http"
         if tls_dir is not None:
             from ..tls import ensure_certificates
@@ -390,19 +400,93 @@ def _imds_error(description: str, error: str = "invalid_request") -> Answer:
     return 400, {"error": error, "error_description": description}
 
 
+class _BoundedHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``max_connections`` of them: a connection beyond is closed
+    at once (its client retries, as after any dropped connection)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type, max_connections: int) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection cut off (time-out, reset) is no error worth a traceback on stderr."""
+        return None
+
+
+def _body_refusal(headers: Any) -> tuple[Answer | None, int]:
+    """(a refusal, None) of a request body the issuer does not read, or (None, its length)."""
+    if str(headers.get("Transfer-Encoding") or "identity").lower() != "identity":
+        return (411, _http_error("send the body with a Content-Length (no Transfer-Encoding)")), 0
+    raw = str(headers.get("Content-Length") or "0").strip()
+    if not raw.isdigit():
+        return (400, _http_error(f"Content-Length {raw!r} is not a number of bytes")), 0
+    length = int(raw)
+    if length > MAX_BODY_BYTES:
+        return (413, _http_error(f"the body ({length} bytes) is larger than {MAX_BODY_BYTES} bytes")), 0
+    return None, length
+
+
+def _http_error(description: str) -> dict[str, Any]:
+    return {"error": "invalid_request", "error_description": description}
+
+
 def _handler(issuer: TokenIssuer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        def setup(self) -> None:
+            self.timeout = REQUEST_SECONDS  # each read and write of the socket (StreamRequestHandler)
+            super().setup()
+
+        def handle_one_request(self) -> None:
+            """One request, from the wait for its first line to the answer, within REQUEST_SECONDS
+            in all (a client sending a byte at a time would pass each read's time-out)."""
+            timer = threading.Timer(REQUEST_SECONDS, self._cut_off)
+            timer.daemon = True
+            timer.start()
+            try:
+                super().handle_one_request()
+            finally:
+                timer.cancel()
+
+        def _cut_off(self) -> None:
+            self.close_connection = True
+            with contextlib.suppress(OSError):  # the socket's own shutdown, also under TLS
+                socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
+
         def _reply(self, method: str) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length > 0 else b""
-            status, document = issuer.answer(method, self.path, self.headers, body)
+            refusal, length = _body_refusal(self.headers)
+            if refusal is not None:  # the body stays unread: the connection ends with the answer
+                status, document = refusal
+                self.close_connection = True
+            else:
+                body = self.rfile.read(length) if length > 0 else b""
+                status, document = issuer.answer(method, self.path, self.headers, body)
             data = json.dumps(document).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Cache-Control", "no-store")
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
 
