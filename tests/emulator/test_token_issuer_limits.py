@@ -1,11 +1,14 @@
-"""The local token issuer is bounded in size, connections and time - over real sockets against the
-real server.
+"""The local token issuer is bounded in size, connections and time, and its App Service endpoint
+refuses a resource it does not serve as App Service does - over real sockets against the real server.
 
 * a body larger than ``MAX_BODY_BYTES`` (by its ``Content-Length``) is refused with 413 before it is
   read, a ``Content-Length`` that is not a number with 400, a chunked body with 411;
 * a request has ``REQUEST_SECONDS`` in all to arrive and be answered (a client that sends nothing,
   or one header line at a time, is cut off);
-* at most ``MAX_CONNECTIONS`` connections are served at once; one beyond is closed at once.
+* at most ``MAX_CONNECTIONS`` connections are served at once; one beyond is closed at once;
+* ``/msi/token`` answers a resource outside the issuer's audiences with App Service's HTTP 500
+  (``statusCode``, ``message``, ``correlationId``) naming Entra ID's AADSTS500011 reason, and
+  azure-identity's ManagedIdentityCredential reports it.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
 from eventhubs_emulator.token_issuer import TokenIssuer
 from eventhubs_emulator.token_issuer import server as issuer_server
+from tests.support.emulator import AZURE_IDENTITY_VARIABLES
 
 pytestmark = pytest.mark.integration
 
@@ -188,3 +193,58 @@ def test_connections_beyond_the_limit_are_closed_at_once(tmp_path, monkeypatch):
         finally:
             for sock in held:
                 sock.close()
+
+
+# --------------------------------------------------------------------------------- /msi/token resource
+
+
+def _msi(issuer: TokenIssuer, resource: str) -> tuple[int, dict]:
+    sock = _connect(issuer)
+    try:
+        sock.sendall(
+            f"GET /msi/token?api-version=2019-08-01&resource={quote(resource, safe='')} HTTP/1.1\r\n"
+            f"Host: x\r\nX-IDENTITY-HEADER: {issuer.identity_header}\r\n\r\n".encode()
+        )
+        status, _, body = _answer(sock)
+        return status, json.loads(body)
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize(
+    "resource", ["https://vault.azure.net", "https://management.azure.com/", "api://other"]
+)
+def test_msi_token_refuses_a_resource_it_does_not_serve_as_app_service_does(issuer, resource):
+    """Before, /msi/token minted a token for any resource."""
+    status, document = _msi(issuer, resource)
+    assert status == 500
+    assert set(document) == {"statusCode", "message", "correlationId"}
+    assert document["statusCode"] == 500
+    assert document["message"].startswith("An unexpected error occured while fetching the AAD Token.")
+    assert "AADSTS500011" in document["message"] and resource in document["message"]
+    assert "access_token" not in document
+
+
+@pytest.mark.parametrize(
+    "resource", ["https://eventhubs.azure.net", "https://eventhubs.azure.net/", "https://storage.azure.com"]
+)
+def test_msi_token_still_serves_event_hubs_and_storage(issuer, resource):
+    status, document = _msi(issuer, resource)
+    assert status == 200 and document["access_token"] and document["resource"] == resource
+
+
+def test_azure_identity_reports_the_refused_resource(issuer, monkeypatch):
+    """The unmodified ManagedIdentityCredential (App Service through IDENTITY_ENDPOINT) gets no token
+    for a resource the issuer does not serve, and says App Service answered 500; Event Hubs works."""
+    from azure.core.exceptions import ClientAuthenticationError
+    from azure.identity import ManagedIdentityCredential
+
+    for name in AZURE_IDENTITY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in issuer.environment().items():
+        monkeypatch.setenv(name, value)
+    credential = ManagedIdentityCredential(retry_total=0)
+    assert credential.get_token("https://eventhubs.azure.net//.default").token
+    with pytest.raises(ClientAuthenticationError) as refused:
+        credential.get_token("https://vault.azure.net/.default")
+    assert "500" in str(refused.value) and "AADSTS500011" in str(refused.value)

@@ -31,6 +31,7 @@ import secrets
 import socket
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,6 +66,9 @@ Answer = tuple[int, dict[str, Any]]
 MAX_BODY_BYTES = 64 * 1024
 MAX_CONNECTIONS = 64
 REQUEST_SECONDS = 10.0
+#: What App Service's managed-identity endpoint answers a resource it cannot get a token for (HTTP
+#: 500; msal notes "Empirically, wrong resource ends up with a vague statusCode=500").
+APP_SERVICE_TOKEN_ERROR = "An unexpected error occured while fetching the AAD Token."
 
 
 class TokenIssuer:
@@ -263,6 +267,13 @@ class TokenIssuer:
         resource = query.get("resource", "")
         if not resource:
             return 400, {"statusCode": 400, "message": "the 'resource' parameter is required"}
+        refusal = self.directory.resource_error(resource)
+        if refusal:  # App Service's shape and words, then Entra ID's reason (the one the service hides)
+            return 500, {
+                "statusCode": 500,
+                "message": f"{APP_SERVICE_TOKEN_ERROR} {refusal[1]['error_description']}",
+                "correlationId": str(uuid.uuid4()),
+            }
         identity = query.get("client_id") or "emulator-managed-identity"
         token, expires = self._mint(resource, identity, "app-service", str(headers.get("User-Agent") or ""))
         return 200, {
