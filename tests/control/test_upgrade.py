@@ -197,6 +197,13 @@ def test_a_compatible_upgrade_copies_the_checkpoint_and_resumes_it(job_dir: Path
     assert _act(job_dir)["done"] == ["already running; nothing to do"], "an upgrade happens once"
     assert _as_documented(job_dir, result["done"], v1, v2) == _runbook("### Upgrades", 0).splitlines()
 
+    _deploy(job_dir, "commit", "version 3")
+    _act(job_dir)
+    v3 = _state(job_dir)["fingerprint"]["digest"]
+    assert _state(job_dir)["upgrade"]["outcome"] == "ready"
+    kept = sorted(p.name for p in (job_dir / "status" / "clicks").glob("version-*.json"))
+    assert kept == sorted([deployed_file(v2), deployed_file(v3)]), "only a rollback's targets are kept"
+
 
 def test_an_incompatible_upgrade_is_refused_and_the_old_version_keeps_running(job_dir: Path) -> None:
     v1 = _started_v1(job_dir)

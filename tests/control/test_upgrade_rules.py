@@ -24,6 +24,7 @@ from hubflow.supervision.upgrades import (
     plan_changes,
     plan_of,
     readiness,
+    stale_deployed_files,
 )
 from tests.control.test_registry import _config, _entry, _write
 
@@ -182,6 +183,18 @@ def test_a_deployed_copy_starts_the_version_it_was(tmp_path: Path) -> None:
     assert (pipelines / "shop" / "orders.py").read_text() == "def run(orders):\n    return orders\n"
     package = {"digest": "d" * 64, "module": {"name": "shop", "path": str(module.with_name("__init__.py"))}}
     assert DeployedVersion.of(package, config) is None, "a package cannot be kept as one file"
+
+
+def test_only_the_versions_a_rollback_can_go_back_to_keep_their_copies() -> None:
+    a, b, c, d = ("a" * 64, "b" * 64, "c" * 64, "d" * 64)
+    names = {f"version-{x[:12]}.json" for x in (a, b, c, d)} | {"status.json", "version-notes.json"}
+    state = {"version": {"digest": d}, "previous_version": {"digest": c}}
+    assert stale_deployed_files(names, state) == [f"version-{a[:12]}.json", f"version-{b[:12]}.json"]
+    upgrading = {**state, "upgrade": UpgradeRecord(b, d, "last-state", "t", "t").to_dict()}
+    assert stale_deployed_files(names, upgrading) == [f"version-{a[:12]}.json"]
+    assert stale_deployed_files(names, {}) == sorted(
+        n for n in names if n.startswith("version-") and "notes" not in n
+    )
 
 
 def test_a_failed_upgrade_pages_once_and_resolves(tmp_path: Path) -> None:

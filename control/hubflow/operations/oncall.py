@@ -44,7 +44,13 @@ from hubflow.status.holds import (
 )
 from hubflow.status.liveness import Liveness
 from hubflow.supervision.supervisor import STREAMING_ACTIONS, Decision, Step, decide, job_fingerprint
-from hubflow.supervision.upgrades import UPGRADE_KEY, DeployedVersion, deployed_file, plan_of
+from hubflow.supervision.upgrades import (
+    UPGRADE_KEY,
+    DeployedVersion,
+    deployed_file,
+    plan_of,
+    stale_deployed_files,
+)
 from hubflow.supervision.versions import SHORT
 
 
@@ -550,6 +556,17 @@ class OnCall:
         copy = DeployedVersion.of(fingerprint, self.job.config_path())
         if copy is not None:
             self.control.folder.write_json(name, copy.to_dict())
+        self._drop_stale_deployed_copies()
+
+    def _drop_stale_deployed_copies(self) -> None:
+        """Remove the deployed copies of versions no rollback can go back to (each start keeps one,
+        so without this a job changed daily gathers a file a day). Never fails the start."""
+        folder = self.control.folder
+        try:
+            for stale in stale_deployed_files(folder.store.names(), self.control.supervisor_state()):
+                folder.remove(stale)
+        except Exception as exc:
+            self.warn("could not remove old deployed copies from %s: %s", folder.url, exc)
 
     def start(
         self,

@@ -26,13 +26,14 @@ deployed copy (:class:`DeployedVersion`, kept in the status folder at each start
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from hubflow.supervision.versions import SHORT
+from hubflow.supervision.versions import SHORT, versions
 from hubflow.utc_times import utc_time
 
 #: supervisor.json's keys: the running version's plan, and the upgrade in progress (or the last one).
@@ -238,6 +239,20 @@ class DeployedVersion:
 def deployed_file(digest: str) -> str:
     """The status folder file that keeps the deployed copy of version ``digest``."""
     return DEPLOYED_FILE.format(short=digest[:SHORT])
+
+
+def stale_deployed_files(names: set[str], state: dict[str, Any]) -> list[str]:
+    """The deployed copies in a status folder (``names``) that no rollback can need any more: all
+    but those of the versions supervisor.json's ``state`` names (the current and the previous one,
+    and both sides of the last upgrade). A copy is only ever started as the version a failed
+    upgrade goes back to, which is always one of these."""
+    current, previous = versions(state)
+    record = UpgradeRecord.from_dict(state.get(UPGRADE_KEY))
+    digests = [v.digest for v in (current, previous) if v is not None]
+    digests += [record.before, record.after] if record is not None else []
+    keep = {deployed_file(digest) for digest in digests if isinstance(digest, str) and digest}
+    pattern = re.compile(re.escape(DEPLOYED_FILE).replace(re.escape("{short}"), "[0-9a-f]+") + "$")
+    return sorted(name for name in names if pattern.match(name) and name not in keep)
 
 
 # An upgrade in progress, and its readiness ------------------------------------------------------
