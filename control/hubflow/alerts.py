@@ -19,6 +19,9 @@ The rules:
   same alert found again gives none, however often the supervisor runs. Data loss is an event, not
   a state: more events lost (or a loss in a new driver run) is a new message; it clears when the
   job's current run has lost nothing.
+* A scheduled run that has not finished within the registry's ``finish_within`` is an event of
+  its own, not a slot: Airflow's deadline alert calls :func:`deadline_missed_message` once per
+  run that misses it (``hubflow_plugins.notifications.deadline_alerts``).
 * What a check did not look at (``None`` in :class:`Findings`: the checkpoint of a held job, the
   restart limit on an on-call action, a lag nobody reported) leaves its slot as it was.
 
@@ -48,6 +51,7 @@ class AlertKind(StrEnum):
     BACKLOG = "backlog"
     DATA_LOSS = "data-loss"
     UPGRADE_FAILED = "upgrade-failed"
+    DEADLINE_MISSED = "deadline-missed"
 
 
 ALERT_KINDS: tuple[str, ...] = tuple(str(kind) for kind in AlertKind)
@@ -77,6 +81,7 @@ _TITLES = {
     AlertKind.BACKLOG: "backlog over the limit",
     AlertKind.DATA_LOSS: "events lost (expired before they were read)",
     AlertKind.UPGRADE_FAILED: "upgrade failed (refused or rolled back)",
+    AlertKind.DEADLINE_MISSED: "run missed its deadline (finish_within)",
 }
 
 FIRING = "firing"
@@ -355,6 +360,53 @@ def _evidence_lines(evidence: Mapping[str, Any]) -> list[str]:
     if evidence.get("exception"):
         lines.append(f"Exception: {evidence['exception']}")
     return lines
+
+
+def deadline_missed_message(
+    job: str,
+    *,
+    dag_id: str,
+    run_id: str,
+    finish_within: str,
+    deadline: datetime,
+    now: datetime,
+    run_state: str | None = None,
+    queued_at: datetime | None = None,
+    link: str | None = None,
+) -> AlertMessage:
+    """The page for a run of ``job`` (``dag_id``/``run_id``) not finished by ``deadline`` (queued at
+    ``queued_at`` plus the registry's ``finish_within``), told at ``now``: how late, and the run's
+    state when Airflow found the deadline missed (``queued``, ``running``, or ``failed``)."""
+    late = max(0.0, (now - deadline).total_seconds())
+    evidence: dict[str, Any] = {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "finish_within": finish_within,
+        "deadline": deadline.isoformat(timespec="seconds"),
+        "late_seconds": round(late),
+        "run_state": run_state,
+        "queued_at": queued_at.isoformat(timespec="seconds") if queued_at else None,
+    }
+    kind = AlertKind.DEADLINE_MISSED
+    lines = [
+        f"Job {job}: {_TITLES[kind]} ({kind}), at {now.isoformat(timespec='seconds')}.",
+        f"Run: {run_id} of DAG {dag_id}" + (f", {run_state} when the deadline passed" if run_state else ""),
+        f"Deadline: {evidence['deadline']} (queued at {evidence['queued_at'] or 'unknown'} "
+        f"+ finish_within {finish_within}), {_how_late(late)} late",
+        f"Status page: {link}" if link else "Status page: /hubflow/ on the Airflow web server",
+    ]
+    subject = f"[hubflow] ALERT {job}: {_TITLES[kind]}: run {run_id}"
+    return AlertMessage(job, str(kind), FIRING, redact(subject), redact("\n".join(lines)), link, evidence)
+
+
+def _how_late(seconds: float) -> str:
+    """``seconds`` as a person reads a delay: ``42 s``, ``3 min 5 s``, ``2 h 10 min``."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"
 
 
 # The supervisor's side: findings from the status folder, and one alerting cycle ----------------------

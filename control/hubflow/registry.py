@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from hubflow.alerts import ALERT_KINDS, AlertPolicy
+from hubflow.alerts import ALERT_KINDS, AlertKind, AlertPolicy
 from hubflow.applications import BUILTIN_PIPELINES, config_model, is_pipeline
 from hubflow.config import ConfigError, archive_root, load_config
 from hubflow.dag_access import AccessRoles
@@ -279,6 +279,11 @@ class RegisteredJob(_Strict):
         ge=1,
         description="streaming jobs: a new version that fails this often before it is ready is rolled back",
     )
+    finish_within: str | None = Field(
+        default=None,
+        description="scheduled jobs: a run not finished this long after it was queued pages the job's "
+        "alerts.notifiers once (an Airflow deadline alert; alert kind deadline-missed)",
+    )
     retries: int = Field(
         default=2, ge=0, description="scheduled jobs: retries of a failed run or backfill run (0: none)"
     )
@@ -396,6 +401,42 @@ class RegisteredJob(_Strict):
                 "remove it, or set upgrade_mode: fresh"
             )
         return self
+
+    @field_validator("finish_within")
+    @classmethod
+    def _deadline_duration(cls, value: str | None) -> str | None:
+        if value is not None and str(value).strip().startswith("-"):
+            raise ValueError(f"{value!r} is negative; write how long a run may take, such as '45 minutes'")
+        if value is not None:
+            parse_positive_duration(value)
+        return value
+
+    @model_validator(mode="after")
+    def _finish_within_pages_someone(self) -> RegisteredJob:
+        if self.finish_within is None:
+            return self
+        if self.mode != "scheduled":
+            raise ValueError(
+                f"finish_within is for scheduled jobs, whose runs end; this job is {self.mode} (its "
+                "supervisor watches it instead: stalled_after, alerts): remove finish_within"
+            )
+        alerts = self.alerts
+        if alerts is None or not alerts.enabled:
+            raise ValueError(
+                "finish_within pages through the job's alerts.notifiers, and this job has no alerts "
+                "enabled: add alerts: {notifiers: [...]} (docs/airflow.md), or remove finish_within"
+            )
+        if AlertKind.DEADLINE_MISSED not in alerts.alert_on:
+            raise ValueError(
+                f"finish_within is set but alerts.alert_on leaves out {AlertKind.DEADLINE_MISSED}: add it "
+                "to alert_on, or remove finish_within"
+            )
+        return self
+
+    @property
+    def finish_within_delta(self) -> timedelta | None:
+        """How long a run may take from being queued to finishing (``finish_within``), or None."""
+        return parse_duration(self.finish_within) if self.finish_within else None
 
     @property
     def ready_within_delta(self) -> timedelta:

@@ -8,7 +8,9 @@ For each job ``<name>``:
   checkpoint is healthy (a run that found no input is idle, not stalled), then archive the processed
   landing files when ``archive`` is set. Backfill runs skip the health check and the archive.
   Its tasks are retried (the job's ``retries``, with a growing delay): a retry resumes from the
-  checkpoint or replaces the interval again, so it never does committed work twice.
+  checkpoint or replaces the interval again, so it never does committed work twice. With
+  ``finish_within``, a run not finished that long after it was queued pages the job's notifiers
+  (an Airflow deadline alert, ``hubflow_plugins.notifications.deadline_alerts``).
 - streaming jobs: ``<name>__oncall`` (manual, a Params form: action, dry run, reason, force), one
   per job so that Airflow's DAG-level permissions say who may act on which job; one run at a time.
 - streaming jobs with ``quarantine_after``: ``<name>__quarantine_review``, run when the supervisor
@@ -53,6 +55,7 @@ from hubflow.operations.quarantine_review import (
 from hubflow.registry import RegisteredJob, Registry
 from hubflow.supervision.health import HEALTHY, HEALTHY_STREAMING
 from hubflow.supervision.supervisor import ONCALL_ACTIONS
+from hubflow_plugins.notifications.deadline_alerts import finish_within_alert
 from hubflow_plugins.operators.cleanup import (
     ArchiveOperator,
     CheckpointBackupRetentionOperator,
@@ -124,9 +127,11 @@ def _job_dag(
     schedule: Any,
     kind: str,
     task_args: dict[str, Any] | None = None,
+    deadline: Any = None,
 ) -> DAG:
     """A job's own DAG (``job.dag_id``): one run at a time, no catch-up, tagged with its kind, the
-    registry's ``access:`` as its ``access_control``; ``task_args`` change the default task arguments."""
+    registry's ``access:`` as its ``access_control``; ``task_args`` change the default task arguments,
+    ``deadline`` is its deadline alert, if any."""
     return DAG(
         dag_id=job.dag_id,
         description=description,
@@ -137,6 +142,7 @@ def _job_dag(
         default_args={**_default_args(), **(task_args or {})},
         tags=["hubflow", kind, *job.tags],
         access_control=access_control(job.access),
+        deadline=deadline,
     )
 
 
@@ -180,6 +186,7 @@ def available_now_dag(job: RegisteredJob) -> DAG:
         schedule=job_schedule(job),
         kind="scheduled",
         task_args=retry_args(job),
+        deadline=finish_within_alert(job),
     ) as dag:
         tables = AssetAlias(alias_name(job.name))  # each run adds the tables it committed to
         run = SparkJobOperator(task_id="run_job", job_name=job.name, outlets=[tables])
