@@ -160,3 +160,32 @@ def test_the_upgrade_keys_are_checked_by_their_names(tmp_path: Path) -> None:
     )
     result = hubflow("check", "--registry", registry, pipelines=tmp_path / "pipelines")
     assert result.returncode == 0, output(result)
+
+
+def test_finish_within_is_checked_by_its_name(tmp_path: Path) -> None:
+    """docs/airflow.md's ``finish_within``: not a duration, on a streaming job, with nobody to page."""
+    good = {**add_pipeline(tmp_path, "good"), "mode": "scheduled", "schedule": "@hourly"}
+    alerts = {"notifiers": [{"smtp": {"to": "oncall@example.com"}}]}
+    for keys, said in (
+        (
+            {"finish_within": "soon", "alerts": alerts},
+            "jobs[good].finish_within: Value error, 'soon' is not a",
+        ),
+        (
+            {"finish_within": "-45m", "alerts": alerts},
+            "jobs[good].finish_within: Value error, '-45m' is negative",
+        ),
+        (
+            {"finish_within": "45m", "alerts": alerts, "mode": "streaming", "schedule": None},
+            "finish_within is for scheduled jobs",
+        ),
+        ({"finish_within": "45m"}, "finish_within pages through the job's alerts.notifiers"),
+    ):
+        registry = write_registry(tmp_path / "registry.yaml", [{**good, **keys}])
+        result = hubflow("check", "--registry", registry, pipelines=tmp_path / "pipelines")
+        assert result.returncode == 2 and said in output(result), output(result)
+    registry = write_registry(
+        tmp_path / "registry.yaml", [{**good, "finish_within": "45m", "alerts": alerts}]
+    )
+    result = hubflow("check", "--registry", registry, pipelines=tmp_path / "pipelines")
+    assert result.returncode == 0, output(result)

@@ -258,3 +258,51 @@ def test_alert_config_mistakes_name_the_key_as_written(
     path = _registry(tmp_path, f"{alerts}jobs:\n{JOB}{where}}}\n")
     with pytest.raises(RegistryError, match=error):
         load_registry(path)
+
+
+@pytest.mark.parametrize(
+    ("late", "said"),
+    [
+        (timedelta(seconds=7), "7 s late"),
+        (timedelta(minutes=3, seconds=5), "3 min 5 s late"),
+        (timedelta(hours=2, minutes=10), "2 h 10 min late"),
+    ],
+)
+def test_a_missed_deadline_names_the_dag_the_run_the_deadline_and_how_late(
+    late: timedelta, said: str
+) -> None:
+    from hubflow.alerts import deadline_missed_message
+
+    queued = NOW - timedelta(minutes=45) - late
+    message = deadline_missed_message(
+        "orders",
+        dag_id="orders__available_now",
+        run_id="scheduled__2026-11-22T09:00:00+00:00",
+        finish_within="45m",
+        deadline=NOW - late,
+        now=NOW,
+        run_state="running",
+        queued_at=queued,
+        link=POLICY.link("orders"),
+    )
+    assert (message.kind, message.status) == ("deadline-missed", "firing")
+    assert message.subject == (
+        "[hubflow] ALERT orders: run missed its deadline (finish_within): "
+        "run scheduled__2026-11-22T09:00:00+00:00"
+    )
+    lines = message.text.splitlines()
+    assert lines[1] == (
+        "Run: scheduled__2026-11-22T09:00:00+00:00 of DAG orders__available_now, running when the "
+        "deadline passed"
+    )
+    assert lines[2] == (
+        f"Deadline: {(NOW - late).isoformat()} (queued at {queued.isoformat()} + finish_within 45m), {said}"
+    )
+    assert lines[3] == "Status page: https://airflow.example.com/hubflow/#job-orders"
+    assert message.evidence["late_seconds"] == round(late.total_seconds())
+
+
+def test_deadline_missed_is_an_alert_kind_alert_on_can_name() -> None:
+    from hubflow.alerts import ALERT_KINDS
+
+    assert "deadline-missed" in ALERT_KINDS and "deadline-missed" in AlertPolicy().alert_on

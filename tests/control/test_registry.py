@@ -401,3 +401,54 @@ def test_the_per_job_access_example_of_the_runbook_loads_as_written(tmp_path: Pa
         for key, dags, runs in rows
     }
     assert control == {"clicks_viewers": documented["read"], "clicks_oncall": documented["act"]}
+
+
+ALERTS = {"notifiers": [{"smtp": {"to": "oncall@example.com"}}]}
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"finish_within": "soon"}, "jobs[orders].finish_within: Value error, 'soon' is not a duration"),
+        (
+            {"finish_within": "-5 minutes"},
+            "jobs[orders].finish_within: Value error, '-5 minutes' is negative",
+        ),
+        ({"finish_within": "0 s"}, "jobs[orders].finish_within: Value error, '0 s' must be longer than zero"),
+        (
+            {"finish_within": "45m", "mode": "streaming", "schedule": None},
+            "jobs[orders]: Value error, finish_within is for scheduled jobs, whose runs end; this job is "
+            "streaming",
+        ),
+        (
+            {"finish_within": "45m", "alerts": None},
+            "finish_within pages through the job's alerts.notifiers, and this job has no alerts enabled: "
+            "add alerts:",
+        ),
+        (
+            {"finish_within": "45m", "alerts": {**ALERTS, "enabled": False}},
+            "finish_within pages through the job's alerts.notifiers",
+        ),
+        (
+            {"finish_within": "45m", "alerts": {**ALERTS, "alert_on": ["stalled"]}},
+            "alerts.alert_on leaves out deadline-missed: add it to alert_on, or remove finish_within",
+        ),
+    ],
+)
+def test_finish_within_errors_name_the_key_and_what_to_do(tmp_path: Path, keys: dict, message: str) -> None:
+    entry = {**_entry(_config(tmp_path), mode="scheduled", schedule="@hourly", alerts=ALERTS), **keys}
+    with pytest.raises(RegistryError) as error:
+        load_registry(_write(tmp_path / "registry.yaml", {"jobs": [entry]}))
+    assert message in str(error.value), str(error.value)
+
+
+def test_finish_within_reads_the_registry_grammar_of_durations(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    entry = _entry(_config(tmp_path), mode="scheduled", schedule="@hourly", alerts=ALERTS)
+    registry = load_registry(
+        _write(tmp_path / "registry.yaml", {"jobs": [{**entry, "finish_within": "45m"}]})
+    )
+    assert registry.jobs[0].finish_within_delta == timedelta(minutes=45)
+    registry = load_registry(_write(tmp_path / "registry.yaml", {"jobs": [entry]}))
+    assert registry.jobs[0].finish_within_delta is None

@@ -132,5 +132,6 @@ def test_a_run_past_finish_within_pages_once_and_a_run_in_time_pages_nothing(
             assert [tuple(row) for row in missed] == [(late.run_id, True, "success")], missed
             assert len(_deadline_mails(smtp)) == 1, [m["subject"] for m in smtp.inbox.mails]
             assert not [m for m in smtp.inbox.mails if "prompt" in m["subject"]], smtp.inbox.mails
+            print(f"prompt's run took {took}; the page:\n{page['subject']}\n{body}")
         finally:
             stop_processes(processes)

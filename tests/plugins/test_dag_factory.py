@@ -335,3 +335,30 @@ def test_a_job_with_quarantine_after_gets_a_review_dag_run_by_its_quarantine_ass
     )
     views = dags["views__supervisor"].get_task("ensure_running").outlets
     assert AssetAlias("hubflow.views.quarantine") not in views
+
+
+def test_finish_within_becomes_a_deadline_alert_from_the_runs_queued_time_paging_the_job(
+    tmp_path: Path,
+) -> None:
+    from airflow.sdk import DeadlineReference, SyncCallback
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    from hubflow_plugins.notifications.deadline_alerts import page_deadline_missed
+
+    alerts = {"notifiers": [{"smtp": {"to": "oncall@example.com"}}]}
+    jobs = [
+        landing_job(tmp_path, "orders", finish_within="45m", alerts=alerts),
+        landing_job(tmp_path, "returns", alerts=alerts),
+    ]
+    dags = build_dags(load_registry(write_registry(tmp_path, jobs)))
+    (alert,) = dags["orders__available_now"].deadline
+    assert alert.reference == DeadlineReference.DAGRUN_QUEUED_AT
+    assert alert.interval == timedelta(minutes=45)
+    assert alert.callback == SyncCallback(
+        page_deadline_missed, kwargs={"job_name": "orders", "finish_within": "45m"}
+    )
+    assert not dags["returns__available_now"].deadline, "no finish_within: no deadline"
+    serialized = DagSerialization.to_dict(dags["orders__available_now"])["dag"]["deadline"]
+    assert serialized[0]["callback"]["__data__"]["path"] == (
+        "hubflow_plugins.notifications.deadline_alerts.page_deadline_missed"
+    )

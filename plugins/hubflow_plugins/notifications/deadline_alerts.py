@@ -49,7 +49,8 @@ def page_deadline_missed(job_name: str, finish_within: str, context: Mapping[str
     """Page the job's notifiers that a run missed its deadline; run by Airflow's executor.
 
     ``context`` is what Airflow's scheduler gives a deadline callback: the run (``dag_run``, as the
-    REST API shows it) and the deadline (``deadline.deadline_time``). Raises when no notifier took
+    REST API shows it) and the deadline (``deadline.deadline_time``). A backfill run is not paged,
+    as its failures are not (the person who started it watches it). Raises when no notifier took
     the page, so that Airflow records the callback as failed.
     """
     import logging
@@ -64,6 +65,9 @@ def page_deadline_missed(job_name: str, finish_within: str, context: Mapping[str
     context = dict(context or {})
     run = dict(context.get("dag_run") or {})
     deadline = dict(context.get("deadline") or {})
+    if run.get("run_type") == "backfill":
+        log.info("backfill run %s missed its deadline; backfill runs do not page", run.get("dag_run_id"))
+        return "not paged: a backfill run"
     job = load_registry().job(job_name)
     if job.alerts is None or not job.alerts.enabled or AlertKind.DEADLINE_MISSED not in job.alerts.alert_on:
         log.warning("job %s missed its deadline, but its alerts no longer page for it", job_name)

@@ -235,3 +235,78 @@ def test_the_supervisor_pages_a_refused_upgrade_in_the_run_that_refuses_it(
     assert [m["subject"] for m in smtp.inbox.mails][1:] == [
         "[hubflow] RESOLVED clicks: upgrade failed (refused or rolled back)"
     ]
+
+
+def _deadline_context(run_id: str) -> dict[str, Any]:
+    """What Airflow's scheduler hands a deadline callback (``Deadline.handle_miss``): the run as the
+    REST API shows it, and the deadline."""
+    from datetime import UTC, datetime
+
+    return {
+        "dag_run": {
+            "dag_id": "orders__available_now",
+            "dag_run_id": run_id,
+            "state": "running",
+            "queued_at": "2026-11-22T09:00:02.125000Z",
+            "run_type": "scheduled",
+        },
+        "deadline": {"id": "0199", "deadline_time": datetime(2026, 11, 22, 9, 45, 2, 125000, tzinfo=UTC)},
+    }
+
+
+def test_a_missed_deadline_pages_every_notifier_of_the_job_once(
+    receivers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hubflow_plugins.notifications.deadline_alerts import page_deadline_missed
+
+    smtp, webhook = receivers
+    alerts = {"notifiers": NOTIFIERS, "status_page_url": "https://airflow.example.com/hubflow/"}
+    registry = write_registry(tmp_path, [landing_job(tmp_path, "orders", finish_within="45m", alerts=alerts)])
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(registry))
+    run_id = "scheduled__2026-11-22T08:00:00+00:00"
+
+    said = page_deadline_missed("orders", "45m", context=_deadline_context(run_id))
+
+    assert said.startswith("paged 2 of 2 notifiers"), said
+    (mail,), (post,) = smtp.inbox.mails, webhook.posts
+    assert mail["subject"] == f"[hubflow] ALERT orders: run missed its deadline (finish_within): run {run_id}"
+    assert mail["to"] == ["oncall@example.com"]
+    assert f"Run: {run_id} of DAG orders__available_now, running when the deadline passed" in mail["body"]
+    assert (
+        "Deadline: 2026-11-22T09:45:02+00:00 (queued at 2026-11-22T09:00:02+00:00 + finish_within 45m)"
+        in mail["body"]
+    )
+    assert "https://airflow.example.com/hubflow/#job-orders" in mail["body"]
+    assert run_id in post["body"]["text"] and "missed its deadline" in post["body"]["text"]
+
+
+def test_a_deadline_page_no_notifier_took_fails_the_callback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hubflow_plugins.notifications.deadline_alerts import page_deadline_missed
+
+    closed = SmtpServer()  # never started: nothing listens on its port
+    monkeypatch.setenv("AIRFLOW_CONN_ALERTS_SMTP", closed.connection)
+    alerts = {"notifiers": NOTIFIERS[:1]}
+    registry = write_registry(tmp_path, [landing_job(tmp_path, "orders", finish_within="45m", alerts=alerts)])
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(registry))
+    with pytest.raises(
+        RuntimeError, match=r"no notifier took the deadline page of job orders: notifiers\[0\]"
+    ):
+        page_deadline_missed("orders", "45m", context=_deadline_context("manual__1"))
+
+
+def test_a_backfill_run_past_its_deadline_pages_nobody(
+    receivers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As its failures do not: the person who started the backfill watches it (docs/operations.md)."""
+    from hubflow_plugins.notifications.deadline_alerts import page_deadline_missed
+
+    smtp, webhook = receivers
+    alerts = {"notifiers": NOTIFIERS}
+    registry = write_registry(tmp_path, [landing_job(tmp_path, "orders", finish_within="45m", alerts=alerts)])
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(registry))
+    context = _deadline_context("backfill__2026-11-20T00:00:00+00:00")
+    context["dag_run"]["run_type"] = "backfill"
+    assert page_deadline_missed("orders", "45m", context=context) == "not paged: a backfill run"
+    assert smtp.inbox.mails == [] and webhook.posts == []
