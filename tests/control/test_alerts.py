@@ -306,3 +306,29 @@ def test_deadline_missed_is_an_alert_kind_alert_on_can_name() -> None:
     from hubflow.alerts import ALERT_KINDS
 
     assert "deadline-missed" in ALERT_KINDS and "deadline-missed" in AlertPolicy().alert_on
+
+
+def test_the_deadline_page_of_the_runbook_is_what_the_message_says() -> None:
+    """docs/operations.md "A run past its deadline": its example page, built from its own values."""
+    import re
+
+    from hubflow.alerts import deadline_missed_message
+    from hubflow.repository import REPO_ROOT
+
+    doc = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc.split("### A run past its deadline", 1)[1].split("\n## ", 1)[0]
+    (page,) = re.findall(r"```text\n(.*?)```", section, re.S)
+    subject, _, text = page.partition("\n\n")
+    message = deadline_missed_message(
+        "landing_orders",
+        dag_id="landing_orders__available_now",
+        run_id="scheduled__2026-11-22T09:00:00+00:00",
+        finish_within="45m",
+        deadline=datetime(2026, 11, 22, 10, 45, 1, tzinfo=UTC),
+        now=datetime(2026, 11, 22, 10, 45, 3, tzinfo=UTC),
+        run_state="running",
+        queued_at=datetime(2026, 11, 22, 10, 0, 1, tzinfo=UTC),
+        link=AlertPolicy(status_page_url="https://airflow.example.com/hubflow/").link("landing_orders"),
+    )
+    assert subject == f"Subject: {message.subject}"
+    assert text.strip() == message.text

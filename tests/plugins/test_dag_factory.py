@@ -362,3 +362,19 @@ def test_finish_within_becomes_a_deadline_alert_from_the_runs_queued_time_paging
     assert serialized[0]["callback"]["__data__"]["path"] == (
         "hubflow_plugins.notifications.deadline_alerts.page_deadline_missed"
     )
+
+
+def test_the_deadline_example_of_the_runbook_builds_its_deadline_alert(tmp_path: Path) -> None:
+    """docs/operations.md "A run past its deadline": its registry entry as written."""
+    import re
+
+    from hubflow.repository import REPO_ROOT
+
+    doc = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = doc.split("### A run past its deadline", 1)[1].split("\n## ", 1)[0]
+    (example,) = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    path = tmp_path / "registry.yaml"
+    path.write_text(example, encoding="utf-8")
+    (alert,) = build_dags(load_registry(path))["landing_orders__available_now"].deadline
+    assert alert.interval == timedelta(minutes=45)
+    assert alert.callback.kwargs == {"job_name": "landing_orders", "finish_within": "45m"}
