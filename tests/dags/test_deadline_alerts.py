@@ -127,7 +127,10 @@ def test_a_run_past_finish_within_pages_once_and_a_run_in_time_pages_nothing(
             missed = query_db(
                 airflow_home,
                 "SELECT r.run_id, d.missed, c.state FROM deadline d JOIN dag_run r ON r.id = d.dagrun_id "
-                "JOIN callback c ON c.id = d.callback_id ORDER BY r.run_id",
+                "JOIN callback c ON c.id = d.callback_id "
+                "WHERE r.dag_id IN (:late, :prompt) ORDER BY r.run_id",
+                late="late__available_now",
+                prompt="prompt__available_now",
             )
             assert [tuple(row) for row in missed] == [(late.run_id, True, "success")], missed
             assert len(_deadline_mails(smtp)) == 1, [m["subject"] for m in smtp.inbox.mails]
