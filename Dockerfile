@@ -34,14 +34,18 @@ ENV JAVA_HOME=/usr/lib/jvm/hubflow-java \
     PATH=/opt/hubflow/venv/bin:$PATH
 
 # The locked virtualenv. uv, hash-checked from requirements-uv.lock, is installed outside it for this
-# step only and deleted in the same step, so no layer keeps it. `uv pip sync --require-hashes`
-# installs exactly the runtime lock and refuses any file whose sha256 the lock does not list: the
-# Celery provider is in it, and pyspark-client is left out of it on purpose (it would overwrite
-# pyspark's Python files with another version's). Bytecode is compiled here because the services run
-# as a user who cannot write into the virtualenv.
+# step only and deleted in the same step, so no layer keeps it. The build backend (setuptools,
+# requirements-build.lock, hash-checked) goes into the virtualenv first, in place of the unlocked one
+# venv seeds: every build here runs without isolation on it, so no build fetches a backend from the
+# index. `uv pip sync --require-hashes` installs exactly the runtime lock and refuses any file whose
+# sha256 the lock does not list (it keeps the seeded pip and setuptools): the Celery provider is in
+# it, and pyspark-client is left out of it on purpose (it would overwrite pyspark's Python files with
+# another version's); pyspark publishes only an sdist, built here by that setuptools
+# (--no-build-isolation). Bytecode is compiled here because the services run as a user who cannot
+# write into the virtualenv.
 ARG HUBFLOW_WHEELHOUSE=
 COPY .build/ /tmp/hubflow-build/
-COPY requirements.lock requirements-uv.lock /opt/hubflow/
+COPY requirements.lock requirements-uv.lock requirements-build.lock /opt/hubflow/
 RUN set -eux; \
     if [ -s /tmp/hubflow-build/ca-certificates.crt ]; then \
         export SSL_CERT_FILE=/tmp/hubflow-build/ca-certificates.crt PIP_CERT=/tmp/hubflow-build/ca-certificates.crt; \
@@ -49,9 +53,11 @@ RUN set -eux; \
     find_links="${HUBFLOW_WHEELHOUSE:+--find-links $HUBFLOW_WHEELHOUSE}"; \
     python3 -m venv "$VIRTUAL_ENV"; \
     pip install --no-cache-dir --disable-pip-version-check --require-hashes --no-deps \
-        --target /tmp/hubflow-uv $find_links -r /opt/hubflow/requirements-uv.lock; \
-    /tmp/hubflow-uv/bin/uv pip sync --no-cache --require-hashes --compile-bytecode $find_links \
-        /opt/hubflow/requirements.lock; \
+        --only-binary :all: --target /tmp/hubflow-uv $find_links -r /opt/hubflow/requirements-uv.lock; \
+    /tmp/hubflow-uv/bin/uv pip install --no-cache --require-hashes --no-deps --only-binary :all: \
+        $find_links -r /opt/hubflow/requirements-build.lock; \
+    /tmp/hubflow-uv/bin/uv pip sync --no-cache --require-hashes --no-build-isolation --compile-bytecode \
+        $find_links /opt/hubflow/requirements.lock; \
     rm -rf /tmp/hubflow-uv /tmp/uv-*.lock; \
     python -c "import airflow, pyspark; print('airflow', airflow.__version__, 'pyspark', pyspark.__version__)"
 
@@ -71,17 +77,14 @@ RUN set -eux; \
 # The project's own packages, not editable and without dependencies (the lock has them all): the
 # Event Hubs data source, the emulator, the control plane hubflow-control (which the plugins, the
 # jobs and the command import) and the jobs runtime hubflow-jobs. The virtualenv's own pip builds
-# them (its isolated build fetches their build backend, setuptools) and is then uninstalled:
-# nothing at run time installs packages.
+# them without isolation, with the locked setuptools already in the virtualenv, and --no-index: this
+# step fetches nothing. pip is then uninstalled: nothing at run time installs packages.
 COPY connectors /opt/hubflow/src/connectors
 COPY emulator /opt/hubflow/src/emulator
 COPY control /opt/hubflow/src/control
 COPY jobs /opt/hubflow/src/jobs
 RUN set -eux; \
-    if [ -s /tmp/hubflow-build/ca-certificates.crt ]; then \
-        export SSL_CERT_FILE=/tmp/hubflow-build/ca-certificates.crt PIP_CERT=/tmp/hubflow-build/ca-certificates.crt; \
-    fi; \
-    pip install --no-cache-dir --disable-pip-version-check --no-deps \
+    pip install --no-cache-dir --disable-pip-version-check --no-deps --no-build-isolation --no-index \
         /opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/control \
         /opt/hubflow/src/jobs; \
     pip uninstall --yes --disable-pip-version-check pip; \

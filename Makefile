@@ -90,13 +90,15 @@ stack-test: test-tools
 	$(VENV)/bin/pytest tests/deploy/test_stack.py $(PYTEST_ARGS)
 
 # Recompile the Python locks, every file's sha256 in them (needs the package index), with the uv of
-# requirements-uv.lock: requirements-uv.lock (uv itself), requirements.lock (the image's runtime,
+# requirements-uv.lock: requirements-uv.lock (uv itself), requirements-build.lock (setuptools, the
+# build backend every build uses without isolation), requirements.lock (the image's runtime,
 # from requirements.in) and requirements-dev.lock (.venv: the runtime lock's versions plus the test
 # and development tools of requirements-dev.in). pyspark-client is left out: it would overwrite
 # pyspark's Python files with another version's.
 LOCK_COMPILE := $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11
 lock: venv
 	$(LOCK_COMPILE) requirements-uv.in -o requirements-uv.lock
+	$(LOCK_COMPILE) requirements-build.in -o requirements-build.lock
 	$(LOCK_COMPILE) requirements.in --no-emit-package pyspark-client -o requirements.lock
 	$(LOCK_COMPILE) requirements-dev.in --no-emit-package pyspark-client -o requirements-dev.lock
 

@@ -2,7 +2,10 @@
 # Creates or refreshes the project's virtualenv (.venv at the repository root) from
 # requirements-dev.lock (the runtime lock requirements.lock plus the test and development tools) and
 # jvm-deps.lock. Every Python package is hash-checked: uv from requirements-uv.lock with pip
-# --require-hashes, then the lock with uv pip sync --require-hashes.
+# --require-hashes, the build backend (setuptools) from requirements-build.lock, then the lock with uv
+# pip sync --require-hashes. Nothing is built in an isolated build environment (which would fetch
+# its backend from the index, unpinned and unhashed): pyspark's sdist and the project's own packages
+# are built with --no-build-isolation by the locked setuptools in the virtualenv.
 #
 # The virtualenv is reused while the locks and the local packages' metadata are unchanged (a stamp
 # file records their checksum), so repeated `make test` runs start at once. Java 17+ is checked first
@@ -31,7 +34,7 @@ check_java() {
 }
 
 wanted_stamp() {
-  cat "$root/requirements-uv.lock" "$root/requirements-dev.lock" "$root"/connectors/pyproject.toml "$root"/emulator/pyproject.toml \
+  cat "$root/requirements-uv.lock" "$root/requirements-build.lock" "$root/requirements-dev.lock" "$root"/connectors/pyproject.toml "$root"/emulator/pyproject.toml \
     "$root"/control/pyproject.toml "$root"/jobs/pyproject.toml "$root"/cli/pyproject.toml \
     "$root/scripts/bootstrap.sh" "$root/jvm-deps.lock" "$root/scripts/jvm_deps.py" \
     2>/dev/null | sha256sum | cut -d' ' -f1
@@ -112,7 +115,11 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 # uv at the version and with the hashes of requirements-uv.lock (also the installer of the image).
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
-  -r "$root/requirements-uv.lock"
+  --only-binary :all: -r "$root/requirements-uv.lock"
+# The build backend, hash-checked, before anything is built: requirements-dev.lock holds the same
+# setuptools (same version and hashes), so the sync below keeps it.
+"$venv/bin/uv" pip install --quiet --require-hashes --no-deps --only-binary :all: --python "$venv/bin/python" \
+  -r "$root/requirements-build.lock"
 # sync installs exactly the lock, every file checked against its sha256 (--require-hashes: a line
 # without hashes is refused too): pyspark-client is left out of the lock on purpose, because it
 # writes the same pyspark/ files as pyspark and would leave Python files and jars of two versions.
@@ -120,14 +127,16 @@ fi
 # every streaming Python source (and planner) and waits a fixed 10 s (not configurable) for it to
 # import pyspark and connect back; without bytecode caches (PYTHONDONTWRITEBYTECODE, a read-only
 # or fresh venv) every such start compiles pyspark's sources again, which on a loaded machine
-# alone outlasts that wait ("Python worker failed to connect back").
-"$venv/bin/uv" pip sync --quiet --require-hashes --compile-bytecode --python "$venv/bin/python" \
-  "$root/requirements-dev.lock"
+# alone outlasts that wait ("Python worker failed to connect back"). --no-build-isolation: pyspark
+# publishes only an sdist, built here by the virtualenv's locked setuptools.
+"$venv/bin/uv" pip sync --quiet --require-hashes --no-build-isolation --compile-bytecode \
+  --python "$venv/bin/python" "$root/requirements-dev.lock"
 # The project's own packages, editable, without touching their locked dependencies. "compat" mode
 # puts the folders on sys.path (a .pth file), so Spark's discovery of pyspark_* modules finds the
 # connector and registers format("eventhubs") by itself, and the Airflow side imports the jobs'
-# status-folder contract (hubflow.status) from the working copy.
-"$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps \
+# status-folder contract (hubflow.status) from the working copy. Built without isolation by the
+# locked setuptools: nothing is fetched.
+"$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps --no-build-isolation --offline \
   --config-settings editable_mode=compat -e "$root/connectors" -e "$root/emulator" -e "$root/control" -e "$root/jobs" \
   -e "$root/cli"
 # The locked JVM jars (Delta, Azure storage drivers) into pyspark's jars folder, checksums verified;

@@ -5,7 +5,8 @@
     .venv/bin/python scripts/build_dist.py --out DIR  # elsewhere (tests build into a temp folder)
 
 Produces ``hubflow_connectors-<version>-py3-none-any.whl`` (from ``connectors/``, built by
-setuptools through ``uv build --wheel``, or ``python -m build --wheel --no-isolation`` without uv) and
+setuptools through ``uv build --wheel --no-build-isolation``, or ``python -m build --wheel --no-isolation``
+without uv: no build fetches its backend, the venv has requirements-build.lock's setuptools) and
 ``hubflow_jobs.zip`` (the driver side ``jobs/hubflow_jobs`` and the control plane it imports,
 ``control/hubflow``, importable from the zip). Pass both to
 ``spark-submit --py-files`` together with the entry script ``jobs/<name>.py``. The last line printed
@@ -61,13 +62,25 @@ def build_connectors_wheel(out_dir: Path) -> Path:
 def _wheel_command(source: Path, wheel_dir: Path) -> list[str]:
     """``uv build --wheel`` when uv is installed (the venv has it), else ``python -m build``.
 
-    uv builds in an isolated environment with the setuptools that connectors/pyproject.toml asks
-    for; ``python -m build --no-isolation`` needs that setuptools and ``wheel`` in this interpreter.
+    Either builds without isolation, with this interpreter's setuptools (requirements-build.lock,
+    hash-checked into the venv by ``make venv``) and offline: an isolated build would fetch
+    setuptools from the index, unpinned and unhashed.
     """
     uv = Path(sys.executable).with_name("uv")
     uv_path = str(uv) if uv.exists() else shutil.which("uv")
     if uv_path:
-        return [uv_path, "build", "--wheel", "--out-dir", str(wheel_dir), str(source)]
+        return [
+            uv_path,
+            "build",
+            "--wheel",
+            "--no-build-isolation",
+            "--offline",
+            "--python",
+            sys.executable,
+            "--out-dir",
+            str(wheel_dir),
+            str(source),
+        ]
     return [
         sys.executable,
         "-m",

@@ -12,7 +12,7 @@ venv="$root/.venv-spark35"
 stamp="$venv/.hubflow-stamp"
 
 wanted_stamp() {
-  cat "$root/requirements-spark35.lock" "$root/jvm-deps-spark35.lock" "$root/scripts/jvm_deps.py" \
+  cat "$root/requirements-spark35.lock" "$root/requirements-build.lock" "$root/jvm-deps-spark35.lock" "$root/scripts/jvm_deps.py" \
     "$root/scripts/migration_env.sh" | sha256sum | cut -d' ' -f1
 }
 
@@ -28,8 +28,13 @@ if [ ! -x "$venv/bin/python" ]; then
   }
   python3 -m venv "$venv"
 fi
+# pyspark publishes only an sdist: it is built without isolation by the setuptools of
+# requirements-build.lock, installed hash-checked first (an isolated build would fetch an unpinned,
+# unhashed one from the index).
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
-  -r "$root/requirements-spark35.lock"
+  --only-binary :all: -r "$root/requirements-build.lock"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
+  --no-build-isolation -r "$root/requirements-spark35.lock"
 # Run with this venv's python, so the jars go into (and are resolved against) its pyspark/jars.
 "$venv/bin/python" "$root/scripts/jvm_deps.py" install --lock "$root/jvm-deps-spark35.lock"
 "$venv/bin/python" "$root/scripts/jvm_deps.py" check --lock "$root/jvm-deps-spark35.lock"

@@ -300,7 +300,7 @@ build_project_image() {
   local server_pid="" python
   if python="$(wheelhouse_python)"; then
     "$python" "$root/scripts/wheelhouse.py" --lock "$root/requirements.lock" \
-      --lock "$root/requirements-uv.lock" --out "$state/wheelhouse" 2>>"$state/build.log" || true
+      --lock "$root/requirements-uv.lock" --lock "$root/requirements-build.lock" --out "$state/wheelhouse" 2>>"$state/build.log" || true
     if [ -n "$(ls -A "$state/wheelhouse" 2>/dev/null)" ]; then
       local port=$wheelhouse_port
       (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && port=$((port + RANDOM % 1000 + 1))

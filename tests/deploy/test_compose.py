@@ -266,8 +266,8 @@ def test_dockerfile_builds_from_debian_with_java_and_the_locked_project() -> Non
     base_images = [line for line in text.splitlines() if line.startswith("FROM")]
     assert base_images == ["FROM debian:bookworm-slim"]
     assert "python3-venv" in text and "openjdk-17-jre-headless" in text and "JAVA_HOME" in text
-    sync = "uv pip sync --no-cache --require-hashes --compile-bytecode $find_links \\\n"
-    assert sync + "        /opt/hubflow/requirements.lock" in text
+    sync = "uv pip sync --no-cache --require-hashes --no-build-isolation --compile-bytecode \\\n"
+    assert sync + "        $find_links /opt/hubflow/requirements.lock" in text
     assert "apache-airflow-providers-celery" not in text  # the lock has it; nothing reinstalls it
     installed = "/opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/control \\\n"
     assert installed + "        /opt/hubflow/src/jobs;" in text

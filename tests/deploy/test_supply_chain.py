@@ -20,7 +20,8 @@ from tests.deploy.compose_file import REPO_ROOT, load_compose
 RUNTIME_LOCK = REPO_ROOT / "requirements.lock"
 DEV_LOCK = REPO_ROOT / "requirements-dev.lock"
 UV_LOCK = REPO_ROOT / "requirements-uv.lock"
-LOCKS = (RUNTIME_LOCK, DEV_LOCK, UV_LOCK)
+BUILD_LOCK = REPO_ROOT / "requirements-build.lock"
+LOCKS = (RUNTIME_LOCK, DEV_LOCK, UV_LOCK, BUILD_LOCK)
 #: Test and development tools: in the development lock, never in the runtime lock or the image.
 DEV_TOOLS = {
     "pytest",
@@ -128,10 +129,15 @@ def test_make_lock_compiles_the_three_locks_with_hashes_and_one_uv() -> None:
 def test_bootstrap_installs_the_dev_lock_hash_checked_and_its_stamp_covers_what_it_installs() -> None:
     script = (REPO_ROOT / "scripts/bootstrap.sh").read_text()
     stamp = script.split("wanted_stamp() {", 1)[1].split("\n}", 1)[0]
-    for installed in ("requirements-uv.lock", "requirements-dev.lock", "jvm-deps.lock"):
+    for installed in (
+        "requirements-uv.lock",
+        "requirements-build.lock",
+        "requirements-dev.lock",
+        "jvm-deps.lock",
+    ):
         assert installed in stamp, f"the virtualenv's stamp does not cover {installed}"
-    assert '--require-hashes --no-deps \\\n  -r "$root/requirements-uv.lock"' in script
-    assert 'pip sync --quiet --require-hashes --compile-bytecode --python "$venv/bin/python" \\\n' in script
+    assert '--require-hashes --no-deps \\\n  --only-binary :all: -r "$root/requirements-uv.lock"' in script
+    assert "pip sync --quiet --require-hashes --no-build-isolation --compile-bytecode \\\n" in script
     assert '"$root/requirements-dev.lock"' in script
     assert 'pip install --quiet --disable-pip-version-check "uv==' not in script  # never unhashed
 
@@ -143,9 +149,9 @@ def test_the_image_installs_only_the_runtime_lock_hash_checked_and_keeps_no_inst
     assert {"requirements-dev.in", "requirements-dev.lock"} <= set(ignored)
     steps = [step.split("\n#", 1)[0] for step in dockerfile.split("\nRUN ")[1:]]  # bodies, no comments
     (sync,) = [step for step in steps if "uv pip sync" in step]
-    assert "--require-hashes --no-deps \\\n        --target /tmp/hubflow-uv" in sync
+    assert "--require-hashes --no-deps \\\n        --only-binary :all: --target /tmp/hubflow-uv" in sync
     assert "-r /opt/hubflow/requirements-uv.lock" in sync
-    assert "uv pip sync --no-cache --require-hashes --compile-bytecode" in sync
+    assert "uv pip sync --no-cache --require-hashes --no-build-isolation --compile-bytecode" in sync
     assert "/opt/hubflow/requirements.lock" in sync
     # uv lives outside the virtualenv and goes in the same step: no layer keeps it.
     assert "rm -rf /tmp/hubflow-uv" in sync
@@ -282,3 +288,127 @@ def test_the_wheelhouse_keeps_only_files_with_a_hash_of_the_lock(tmp_path: Path)
         "six-1.17.0-py2.py3-none-any.whl",
     ]
     assert wheelhouse.build_wheelhouse([lock], out, FakeIndex()) == (["pyspark", "six"], [], ["tampered"])
+
+
+# --- builds: nothing fetched that no lock pins with hashes ---------------------------------------
+
+#: Every script that installs Python packages, and the Dockerfile.
+INSTALLING_FILES = ("Dockerfile", "scripts/bootstrap.sh", "scripts/migration_env.sh")
+_INSTALL = re.compile(r"\b(?:pip|uv pip) (?:install|sync)\b|\buv build\b|\bpip wheel\b")
+
+
+def _shell_commands(path: Path) -> list[str]:
+    """The file's commands, continuation lines joined, comments dropped, split at ``;`` / ``&&``."""
+    text = re.sub(r"\\\n\s*", " ", path.read_text(encoding="utf-8"))
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    return [part.strip() for line in lines for part in re.split(r";|&&", line) if part.strip()]
+
+
+def install_commands(path: Path) -> list[str]:
+    return [command for command in _shell_commands(path) if _INSTALL.search(command)]
+
+
+def unpinned_installs(path: Path) -> list[str]:
+    """The install commands of ``path`` that could fetch something no lock pins with its hash.
+
+    A command must install a lock hash-checked (``--require-hashes`` and a ``*.lock``), or only the
+    project's own folders (``--no-deps``); and whatever it builds, it builds without isolation
+    (``--no-build-isolation``), else it may build nothing (``--only-binary :all:``): an isolated
+    build fetches its backend (setuptools) from the index, unpinned and unhashed."""
+    problems = []
+    for command in install_commands(path):
+        if "pip uninstall" in command:
+            continue
+        locked = "--require-hashes" in command and re.search(r"\S+\.lock\b", command)
+        own = ("--no-deps" in command and "/src/" in command) or " -e " in command
+        if not (locked or own):
+            problems.append(f"{path.name}: not a hash-checked lock nor the project's folders: {command}")
+        if "--no-build-isolation" not in command and "--only-binary :all:" not in command:
+            problems.append(f"{path.name}: may build in an isolated environment: {command}")
+    return problems
+
+
+@pytest.mark.parametrize("name", INSTALLING_FILES)
+def test_every_install_is_hash_checked_and_builds_without_isolation(name: str) -> None:
+    path = REPO_ROOT / name
+    assert install_commands(path), f"{name} installs nothing any more: update INSTALLING_FILES"
+    assert unpinned_installs(path) == []
+
+
+def test_the_install_check_refuses_isolated_builds_and_unlocked_installs(tmp_path: Path) -> None:
+    script = tmp_path / "bootstrap.sh"
+    script.write_text(
+        'pip install --require-hashes --no-deps -r "$root/requirements-uv.lock"\n'
+        "pip install --no-deps --no-build-isolation setuptools  # ok? no: not a lock\n"
+        "uv pip install --no-deps /opt/hubflow/src/connectors\n"
+        'uv pip sync --require-hashes --no-build-isolation "$root/requirements-dev.lock"; \\\n'
+        "  pip uninstall --yes pip\n"
+    )
+    problems = unpinned_installs(script)
+    assert len(problems) == 3, problems
+    assert "requirements-uv.lock" in problems[0] and "isolated" in problems[0]
+    assert "setuptools" in problems[1] and "not a hash-checked lock" in problems[1]
+    assert "src/connectors" in problems[2] and "isolated" in problems[2]
+
+
+def test_the_build_backend_of_every_local_package_and_sdist_is_in_the_hashed_build_lock() -> None:
+    """connectors, emulator, control, jobs and cli build with setuptools; pyspark publishes only an
+    sdist, without pyproject.toml (so setuptools too): the build lock's setuptools satisfies them
+    all, and the development lock holds the very same pin (its sync must keep it)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    build, dev = requirements(BUILD_LOCK), requirements(DEV_LOCK)
+    assert set(build) == {"setuptools"}, "the build lock holds the build backend only"
+    assert dev["setuptools"] == build["setuptools"]
+    version = Version(build["setuptools"][0])
+    packages = sorted(path.parent.name for path in REPO_ROOT.glob("*/pyproject.toml"))
+    assert packages == ["cli", "connectors", "control", "emulator", "jobs"]
+    for package in packages:
+        system = tomllib.loads((REPO_ROOT / package / "pyproject.toml").read_text())["build-system"]
+        assert system["build-backend"] == "setuptools.build_meta", package
+        for needed in map(Requirement, system["requires"]):
+            locked = requirements(BUILD_LOCK).get(canonicalize_name(needed.name))
+            assert locked, f"{package}/pyproject.toml needs {needed}, which requirements-build.lock lacks"
+            assert version in needed.specifier, f"{package} needs {needed}; the build lock has {version}"
+    assert "-r requirements-build.in" in (REPO_ROOT / "requirements-dev.in").read_text().splitlines()
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    assert "$(LOCK_COMPILE) requirements-build.in -o requirements-build.lock" in makefile
+
+
+def test_the_image_installs_the_build_lock_before_it_builds_anything() -> None:
+    steps = [step.split("\n#", 1)[0] for step in (REPO_ROOT / "Dockerfile").read_text().split("\nRUN ")[1:]]
+    (sync,) = [step for step in steps if "uv pip sync" in step]
+    assert sync.index("requirements-build.lock") < sync.index("uv pip sync")
+    assert (
+        "COPY requirements.lock requirements-uv.lock requirements-build.lock /opt/hubflow/"
+        in (REPO_ROOT / "Dockerfile").read_text()
+    )
+    (local,) = [step for step in steps if "/opt/hubflow/src/connectors" in step]
+    assert "--no-build-isolation --no-index" in local  # builds with what is there, fetches nothing
+
+
+def _build_dist_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_dist", REPO_ROOT / "scripts" / "build_dist.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("with_uv", [True, False], ids=["uv", "python-build"])
+def test_build_dist_builds_the_wheel_without_isolation(with_uv: bool, monkeypatch, tmp_path: Path) -> None:
+    build_dist = _build_dist_module()
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    if with_uv:
+        (python.parent / "uv").touch()
+    else:
+        monkeypatch.setattr(build_dist.shutil, "which", lambda name: None)
+    monkeypatch.setattr(build_dist.sys, "executable", str(python))
+    command = build_dist._wheel_command(Path("connectors"), Path("wheels"))
+    assert command[0] == str(python.parent / "uv" if with_uv else python)
+    assert {"--no-build-isolation", "--offline"} <= set(command) if with_uv else "--no-isolation" in command
