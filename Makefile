@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export SPARK_LOCAL_IP := 127.0.0.1
 
 .PHONY: venv test-tools test test-stress test-all lint check-locks audit demo demo-stop lock lock-jvm bench clean \
-  stack-up stack-down stack-test migration-env lock-spark35 lock-jvm-spark35 lock-jvm-kafka
+  stack-up stack-down stack-test migration-env lock-images lock-spark35 lock-jvm-spark35 lock-jvm-kafka
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -101,6 +101,12 @@ lock: venv
 	$(LOCK_COMPILE) requirements-build.in -o requirements-build.lock
 	$(LOCK_COMPILE) requirements.in --no-emit-package pyspark-client -o requirements.lock
 	$(LOCK_COMPILE) requirements-dev.in --no-emit-package pyspark-client -o requirements-dev.lock
+
+# Record in images.lock the build inputs of the images made here from Debian's packages (deploy/debian,
+# deploy/postgres, deploy/redis); DIGESTS=1 also records each image's registry digest, pulling it
+# (needs Docker and a registry). scripts/images.py; a test fails when the folders changed since.
+lock-images:
+	python3 scripts/images.py lock $(if $(filter 1 yes true,$(DIGESTS)),--digests)
 
 # Recompile jvm-deps.lock from jvm-deps.in (needs Maven and Maven Central).
 lock-jvm: venv

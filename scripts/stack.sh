@@ -18,8 +18,10 @@
 #
 # Docker: when no daemon answers, as root with apt it installs Debian's docker.io (and debootstrap)
 # when missing and starts dockerd with the MTU of the host's default route (1400 on these
-# machines). Images: debian:bookworm-slim is pulled, or made from Debian's packages with
-# debootstrap + `docker import` when no registry answers; PostgreSQL and Redis are
+# machines). Images (each as images.lock records it, scripts/images.py: by its registry digest, or,
+# made here, by the build inputs its label names; an image of the same name that is neither is
+# replaced): debian:bookworm-slim is pulled, or made from Debian's packages with
+# deploy/debian/rootfs.sh (debootstrap) + `docker import` when no registry answers; PostgreSQL and Redis are
 # $HUBFLOW_POSTGRES_IMAGE / $HUBFLOW_REDIS_IMAGE (default postgres:15.19-bookworm,
 # redis:7.0.15-bookworm: full versions, of the major versions Debian 12 ships, the same defaults as
 # docker-compose.yml), or, when the default cannot be pulled, images built here from Debian's
@@ -222,9 +224,38 @@ debian_mirror() {
   echo "${mirror:-http://deb.debian.org/debian}"
 }
 
+# images.lock's record of an image (scripts/images.py): its recorded inputs, its recorded digest, or
+# whether the image of that name here is the recorded one.
+images_py() { python3 "$root/scripts/images.py" "$@"; }
+
+# Pulls reference@digest when images.lock records a digest for it and tags it as the reference;
+# else pulls the reference by its tag, saying it is not pinned. Prints what to use.
+pull_pinned() {
+  local reference="$1" digest
+  digest="$(images_py digest "$reference")"
+  if [ -n "$digest" ]; then
+    try_pull "$reference@$digest" || return 1
+    docker tag "$reference@$digest" "$reference"
+    echo "$reference@$digest"
+    return 0
+  fi
+  try_pull "$reference" || return 1
+  say "WARNING: $reference was pulled by its tag: images.lock records no digest for it" \
+    "(make lock-images DIGESTS=1 records it where a registry answers)"
+  echo "$reference"
+}
+
+# debian:bookworm-slim: the one here when it is images.lock's (its digest, or the label of the inputs
+# it was made from), else pulled, else made from Debian's packages (deploy/debian/rootfs.sh) and
+# labelled with those inputs. Any other image of that name is replaced.
 make_base_image() {
-  have_image "$base_image" && return 0
-  try_pull "$base_image" && return 0
+  local inputs
+  inputs="$(images_py inputs "$base_image")" || die "images.lock does not match deploy/debian (see above)"
+  if have_image "$base_image"; then
+    images_py check "$base_image" 2>/dev/null && return 0
+    say "$base_image here is not the one images.lock records; replacing it"
+  fi
+  pull_pinned "$base_image" >/dev/null && return 0
   command -v debootstrap >/dev/null 2>&1 || {
     can_install || die "cannot pull $base_image, and debootstrap is missing (needs root and apt-get)"
     apt_install debootstrap
@@ -233,20 +264,14 @@ make_base_image() {
   mirror="$(debian_mirror)"
   rootfs="$(mktemp -d /tmp/hubflow-rootfs.XXXXXX)"
   say "making $base_image from Debian's packages: debootstrap --variant=minbase bookworm from $mirror"
-  if ! debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$state/debootstrap.log" 2>&1; then
+  if ! bash "$root/deploy/debian/rootfs.sh" "$rootfs" "$mirror" >"$state/debootstrap.log" 2>&1; then
     rm -rf "$rootfs"
     die "debootstrap failed; see $state/debootstrap.log"
   fi
-  local security="${mirror%/debian*}/debian-security"
-  cat >"$rootfs/etc/apt/sources.list" <<EOF
-deb $mirror bookworm main
-deb $mirror bookworm-updates main
-deb $security bookworm-security main
-EOF
-  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
   tar -C "$rootfs" -c . | docker import \
     --change 'CMD ["bash"]' \
-    --change 'LABEL org.hubflow.origin="debootstrap --variant=minbase bookworm (scripts/stack.sh)"' \
+    --change 'LABEL org.hubflow.origin="debootstrap --variant=minbase bookworm (deploy/debian/rootfs.sh)"' \
+    --change "LABEL org.hubflow.inputs=$inputs" \
     - "$base_image" >/dev/null
   rm -rf "$rootfs"
   say "made $base_image in $(elapsed "$started")"
@@ -267,13 +292,22 @@ choose_service_image() {
     echo "$variable=$wanted" >"$choice_file"
     return 0
   fi
-  if have_image "$official" || try_pull "$official"; then
-    echo "$variable=$official" >"$choice_file"
+  local digest pulled
+  digest="$(images_py digest "$official")"
+  if [ -n "$digest" ] && have_image "$official@$digest"; then
+    echo "$variable=$official@$digest" >"$choice_file"
     return 0
   fi
-  local started=$SECONDS
+  if pulled="$(pull_pinned "$official")"; then
+    echo "$variable=$pulled" >"$choice_file"
+    return 0
+  fi
+  local started=$SECONDS inputs
+  inputs="$(images_py inputs "$local_tag")" || die "images.lock does not match $folder (see above)"
   say "building $local_tag from Debian's packages instead of $official ($folder, log $log)"
-  docker build -t "$local_tag" "$root/$folder" >"$log" 2>&1 || die "building $local_tag failed; see $log"
+  docker build --label "org.hubflow.inputs=$inputs" -t "$local_tag" "$root/$folder" >"$log" 2>&1 ||
+    die "building $local_tag failed; see $log"
+  images_py check "$local_tag" || die "$local_tag is not the image images.lock records"
   say "built $local_tag in $(elapsed "$started")"
   echo "$variable=$local_tag" >"$choice_file"
 }

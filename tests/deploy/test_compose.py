@@ -487,7 +487,7 @@ def test_eventhubs_is_hubflows_emulator_with_a_persistent_volume(services: dict[
 
 def test_microsoft_emulator_uses_azurite_and_asks_for_the_eula(services: dict[str, dict[str, Any]]) -> None:
     emulator = services["eventhubs-microsoft"]
-    assert emulator["image"] == "mcr.microsoft.com/azure-messaging/eventhubs-emulator:2.2.1"
+    assert emulator["image"].startswith("mcr.microsoft.com/azure-messaging/eventhubs-emulator:2.2.1@sha256:")
     env = emulator["environment"]
     assert (env["BLOB_SERVER"], env["METADATA_SERVER"], env["ACCEPT_EULA"]) == ("azurite", "azurite", "N")
     accepted = interpolate(load_compose(), {**USER_ENV, "ACCEPT_EULA": "Y"})["services"]

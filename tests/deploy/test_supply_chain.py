@@ -412,3 +412,84 @@ def test_build_dist_builds_the_wheel_without_isolation(with_uv: bool, monkeypatc
     command = build_dist._wheel_command(Path("connectors"), Path("wheels"))
     assert command[0] == str(python.parent / "uv" if with_uv else python)
     assert {"--no-build-isolation", "--offline"} <= set(command) if with_uv else "--no-isolation" in command
+
+
+# --- images: pinned by digest, or made here from recorded inputs ---------------------------------
+
+
+def _images_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("images", REPO_ROOT / "scripts" / "images.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _image_references() -> dict[str, str]:
+    """``{image as written: where}`` for every FROM of the Dockerfiles and every compose image."""
+    found = {}
+    for dockerfile in [REPO_ROOT / "Dockerfile", *sorted(REPO_ROOT.glob("deploy/*/Dockerfile"))]:
+        for image in re.findall(r"^FROM\s+(\S+)", dockerfile.read_text(), re.M):
+            found[image] = str(dockerfile.relative_to(REPO_ROOT))
+    for name, (_, image, built) in _compose_images().items():
+        if not built:
+            found[image] = f"docker-compose.yml service {name}"
+    return found
+
+
+def test_every_image_is_pinned_by_digest_or_made_here_from_its_recorded_inputs() -> None:
+    images = _images_module()
+    lock = images.read_lock()
+    references = _image_references()
+    assert {"debian:bookworm-slim", "postgres:15.19-bookworm", "redis:7.0.15-bookworm"} <= set(references)
+    for written, where in references.items():
+        reference, _, digest = written.partition("@")
+        entry = images.find(lock, reference)
+        if digest:
+            assert entry.digest == digest, f"{where}: {written} is not images.lock's digest {entry.digest}"
+            continue
+        assert entry.made_here, f"{where}: {written} has no digest and is not made here (images.lock)"
+        assert images.compute_inputs(entry, lock) == entry.inputs, (
+            f"{entry.folder} changed since images.lock recorded it: run `make lock-images`"
+        )
+    assert {entry.reference for entry in lock} == {ref.partition("@")[0] for ref in references}, (
+        "images.lock lists an image nothing uses"
+    )
+    # stack.sh makes the local ones from those very folders, labelled with the recorded inputs.
+    stack = (REPO_ROOT / "scripts/stack.sh").read_text()
+    assert 'bash "$root/deploy/debian/rootfs.sh"' in stack
+    assert '--change "LABEL org.hubflow.inputs=$inputs"' in stack
+    assert 'docker build --label "org.hubflow.inputs=$inputs"' in stack
+    for entry in lock:
+        if entry.made_here and entry.folder != "deploy/debian":
+            assert f"{entry.reference} {entry.local_tag} {entry.folder}" in stack
+
+
+def test_a_changed_build_folder_or_a_bad_line_no_longer_matches_the_record(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import shutil
+
+    images = _images_module()
+    for folder in ("deploy/debian", "deploy/postgres", "deploy/redis"):
+        shutil.copytree(REPO_ROOT / folder, tmp_path / folder)
+    shutil.copy(REPO_ROOT / "images.lock", tmp_path / "images.lock")
+    monkeypatch.setattr(images, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(images, "LOCK", tmp_path / "images.lock")
+    assert images.recorded_inputs("hubflow-postgres:15-bookworm") == images.recorded_inputs(
+        "postgres:15.19-bookworm"
+    )
+    # The base's recipe is an input of the images built FROM it.
+    rootfs = tmp_path / "deploy/debian/rootfs.sh"
+    rootfs.write_text(rootfs.read_text().replace("--variant=minbase", "--variant=buildd"))
+    for name in ("debian:bookworm-slim", "hubflow-postgres:15-bookworm"):
+        with pytest.raises(SystemExit, match=r"changed since images.lock recorded them.*make lock-images"):
+            images.recorded_inputs(name)
+    changed = {"debian:bookworm-slim", "postgres:15.19-bookworm", "redis:7.0.15-bookworm"}
+    assert set(images.lock(with_digests=False)) == changed
+    assert images.recorded_inputs("hubflow-postgres:15-bookworm").startswith("sha256:")
+    (tmp_path / "images.lock").write_text("debian:bookworm-slim sha256:abc - - -\n")
+    with pytest.raises(ValueError, match=r"images.lock:1: 'sha256:abc' is not sha256:<64 hex digits>"):
+        images.read_lock(tmp_path / "images.lock")
