@@ -411,7 +411,8 @@ def test_build_dist_builds_the_wheel_without_isolation(with_uv: bool, monkeypatc
     monkeypatch.setattr(build_dist.sys, "executable", str(python))
     command = build_dist._wheel_command(Path("connectors"), Path("wheels"))
     assert command[0] == str(python.parent / "uv" if with_uv else python)
-    assert {"--no-build-isolation", "--offline"} <= set(command) if with_uv else "--no-isolation" in command
+    needed = {"--no-build-isolation", "--offline"} if with_uv else {"--no-isolation"}
+    assert needed <= set(command), command
 
 
 # --- images: pinned by digest, or made here from recorded inputs ---------------------------------
