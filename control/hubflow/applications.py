@@ -105,8 +105,8 @@ def pipeline_reference(application: str) -> str | None:
 
 
 def backfill_builtins() -> list[str]:
-    """The built-in jobs that backfill (for messages): those reading an Event Hub or landing files
-    into lake tables by the interval's rows."""
+    """The built-in jobs that backfill (for messages): those reading an Event Hub, landing files or a
+    Delta table into lake tables by the interval's rows."""
     return sorted(name for name in BUILTIN_PIPELINES if _backfills(name))
 
 
@@ -118,12 +118,14 @@ def can_backfill(application: str) -> bool:
 
 
 def _backfills(builtin: str) -> bool:
-    """Whether the built-in ``builtin`` reads an Event Hub or landing files into rows of their interval
-    (what a pipeline backfill reads again and replaces)."""
+    """Whether the built-in ``builtin`` reads an Event Hub, landing files or a Delta table into lake
+    rows of their interval (what a pipeline backfill reads again and replaces)."""
     legacy = getattr(BUILTIN_PIPELINES[builtin].config_model(), "LEGACY", None)
     if not getattr(legacy, "backfills", True):
         return False  # eventhubs_aggregate: a window's rows are not an interval's events
-    return getattr(legacy, "source_kind", None) in ("eventhubs", "files")
+    if getattr(legacy, "sink_kind", None) == "eventhubs":
+        return False  # lake_to_eventhubs: a hub takes no event back
+    return getattr(legacy, "source_kind", None) in ("eventhubs", "files", "delta")
 
 
 def writes_lake_tables(application: str) -> bool:

@@ -176,11 +176,11 @@ def test_what_cannot_backfill_is_named_before_spark_starts(tmp_path: Path) -> No
     )
     files["orders"]["interval_folder"] = "%Y/%m/%d/%H"
     assert backfill_problem(_config(tmp_path, sources=files), bind(_orders, "m:f", ["orders"])) is None
-    delta = {"orders": {"kind": "delta", "path": str(tmp_path / "t")}}
-    problem = backfill_problem(_config(tmp_path, sources=delta), bind(_orders, "m:f", ["orders"]))
+    parquet_source = {"orders": {"kind": "parquet", "path": str(tmp_path / "t"), "schema": "id long"}}
+    problem = backfill_problem(_config(tmp_path, sources=parquet_source), bind(_orders, "m:f", ["orders"]))
     assert problem == (
-        "job p: a pipeline backfills an interval of one source of kind eventhubs, eventhubs_kafka or "
-        "files; its sources are orders (delta)"
+        "job p: a pipeline backfills an interval of one source of kind eventhubs, eventhubs_kafka, "
+        "files or delta; its sources are orders (parquet)"
     )
     two = {
         "telemetry": {"kind": "eventhubs", "connection_string_env": ENV_VAR},
@@ -230,6 +230,7 @@ def test_the_backfill_script_refuses_a_pipeline_that_cannot_backfill_with_exit_2
     )
     assert done.returncode == EXIT_CONFIG_ERROR
     assert (
-        "--application eventhubs_aggregate: a backfill runs eventhubs_to_lake, files_to_lake jobs "
+        "--application eventhubs_aggregate: a backfill runs bronze_to_silver, eventhubs_to_lake, "
+        "files_to_lake jobs "
         "and pipelines" in (done.stderr + done.stdout)
     )

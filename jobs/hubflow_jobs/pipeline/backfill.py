@@ -10,6 +10,9 @@ function works on batch DataFrames as on streams):
   have not committed past the interval or the tables hold events the hub no longer returns.
 * a ``files`` source with ``interval_folder``: the files of the interval's folders, in the landing
   area or the archive (:mod:`.files_backfill`).
+* a ``delta`` source with ``interval_column``: the table's rows whose time column lies in the
+  interval, refused when the sinks' queries have not read every commit adding such rows or keep
+  state across batches (:mod:`.delta_backfill`).
 
 How the rows are written (Delta ``replaceWhere``, parquet side tables): :mod:`.interval_writes`.
 A rerun replaces the interval's rows again, never adds to them. Runs on the driver.
@@ -25,11 +28,13 @@ from hubflow_jobs.backfill_window import folders_of_window
 from hubflow_jobs.pipeline.binding import Binding
 from hubflow_jobs.pipeline.declarations import (
     HUB_SINKS,
+    DeltaSource,
     EventHubsKafkaSource,
     EventHubsSource,
     FilesSource,
     PipelineConfig,
 )
+from hubflow_jobs.pipeline.delta_backfill import backfill_delta_interval, stateful_sinks
 from hubflow_jobs.pipeline.eventhubs_backfill import backfill_events_interval
 from hubflow_jobs.pipeline.files_backfill import backfill_files_interval
 
@@ -44,12 +49,12 @@ def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
             "run it on an interval; backfill is for functions that return DataFrames"
         )
     kinds = {name: source.kind for name, source in config.sources.items()}
-    backfills = EventHubsSource | EventHubsKafkaSource | FilesSource
+    backfills = EventHubsSource | EventHubsKafkaSource | FilesSource | DeltaSource
     if len(kinds) != 1 or not isinstance(next(iter(config.sources.values())), backfills):
         declared = ", ".join(f"{name} ({kind})" for name, kind in kinds.items())
         return (
             f"job {config.name}: a pipeline backfills an interval of one source of kind eventhubs, "
-            f"eventhubs_kafka or files; its sources are {declared}"
+            f"eventhubs_kafka, files or delta; its sources are {declared}"
         )
     (name, source), *_ = config.sources.items()
     if isinstance(source, FilesSource) and source.interval_folder is None:
@@ -58,12 +63,37 @@ def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
             f"job {config.name}: {key} is not set, so a backfill cannot tell which landing folder holds "
             "an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
         )
+    if isinstance(source, DeltaSource):
+        problem = _delta_problem(config, binding, name, source)
+        if problem:
+            return problem
     hubs = [(name, sink) for name, sink in config.sinks.items() if isinstance(sink, HUB_SINKS)]
     not_lake = [f"sinks.{name}.kind: {sink.kind}" for name, sink in hubs]
     if not_lake:
         return (
             f"job {config.name}: a backfill replaces the interval's rows in lake sinks (delta, parquet); an "
             f"Event Hub cannot take events back: {', '.join(not_lake)}"
+        )
+    return None
+
+
+def _delta_problem(config: PipelineConfig, binding: Binding, name: str, source: DeltaSource) -> str | None:
+    """Why a pipeline reading the Delta table ``source`` cannot backfill, or None."""
+    if source.interval_column is None:
+        key = config.key_as_written("sources", name, "interval_column")
+        return (
+            f"job {config.name}: {key} is not set, so a backfill cannot tell which of the table's rows "
+            "belong to an interval; set it to the table's time column (timestamp or date; the interval's "
+            "rows are start <= column < end, in the table and in each Delta sink, which keeps it), e.g. "
+            "interval_column: enqueuedTime"
+        )
+    stateful = stateful_sinks(config)
+    if stateful:
+        return (
+            f"job {config.name}: pipeline {binding.reference!r} keeps state across batches ({stateful[0]}: "
+            "an aggregation, dropDuplicates or a stream-stream join), so its rows of an interval depend "
+            "on rows outside it and a backfill, which reads the interval's rows only, cannot recompute "
+            "them; backfill a stateless function (select, filter, column expressions)"
         )
     return None
 
@@ -83,6 +113,9 @@ def backfill_pipeline(
     """Replace the rows of ``[start, end)`` in every sink with the function's rows of that interval's
     input; the rows read and written per table. Refused (:class:`BackfillRefused`) with the reason
     when that would double or lose rows."""
-    if isinstance(next(iter(config.sources.values())), FilesSource):
+    source = next(iter(config.sources.values()))
+    if isinstance(source, FilesSource):
         return backfill_files_interval(spark, config, binding, start, end)
+    if isinstance(source, DeltaSource):
+        return backfill_delta_interval(spark, config, binding, start, end)
     return backfill_events_interval(spark, config, binding, start, end)

@@ -63,9 +63,15 @@ class EventHubsKafkaSource(EventHubsKafkaSourceConfig):
 
 
 class DeltaSource(DeltaSourceConfig):
-    """``kind: delta``: the rows each commit of a Delta table added."""
+    """``kind: delta``: the rows each commit of a Delta table added.
+
+    ``interval_column`` names the table's time column (timestamp or date) by which a backfill selects
+    an interval's rows, ``start <= column < end``, in the table and in every Delta sink (which keeps
+    it); needed by backfills only (:mod:`.delta_backfill`).
+    """
 
     kind: Literal["delta"]
+    interval_column: str | None = Field(default=None, min_length=1)
 
 
 #: Reader options hubflow sets itself; a files source may not override them through ``options``.

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from hubflow_jobs.backfill_window import BackfillRefused
 from hubflow_jobs.eventhubs_config import EventHubSourceConfig
-from hubflow_jobs.lake.tables import delta_table_exists, sql_string
+from hubflow_jobs.lake.tables import delta_table_exists
 from hubflow_jobs.pipeline.binding import Binding, sink_frames
 from hubflow_jobs.pipeline.declarations import EventHubsKafkaSource, PipelineConfig
-from hubflow_jobs.pipeline.interval_writes import sink_writes, write_interval
+from hubflow_jobs.pipeline.interval_writes import interval_predicate, sink_writes, write_interval
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +42,9 @@ def interval_events(spark: Any, source: EventHubSourceConfig, start: datetime, e
     return spark.read.format("eventhubs").options(**options).load()
 
 
-def _timestamp_literal(moment: datetime) -> str:
-    return "TIMESTAMP " + sql_string(moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00:00"))
-
-
 def enqueued_in(start: datetime, end: datetime) -> str:
     """The SQL predicate of the bronze rows of ``[start, end)``: by the events' enqueued time."""
-    return f"enqueuedTime >= {_timestamp_literal(start)} AND enqueuedTime < {_timestamp_literal(end)}"
+    return interval_predicate("enqueuedTime", start, end)
 
 
 def refuse_if_events_gone(table_rows: Any, predicate: str, ids: Any, subject: str) -> None:

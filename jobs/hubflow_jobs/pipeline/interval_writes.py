@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from hubflow_jobs.backfill_window import (
@@ -24,7 +24,7 @@ from hubflow_jobs.backfill_window import (
     overwrite_window_partition,
     window_label,
 )
-from hubflow_jobs.lake.tables import replace_rows
+from hubflow_jobs.lake.tables import replace_rows, sql_string
 from hubflow_jobs.pipeline.binding import Binding, PipelineError
 from hubflow_jobs.pipeline.declarations import PipelineConfig
 from hubflow_jobs.pipeline.streams import check_columns, marks_quarantine, output_rows, quarantine_rows
@@ -46,6 +46,18 @@ class TableWrite:
     def column(self, identity: str) -> str:
         """The table's name of the identity column ``identity``."""
         return self.renamed.get(identity, identity)
+
+
+def timestamp_literal(moment: datetime) -> str:
+    """``moment`` as a Spark SQL timestamp literal, in UTC."""
+    return "TIMESTAMP " + sql_string(moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00:00"))
+
+
+def interval_predicate(column: str, start: datetime, end: datetime) -> str:
+    """The SQL predicate of a table's rows of ``[start, end)`` by its time column ``column``: the
+    ``replaceWhere`` of a backfill whose rows are found by their time."""
+    quoted = "`" + column.replace("`", "``") + "`"
+    return f"{quoted} >= {timestamp_literal(start)} AND {quoted} < {timestamp_literal(end)}"
 
 
 def sink_writes(

@@ -57,8 +57,8 @@ def test_a_backfill_of_an_application_that_cannot_reread_its_input_is_refused(
     with pytest.raises(
         AirflowFailException,
         match=(
-            "backfill runs are supported for eventhubs_to_lake, files_to_lake jobs and pipelines, "
-            "not lake_to_eventhubs"
+            "backfill runs are supported for bronze_to_silver, eventhubs_to_lake, files_to_lake jobs and "
+            "pipelines, not lake_to_eventhubs"
         ),
     ):
         SparkJobOperator(task_id="run_job", job_name="replay").execute(_backfill(start, end))
