@@ -6,6 +6,8 @@ function that keeps state, and by the key for a missing or wrong column."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -202,3 +204,55 @@ def test_what_a_delta_backfill_cannot_do_is_refused_naming_the_key(
         "stream-stream join)"
     )
     assert "backfill a stateless function" in str(info.value)
+
+
+def test_telemetry_silver_as_shipped_backfills_an_hour_through_the_backfill_script(
+    spark: Any, tmp_path: Path
+) -> None:
+    """jobs/configs/telemetry_silver.yaml (its paths under tmp_path): silver rows of an hour lost, the
+    backfill of that hour by ``jobs/backfill.py --application bronze_to_silver`` (what Airflow and
+    ``hubflow backfill`` run) puts back every event of it once; the next hour is not touched."""
+    from hubflow.config import load_config
+    from hubflow_jobs.builtins.bronze_to_silver import BronzeToSilverConfig
+    from hubflow_jobs.pipeline.job import start_function
+    from hubflow_jobs.runtime.runner import run_job
+    from hubflow_jobs.runtime.stop import StopRequest
+    from tests.support.spark_cluster import spark_env
+
+    from .helpers import JOBS_DIR
+    from .test_delta_source import FILE_ROWS, append_bronze
+
+    shipped = (JOBS_DIR / "configs" / "telemetry_silver.yaml").read_text(encoding="utf-8")
+    assert "interval_column: enqueuedTime" in shipped
+    path = tmp_path / "telemetry_silver.yaml"
+    path.write_text(shipped.replace("/opt/hubflow/data", str(tmp_path)), encoding="utf-8")
+    bronze = tmp_path / "lake" / "telemetry_bronze"
+    # Events enqueued at 10:00 + their sequence number in seconds: 0-19 in hour 10, 3600-3619 in 11.
+    good = append_bronze(spark, bronze, 0, files=2, bad=1)
+    good |= append_bronze(spark, bronze, 3600, files=2, bad=1)
+    config = load_config(path, BronzeToSilverConfig)
+    assert run_job(spark, config, start_function("bronze_to_silver"), StopRequest())[0] == EXIT_OK
+    silver, quarantine = tmp_path / "lake" / "telemetry_silver", tmp_path / "quarantine" / "telemetry_silver"
+    columns = {"sequenceNumber": "value", "device": "value", "_ingested_at": "timestamp"}
+    before = spark_rows(spark, silver, columns)
+    assert sorted(row[0] for row in before) == sorted(good)
+
+    spark.sql(f"DELETE FROM delta.`{silver}` WHERE sequenceNumber < 10")  # hour 10's rows, partly lost
+    window = ["--window-start", "2026-11-22T10:00:00Z", "--window-end", "2026-11-22T11:00:00Z"]
+    command = [sys.executable, str(JOBS_DIR / "backfill.py"), "--application", "bronze_to_silver"]
+    done = subprocess.run(
+        [*command, "--config", str(path), *window],
+        env=spark_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == EXIT_OK, done.stderr[-3000:]
+    assert "backfill [2026-11-22 10:00:00+00:00, 2026-11-22 11:00:00+00:00) finished" in (
+        done.stderr + done.stdout
+    )
+    after = spark_rows(spark, silver, columns)
+    assert sorted(row[0] for row in after) == sorted(good), "every good event once"
+    assert [row for row in after if row[0] >= 3600] == [row for row in before if row[0] >= 3600]
+    bad = spark_rows(spark, quarantine, {"sequenceNumber": "value"})
+    assert bad == [(2 * FILE_ROWS - 1,), (3600 + 2 * FILE_ROWS - 1,)], "each bad event once"
