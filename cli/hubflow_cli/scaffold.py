@@ -27,6 +27,8 @@ REAL_TIME_INTERVAL = "30 seconds"
 _PLAIN = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_./:-]*$")
 #: The sink every scaffold declares.
 SINK = "output"
+#: The time column a ``delta`` scaffold's source names for backfills (``interval_column``).
+DELTA_INTERVAL_COLUMN = "event_time"
 
 _MODULE_HEAD = '''"""The pipeline {name} (docs/pipelines.md).
 
@@ -112,7 +114,8 @@ def transform({source}: DataFrame, params: Params) -> DataFrame:
     return kept.select("body", "partitionKey", "properties")
 '''
 
-_DELTA_MODULE = '''    #: The columns to keep (empty: every column of the upstream table).
+_DELTA_MODULE = '''    #: The columns to keep (empty: every column of the upstream table). A backfill
+    #: finds an interval's rows in the output by the source's interval_column: keep it.
     columns: list[str] = Field(default_factory=list)
 
 
@@ -371,7 +374,9 @@ def config_text(name: str, kind: str, data: str, real_time: bool = False) -> str
         sink_extra = ""
     else:
         source_keys = (
-            f"    kind: delta\n    path: {_path(f'{data}/lake/upstream')}  # the Delta table to follow"
+            f"    kind: delta\n    path: {_path(f'{data}/lake/upstream')}  # the Delta table to follow\n"
+            f"    interval_column: {DELTA_INTERVAL_COLUMN}  # its time column (timestamp or date):"
+            " a backfill re-reads an interval's rows by it"
         )
         sink_extra = ""
     common = {

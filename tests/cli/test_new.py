@@ -203,3 +203,54 @@ def test_a_new_eventhubs_kafka_pipeline_reads_the_emulators_events_through_kafka
     rows = spark.read.format("delta").load(output_path).collect()
     assert sorted(row["body"] for row in rows) == sorted(f"alert-{n}" for n in range(30))  # each once
     assert {row["partition"] for row in rows} == {"0", "1"}
+
+
+@pytest.mark.integration
+def test_a_new_delta_pipeline_passes_check_runs_and_backfills_an_hour(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``delta`` scaffold as written, on an upstream table with its ``interval_column``: ``hubflow
+    check`` is content, a run lands every row once, and the backfill of an hour replaces that hour's
+    rows (every one once, the other hour untouched) as ``jobs/backfill.py`` would."""
+    from datetime import UTC, datetime, timedelta
+
+    from hubflow.repository import PIPELINES_DIR_ENV
+    from hubflow.status.exit_codes import EXIT_OK
+    from hubflow_cli.scaffold import DELTA_INTERVAL_COLUMN
+    from hubflow_jobs.pipeline.backfill import backfill_pipeline, backfill_problem
+    from hubflow_jobs.pipeline.job import load_pipeline
+    from tests.jobs.pipelines_support import run_on_session
+
+    pipelines, registry = tmp_path / "pipelines", tmp_path / "registry.yaml"
+    created = _new(pipelines, registry, "readings", "--source-kind", "delta")
+    assert created.returncode == 0, output(created)
+    config_path = pipelines / "configs" / "readings.yaml"
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    assert config["sources"]["upstream"]["interval_column"] == DELTA_INTERVAL_COLUMN
+    t0 = datetime(2026, 11, 25, 10, tzinfo=UTC)
+    rows = [(n, t0 + timedelta(minutes=n), f"r{n}") for n in range(120)]  # 0-59 at 10:xx, 60-119 at 11:xx
+    schema = f"id BIGINT, {DELTA_INTERVAL_COLUMN} TIMESTAMP, name STRING"
+    spark.createDataFrame(rows, schema).write.format("delta").save(config["sources"]["upstream"]["path"])
+
+    checked = hubflow("check", "--registry", registry, pipelines=pipelines)
+    assert checked.returncode == 0, output(checked)
+    assert "ok    readings  (readings:transform)" in checked.stdout
+
+    monkeypatch.setenv(PIPELINES_DIR_ENV, str(pipelines))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    output_path = config["sinks"]["output"]["output_path"]
+    try:
+        assert run_on_session(spark, "readings:transform", config_path)[0] == EXIT_OK
+        before = sorted(tuple(r) for r in spark.read.format("delta").load(output_path).collect())
+        assert [r[0] for r in before] == list(range(120)), "every row once"
+        loaded, binding = load_pipeline("readings:transform", str(config_path))
+        assert backfill_problem(loaded, binding) is None
+        counts = backfill_pipeline(spark, loaded, binding, t0 + timedelta(hours=1), t0 + timedelta(hours=2))
+    finally:
+        sys.modules.pop("readings", None)
+    assert counts["read"] == counts["written"] == 60
+    after = sorted(tuple(r) for r in spark.read.format("delta").load(output_path).collect())
+    assert after == before, "the hour's rows replaced by the same rows, each once"
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{output_path}` LIMIT 1").first()
+    assert history["operation"] == "WRITE", "a replaceWhere of the hour"
+    assert DELTA_INTERVAL_COLUMN in history["operationParameters"]["predicate"]
