@@ -6,14 +6,17 @@ function that keeps state, and by the key for a missing or wrong column."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import textwrap
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from hubflow.status.exit_codes import EXIT_OK
 from hubflow_jobs.backfill_window import BackfillRefused
@@ -31,18 +34,18 @@ SCALED = """
 from pyspark.sql import functions as F
 
 
-def scaled(upstream, params):
+def scaled(readings, params):
     reason = F.when(F.col("value") < 0, F.lit("negative"))
     value = (F.col("value") * params["factor"]).alias("value")
-    return upstream.select("id", "event_time", value, reason.alias("_quarantine_reason"))
+    return readings.select("id", "event_time", value, reason.alias("_quarantine_reason"))
 
 
-def without_time(upstream):
-    return upstream.select("id", "value")
+def without_time(readings):
+    return readings.select("id", "value")
 
 
-def distinct_ids(upstream):
-    return upstream.dropDuplicates(["id"])
+def distinct_ids(readings):
+    return readings.dropDuplicates(["id"])
 """
 
 T0 = datetime(2026, 11, 25, 10, tzinfo=UTC)
@@ -58,17 +61,29 @@ def _append(spark: Any, table: Path, ids: range, at: datetime) -> None:
     frame.write.format("delta").mode("append").save(str(table))
 
 
+def doc_sources() -> dict[str, Any]:
+    """The ``kind: delta`` source with ``interval_column`` of docs/pipelines.md "Backfill", as written."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "pipelines.md").read_text(encoding="utf-8")
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
+    block = next(b for b in blocks if "interval_column:" in b and b.startswith("sources:"))
+    return yaml.safe_load(block)["sources"]
+
+
 def _sections(base: Path, factor: int, column: str | None = "event_time", **extra: Any) -> dict[str, Any]:
-    source: dict[str, Any] = {"kind": "delta", "path": str(base / "upstream")}
-    if column is not None:
-        source["interval_column"] = column
+    sources = doc_sources()
+    assert sources["readings"]["interval_column"] == "event_time"
+    sources["readings"]["path"] = str(base / "upstream")
+    if column is None:
+        del sources["readings"]["interval_column"]
+    else:
+        sources["readings"]["interval_column"] = column
     return {
-        "sources": {"upstream": source},
+        "sources": sources,
         "sinks": {
-            "readings": {
+            "scaled": {
                 "kind": "delta",
-                "output_path": str(base / "lake" / "readings"),
-                "quarantine_path": str(base / "lake" / "readings_quarantine"),
+                "output_path": str(base / "lake" / "scaled"),
+                "quarantine_path": str(base / "lake" / "scaled_quarantine"),
             }
         },
         "params": {"factor": factor},
@@ -111,7 +126,7 @@ def test_a_delta_backfill_replaces_exactly_its_hour_once_and_waits_for_commits_o
     _append(spark, upstream, range(100, 180), T0)
     v1 = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 1))
     assert run_on_session(spark, "scaled_readings:scaled", v1)[0] == EXIT_OK
-    output, quarantine = tmp_path / "lake" / "readings", tmp_path / "lake" / "readings_quarantine"
+    output, quarantine = tmp_path / "lake" / "scaled", tmp_path / "lake" / "scaled_quarantine"
     ids = range(180)
     assert (_rows(spark, output), _rows(spark, quarantine)) == _expected(ids, {})
 
@@ -135,8 +150,8 @@ def test_a_delta_backfill_replaces_exactly_its_hour_once_and_waits_for_commits_o
     with pytest.raises(BackfillRefused) as info:
         _backfill("scaled_readings:scaled", v10, T0 + HOUR, T0 + 2 * HOUR, spark)
     assert (
-        f"sink 'readings': its query has not yet read versions [{version + 1}] of {upstream}, which add "
-        "rows of this interval (by sources.upstream.interval_column: event_time)"
+        f"sink 'scaled': its query has not yet read versions [{version + 1}] of {upstream}, which add "
+        "rows of this interval (by sources.readings.interval_column: event_time)"
     ) in str(info.value)
     assert (_rows(spark, output), _rows(spark, quarantine)) == _expected(ids, {1: 10}), "nothing written"
 
@@ -163,7 +178,7 @@ def test_what_a_delta_backfill_cannot_do_is_refused_naming_the_key(
     with pytest.raises(PipelineError) as info:
         _backfill("scaled_readings:scaled", unset, start, end, spark)
     assert str(info.value) == (
-        "job scaled: sources.upstream.interval_column is not set, so a backfill cannot tell which of the "
+        "job scaled: sources.readings.interval_column is not set, so a backfill cannot tell which of the "
         "table's rows belong to an interval; set it to the table's time column (timestamp or date; the "
         "interval's rows are start <= column < end, in the table and in each Delta sink, which keeps it), "
         "e.g. interval_column: enqueuedTime"
@@ -172,7 +187,7 @@ def test_what_a_delta_backfill_cannot_do_is_refused_naming_the_key(
     with pytest.raises(PipelineError) as info:
         _backfill("scaled_readings:scaled", missing, start, end, spark)
     assert str(info.value) == (
-        f"job scaled: sources.upstream.interval_column: 'eventTime' is not a column of the Delta table "
+        f"job scaled: sources.readings.interval_column: 'eventTime' is not a column of the Delta table "
         f"{tmp_path / 'upstream'}; its columns are id, event_time, value. Name its time column "
         "(timestamp or date)"
     )
@@ -182,12 +197,12 @@ def test_what_a_delta_backfill_cannot_do_is_refused_naming_the_key(
 
     # A sink that drops the column: its rows of the interval cannot be found.
     path = pipeline_config(tmp_path, "scaled", **{**_sections(tmp_path, 1), "params": {}})
-    with pytest.raises(PipelineError, match="sink 'readings' has no column event_time; a backfill finds"):
+    with pytest.raises(PipelineError, match="sink 'scaled' has no column event_time; a backfill finds"):
         _backfill("scaled_readings:without_time", path, start, end, spark)
 
     # Before the job's first batch: its first run reads the interval itself.
     fine = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 1))
-    with pytest.raises(BackfillRefused, match="sink 'readings': its query has not committed a batch yet"):
+    with pytest.raises(BackfillRefused, match="sink 'scaled': its query has not committed a batch yet"):
         _backfill("scaled_readings:scaled", fine, start, end, spark)
     assert not (tmp_path / "lake").exists(), "nothing written"
 
