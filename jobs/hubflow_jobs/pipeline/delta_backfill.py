@@ -10,8 +10,10 @@ Refused before anything is written: a function whose queries keep state across b
 checkpoint has ``state/``: an interval's rows then depend on rows outside it), and, for every Delta
 sink, a query that has not yet read every commit adding rows of the interval (it would land them
 itself; read from its checkpoint's Delta offset and the commits after it, by their files' statistics
-of the column). An interval without rows in the table changes nothing (they may have been deleted by
-the table's retention; the sinks' rows are then all that is left of them). Runs on the driver.
+of the column). Failed after writing, to be run again, when the table got rows of the interval
+meanwhile (a sink's query may have landed them before the replacement removed them). An interval
+without rows in the table changes nothing (they may have been deleted by the table's retention; the
+sinks' rows are then all that is left of them). Runs on the driver.
 """
 
 from __future__ import annotations
@@ -97,10 +99,44 @@ def backfill_delta_interval(
             if sink.kind == "delta":
                 _refuse_unless_read(config, sink_name, source, column, key, version, start, end, subject)
         counts = {"read": read, **write_interval(writes, predicate, start, subject)}
+        if any(sink.kind == "delta" for sink in config.sinks.values()):
+            _refuse_if_rows_came(spark, source, column, key, version, start, end, subject)
     finally:
         rows.unpersist()
     log.info("%s: version %d; %s", subject, version, ", ".join(f"{k} {n}" for k, n in counts.items()))
     return counts
+
+
+def _refuse_if_rows_came(
+    spark: Any,
+    source: DeltaSource,
+    column: str,
+    key: str,
+    version: int,
+    start: datetime,
+    end: datetime,
+    subject: str,
+) -> None:
+    """Fail when commits after ``version`` (the one read) added rows of the interval: a sink's query
+    may have landed some before the replacement committed, which then removed them. Rerunning the
+    backfill once the job has read them replaces the interval with all its rows."""
+    from delta.tables import DeltaTable
+
+    latest = int(DeltaTable.forPath(spark, source.path).history(1).first()["version"])
+    came = sorted(
+        {
+            added.version
+            for added in appended_files(source.path, version + 1, latest)
+            if may_hold(added, column, start, end)
+        }
+    )
+    if came:
+        raise BackfillRefused(
+            f"{subject}: versions {came} of {source.path} added rows of this interval (by {key}: "
+            f"{column}) while the backfill wrote what it had read of version {version}; a sink's query "
+            "may have landed some of them before the replacement, which removed them. Run the backfill "
+            "of this interval again once the job has read them (a retry does)."
+        )
 
 
 def _check_column(table: Any, column: str, key: str, job: str, path: str) -> None:
