@@ -2,7 +2,8 @@
 
 The facts come from the status page's own snapshot (``hubflow.progress.job_snapshots``,
 Airflow-free): the checkpoint's verdict, the state and liveness from ``status.json``, the last batch,
-the lag, the on-call hold, the newest entries of the audit trail (who did what to the job). The
+the backlog (in total, and per source and partition: events, files or versions, and seconds behind
+the newest), the on-call hold, the newest entries of the audit trail (who did what to the job). The
 lease holder is read from the job's status folder (its ``lease``
 document, :mod:`hubflow.status`). Nothing is changed.
 """
@@ -69,7 +70,10 @@ def describe(found: dict[str, Any]) -> list[str]:
     else:
         add("last batch", "none yet")
     if found.get("lag") is not None:
-        add("lag", found["lag"])
+        seconds = found.get("lag_seconds")
+        add("backlog", f"{found['lag']}" + (f", {seconds:.1f} s behind" if seconds is not None else ""))
+    for line in found.get("backlog_lines") or []:
+        add("  source", line)
     version = found.get("version")
     if version or not found.get("error"):
         add(

@@ -3,17 +3,20 @@
 Runs on the Spark driver (the stream and batch readers plan with it). Everything the driver asks
 the broker is here: partition ids and the retained range of each partition (over one kept-open
 management connection, see ``management.py``), an enqueued time or offset turned into a sequence
-number (one short-lived receiver from ``receiver_cache.py``). Every request is bounded by
+number, and the enqueued time of an event at a sequence number (the backlog's seconds; one
+short-lived receiver each from ``receiver_cache.py``). Every request is bounded by
 ``eventhubs.operationTimeout``; errors are re-raised with secrets scrubbed from their text.
 """
 
 from __future__ import annotations
 
+import datetime
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .amqp_names import SEQUENCE_NUMBER
+from .amqp_names import ENQUEUED_TIME, SEQUENCE_NUMBER
 from .bounds_sweep import BoundsSweep
 from .management import ManagementSession
 from .options import EventHubsOptions
@@ -160,3 +163,31 @@ class HubMetadata:
             return int(ann[SEQUENCE_NUMBER])
         finally:
             receiver.close()
+
+    def enqueued_times(self, positions: Mapping[str, int]) -> dict[str, datetime.datetime]:
+        """The enqueued time of the event at each partition's sequence number in ``positions``.
+
+        One receiver per partition, opened together (a receiver's first read waits for the link's
+        setup, so one after another would add up), each bounded by ``eventhubs.receiverTimeout``;
+        a partition whose event does not come (expired, not there) is left out.
+        """
+        from .receiver_cache import PartitionReceiver
+
+        def enqueued(partition_id: str, seq: int) -> datetime.datetime | None:
+            receiver = PartitionReceiver(self.options, partition_id, seq, prefetch=1, exclusive=False)
+            try:
+                messages = receiver.receive(1, self.options.receiver_timeout)
+            finally:
+                receiver.close()
+            if not messages:
+                return None
+            ann = messages[0].message_annotations or {}
+            if int(ann.get(SEQUENCE_NUMBER, -1)) != seq or ann.get(ENQUEUED_TIME) is None:
+                return None
+            return datetime.datetime.fromtimestamp(int(ann[ENQUEUED_TIME]) / 1000, datetime.UTC)
+
+        if not positions:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(8, len(positions))) as pool:
+            found = dict(zip(positions, pool.map(enqueued, positions, positions.values()), strict=True))
+        return {pid: when for pid, when in found.items() if when is not None}

@@ -89,3 +89,39 @@ def test_status_shows_the_version_that_runs_since_when_and_the_one_before(tmp_pa
         "since": since,
         "until": upgraded,
     }
+
+
+def test_status_prints_the_backlog_in_total_per_source_and_per_partition(tmp_path: Path) -> None:
+    """The backlog the job's last progress reports (as the jobs runtime's listener keeps it): events
+    and seconds behind in total, then per source with the partitions that are behind."""
+    from hubflow.status import JobState, JobStatus
+    from pyspark_eventhubs.backlog import PartitionBacklog, backlog_report
+
+    registry = write_registry(tmp_path, [landing_job(tmp_path, "clicks", streaming=True)])
+    folder = StatusFolder(load_registry(registry).job("clicks").paths.status_dir)
+    report = backlog_report(
+        {"0": PartitionBacklog(20, 12.5), "1": PartitionBacklog(0, 0.0), "2": PartitionBacklog(10, 3.25)}
+    )
+    source = {
+        "description": "EventHubsStreamReader",
+        "end_offset": {"hub1": {"0": 5, "1": 9, "2": 1}},
+        "latest_offset": {"hub1": {"0": 25, "1": 9, "2": 11}},
+        "num_input_rows": 7,
+        "backlog": report,
+    }
+    progress = {"batch_id": 4, "timestamp": "2026-11-28T10:00:00Z", "num_input_rows": 7, "sources": [source]}
+    JobStatus(folder, "clicks").update(state=JobState.RUNNING, last_progress=progress)
+
+    status = hubflow("status", "clicks", "--registry", registry)
+    assert status.returncode == 0, output(status)
+    lines = status.stdout.splitlines()
+    assert "  backlog     30, 12.5 s behind" in lines, status.stdout
+    assert (
+        "    source    EventHubsStreamReader: 30 events, 12.5 s behind (partition 0: 20 events, "
+        "12.5 s behind; partition 2: 10 events, 3.2 s behind)"
+    ) in lines, status.stdout
+
+    as_json = hubflow("status", "clicks", "--registry", registry, "--json")
+    (found,) = json.loads(as_json.stdout)
+    assert found["lag"] == 30 and found["lag_seconds"] == 12.5
+    assert found["backlog"] == [{"source": "EventHubsStreamReader", **report}]

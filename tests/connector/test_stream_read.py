@@ -57,10 +57,10 @@ def test_available_now_reads_backlog_in_limited_batches_exactly_once_across_rest
     assert json.loads(last_offsets.read_text().splitlines()[-1]) == {
         "hub1": {"0": 40, "1": 90, "2": 10, "3": 90}
     }
-    # Spark's progress shows how far the hub is (reportLatestOffset).
-    assert json.loads(progress[-1]["sources"][0]["latestOffset"]) == {
-        "hub1": {"0": 40, "1": 90, "2": 10, "3": 90}
-    }
+    # Spark's progress shows how far the hub is (reportLatestOffset), and the backlog left: none.
+    latest = json.loads(progress[-1]["sources"][0]["latestOffset"])
+    assert latest.pop("$backlog")["eventsBehindLatest"] == 0
+    assert latest == {"hub1": {"0": 40, "1": 90, "2": 10, "3": 90}}
 
     more = hub.send_per_partition({"0": 7, "3": 5}, prefix="second")
     progress = run_available_now(eh_spark, options, ckpt, out)
@@ -226,9 +226,10 @@ def test_partition_whose_unread_events_all_expired_never_blocks_and_the_loss_is_
     summary = summarize_source(progress[-1].sources[0])
     assert summary["data_loss"] == loss
     assert summary["latest_offset"] == {"hub1": {"0": 30, "1": 0, "2": 0, "3": 0}}
+    assert summary["backlog"]["eventsBehindLatest"] == 0
     status = folder.status() or {}
     assert status.get("data_loss") == {summary["description"]: loss}
-    assert "$dataLoss" not in json.dumps(status)
+    assert "$dataLoss" not in json.dumps(status) and "$backlog" not in json.dumps(status)
 
     hub.send(["after-the-gap"], partition="0")
     progress = run_available_now(eh_spark, options, ckpt, out)

@@ -1,7 +1,10 @@
 """Input rate and lag of a job over time, from what the job leaves behind.
 
 The status page draws two charts per job: rows per second and lag (events the source holds that the
-query has not read yet), one point per batch. Three sources, best first:
+query has not read yet, and the seconds they span), one point per batch. A source that reports its
+backlog (``sources[].backlog``, names in ``pyspark_eventhubs.backlog``: the Event Hubs source, and
+the files and Delta sources through the jobs runtime) gives both; otherwise the lag is its latest
+minus its end offset and its seconds are not known. Three sources of points, best first:
 
 1. ``progress_history.jsonl`` in the job's status folder, one ``last_progress`` block (the shape of
    status.json's ``last_progress``) per line, if the jobs runtime writes one.
@@ -24,6 +27,7 @@ from typing import Any
 
 from hubflow.status import PROGRESS_HISTORY_FILE as HISTORY_FILE
 from hubflow.utc_times import utc_time
+from pyspark_eventhubs.backlog import SOURCE_BACKLOG, backlog_count, backlog_seconds
 
 #: Points returned per job (the newest ones).
 MAX_POINTS = 120
@@ -59,16 +63,49 @@ def source_lag(end_offset: Any, latest_offset: Any) -> int | None:
     return total
 
 
+def source_backlog(source: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``sources[]`` entry's backlog report (``pyspark_eventhubs.backlog``), or None."""
+    backlog = source.get(SOURCE_BACKLOG)
+    return backlog if isinstance(backlog, dict) else None
+
+
 def progress_lag(progress: dict[str, Any] | None) -> int | None:
-    """Total lag over the sources of one ``last_progress`` block; None if no source reports one."""
+    """Total lag over the sources of one ``last_progress`` block; None if no source reports one.
+
+    A source's backlog report (events, files or versions behind) when it has one, else its latest
+    minus its end offset (:func:`source_lag`).
+    """
     if not progress:
         return None
-    lags = [
-        source_lag(_json_value(s.get("end_offset")), _json_value(s.get("latest_offset")))
-        for s in progress.get("sources") or []
-    ]
+    lags = []
+    for s in progress.get("sources") or []:
+        counted = backlog_count(source_backlog(s))
+        if counted is None:
+            counted = source_lag(_json_value(s.get("end_offset")), _json_value(s.get("latest_offset")))
+        lags.append(counted)
     known = [lag for lag in lags if lag is not None]
     return sum(known) if known else None
+
+
+def progress_lag_seconds(progress: dict[str, Any] | None) -> float | None:
+    """The largest ``secondsBehindLatest`` the sources of one ``last_progress`` block report, or None."""
+    if not progress:
+        return None
+    known = [
+        seconds
+        for s in progress.get("sources") or []
+        if (seconds := backlog_seconds(source_backlog(s))) is not None
+    ]
+    return max(known) if known else None
+
+
+def progress_backlogs(progress: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """``[{"source": description, **report}]`` for each source of a progress that reports a backlog."""
+    return [
+        {"source": str(s.get("description")), **backlog}
+        for s in (progress or {}).get("sources") or []
+        if (backlog := source_backlog(s)) is not None
+    ]
 
 
 def point_from_progress(progress: dict[str, Any], origin: str) -> dict[str, Any] | None:
@@ -83,6 +120,7 @@ def point_from_progress(progress: dict[str, Any], origin: str) -> dict[str, Any]
         "input_rows_per_second": _number(progress.get("input_rows_per_second")),
         "processed_rows_per_second": _number(progress.get("processed_rows_per_second")),
         "lag": progress_lag(progress),
+        "lag_seconds": progress_lag_seconds(progress),
         "origin": origin,
     }
 
@@ -185,6 +223,7 @@ def history_from_checkpoint(
                 "input_rows_per_second": rate,
                 "processed_rows_per_second": None,
                 "lag": None,
+                "lag_seconds": None,
                 "origin": "checkpoint",
             }
         )

@@ -1,4 +1,4 @@
-"""One snapshot per registered job: health verdict, state, heartbeat, last batch, lag, history.
+"""One snapshot per registered job: health verdict, state, heartbeat, last batch, backlog, history.
 
 Everything comes from files other parts of hubflow already keep: the registry (which jobs exist),
 the checkpoint (the inspector's verdict), the job's status folder (``status.json`` written by the
@@ -18,12 +18,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hubflow.progress.backlog_text import backlog_lines
 from hubflow.progress.history import (
     OffsetsCache,
     ProgressSamples,
     history_from_checkpoint,
     merge_points,
+    progress_backlogs,
     progress_lag,
+    progress_lag_seconds,
     read_history_file,
 )
 from hubflow.redaction import redact
@@ -80,6 +83,9 @@ def job_snapshot(
         "heartbeat_age_seconds": None,
         "last_batch": None,
         "lag": None,
+        "lag_seconds": None,
+        "backlog": [],
+        "backlog_lines": [],
         "exception": None,
         "data_loss": None,
         "restart_backoff": None,
@@ -159,6 +165,9 @@ def _fill_status(
 ) -> None:
     """State, liveness, last batch and lag from the status folder (and the checkpoint's report).
 
+    The lag is in events (files, versions) and seconds, in total and per source (``backlog``: each
+    reporting source's totals and partitions, ``hubflow.progress.history.progress_backlogs``).
+
     A run that has not planned a batch yet (a restart that found nothing new) has no progress of
     its own: its last batch is then the checkpoint's last committed one. Spark reports a trigger
     that found no new input as idle (``onQueryIdle``), not as progress, so a live ``idle`` job with
@@ -192,6 +201,9 @@ def _fill_status(
         heartbeat_age_seconds=live.heartbeat_age_seconds,
         exception=redact(status.get("exception")),
         lag=progress_lag(progress),
+        lag_seconds=progress_lag_seconds(progress),
+        backlog=progress_backlogs(progress),
+        backlog_lines=[redact(line) for line in backlog_lines(progress_backlogs(progress))],
         data_loss=data_loss_lines(status.get("data_loss")),
     )
     if progress:
@@ -201,6 +213,7 @@ def _fill_status(
     in_flight = report is not None and report.latest_offsets_batch_id != report.latest_commit_batch_id
     if live.alive and parse_state(status.get("state")) == JobState.IDLE and not in_flight:
         snapshot["lag"] = 0
+        snapshot["lag_seconds"] = 0.0
 
 
 def audit_entries(status_dir: str, limit: int = AUDIT_SHOWN) -> list[dict[str, Any]]:

@@ -21,6 +21,8 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQueryListener
 
 from hubflow.status import JobState, JobStatus, utc_now
+from pyspark_eventhubs.backlog import BACKLOG_KEY, SOURCE_BACKLOG
+from pyspark_eventhubs.data_loss import DATA_LOSS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -38,21 +40,18 @@ def _as_offset(value: Any) -> Any:
 
 
 def summarize_source(source: Any) -> dict[str, Any]:
-    """One ``sources[]`` entry; an Event Hubs source's data-loss report gets its own ``data_loss``.
+    """One ``sources[]`` entry; an Event Hubs source's reports get their own keys.
 
-    The connector reports events that expired unread (``failOnDataLoss=false``) inside its latest
-    offset under ``DATA_LOSS_KEY`` (a Python source's only channel into the progress); it is moved
-    out so that ``latest_offset`` stays an offset.
+    The connector reports events that expired unread (``failOnDataLoss=false``) and its backlog
+    inside its latest offset under ``DATA_LOSS_KEY`` and ``BACKLOG_KEY`` (a Python source's only
+    channel into the progress); they are moved out to ``data_loss`` and ``backlog`` so that
+    ``latest_offset`` stays an offset.
     """
     latest = _as_offset(source.latestOffset)
-    data_loss = None
+    data_loss = backlog = None
     if isinstance(latest, dict):
-        try:
-            from pyspark_eventhubs.data_loss import DATA_LOSS_KEY
-        except ImportError:  # no connector installed, so no Event Hubs source in this job
-            pass
-        else:
-            data_loss = latest.pop(DATA_LOSS_KEY, None)
+        data_loss = latest.pop(DATA_LOSS_KEY, None)
+        backlog = latest.pop(BACKLOG_KEY, None)
     summary = {
         "description": source.description,
         "start_offset": _as_offset(source.startOffset),
@@ -62,6 +61,8 @@ def summarize_source(source: Any) -> dict[str, Any]:
     }
     if data_loss:
         summary["data_loss"] = data_loss
+    if backlog:
+        summary[SOURCE_BACKLOG] = backlog
     return summary
 
 

@@ -43,6 +43,10 @@ def test_job_list_shows_verdict_state_last_batch_and_lag(status_world: StatusWor
     assert events["last_batch"]["batch_id"] == last["batchId"]
     assert events["last_batch"]["num_input_rows"] == EXPECTED_ROWS[-1]
     assert events["lag"] == 0  # availableNow read the whole hub
+    assert events["lag_seconds"] == 0.0
+    [backlog] = events["backlog"]  # the Event Hubs source's own report, per partition
+    assert backlog["eventsBehindLatest"] == 0 and set(backlog["partitions"]) == set(EVENT_COUNTS)
+    assert events["backlog_lines"] == [f"{backlog['source']}: 0 events, 0.0 s behind"]
     assert events["heartbeat_age_seconds"] is not None and events["heartbeat_age_seconds"] < 600
 
     files = jobs["orders_files"]
@@ -66,6 +70,8 @@ def test_history_file_gives_rate_and_lag_per_batch(status_world: StatusWorld) ->
     # Lag after each batch: what the hub holds minus what was read so far.
     read_so_far = [sum(EXPECTED_ROWS[: i + 1]) for i in range(len(EXPECTED_ROWS))]
     assert [p["lag"] for p in points] == [TOTAL_EVENTS - n for n in read_so_far]
+    # Seconds behind: known for every batch (the events were sent at once: a span of under a second).
+    assert all(0 <= p["lag_seconds"] < 1 for p in points) and points[-1]["lag_seconds"] == 0.0
     assert all(p["input_rows_per_second"] and p["input_rows_per_second"] > 0 for p in points[1:])
     spark_batches = [p["batchId"] for p in status_world.progress["events_history"]]
     assert [p["batch_id"] for p in points] == spark_batches
@@ -91,6 +97,7 @@ def test_page_lists_jobs_with_charts_and_shows_no_secret(status_world: StatusWor
     for name in ("events_history", "events_plain", "orders_files", "never_ran", "broken_config"):
         assert f'id="row-{name}"' in html
         assert f'id="chart-rate-{name}"' in html and f'id="chart-lag-{name}"' in html
+        assert f'id="chart-lag-seconds-{name}"' in html
     assert 'class="verdict verdict-healthy"' in html and 'class="verdict verdict-missing"' in html
     assert 'src="/hubflow/static/status_page.js"' in html  # links follow the mount point
     assert client.get("/hubflow/static/status_page.js").status_code == 200

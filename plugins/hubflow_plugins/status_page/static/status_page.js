@@ -1,4 +1,4 @@
-// hubflow status page: draws each job's input-rate and lag charts as plain SVG and refreshes them.
+// hubflow status page: draws each job's input-rate and backlog (events, seconds) charts as plain SVG and refreshes them.
 // No library and no network beyond this Airflow API server: the page must work offline.
 (function () {
   "use strict";
@@ -6,7 +6,8 @@
   var SVG = "http://www.w3.org/2000/svg";
   var WIDTH = 480, HEIGHT = 200;
   var PAD = { left: 56, right: 12, top: 12, bottom: 28 };
-  var COLORS = { input_rows_per_second: "#1f6feb", lag: "#d9480f" };
+  var COLORS = { input_rows_per_second: "#1f6feb", lag: "#d9480f", lag_seconds: "#9c36b5" };
+  var CHART_IDS = { input_rows_per_second: "chart-rate-", lag: "chart-lag-", lag_seconds: "chart-lag-seconds-" };
   var base = document.body.getAttribute("data-base") || "";
   var refreshSeconds = Number(document.body.getAttribute("data-refresh-seconds")) || 10;
 
@@ -87,9 +88,8 @@
   }
 
   function drawJob(job) {
-    ["input_rows_per_second", "lag"].forEach(function (series) {
-      var id = (series === "lag" ? "chart-lag-" : "chart-rate-") + job.name;
-      var svg = document.getElementById(id);
+    Object.keys(CHART_IDS).forEach(function (series) {
+      var svg = document.getElementById(CHART_IDS[series] + job.name);
       if (svg) { drawChart(svg, job.history || [], series); }
     });
   }
@@ -115,7 +115,8 @@
     setCell(row, 5, batch ? "#" + batch.batch_id : "–");
     setCell(row, 6, batch ? shown(batch.num_input_rows) : "–");
     setCell(row, 7, batch && batch.input_rows_per_second !== null ? batch.input_rows_per_second.toFixed(1) : "–");
-    setCell(row, 8, job.lag === null ? "–" : String(job.lag));
+    setCell(row, 8, job.lag === null ? "–" : String(job.lag) +
+      (job.lag_seconds === null || job.lag_seconds === undefined ? "" : " (" + job.lag_seconds.toFixed(1) + " s)"));
   }
 
   function shown(value) { return value === null || value === undefined ? "–" : String(value); }
@@ -196,6 +197,19 @@
           var item = document.createElement("li");
           item.textContent = line;
           list.appendChild(item);
+        });
+      }
+    }
+    var backlog = section.querySelector(".backlog");
+    if (backlog) {
+      backlog.hidden = !(job.backlog_lines && job.backlog_lines.length);
+      var lines = backlog.querySelector(".backlog-lines");
+      if (lines) {
+        lines.textContent = "";
+        (job.backlog_lines || []).forEach(function (line) {
+          var item = document.createElement("li");
+          item.textContent = line;
+          lines.appendChild(item);
         });
       }
     }
