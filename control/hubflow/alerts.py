@@ -424,25 +424,6 @@ def lag_seconds(lag_events: int | None, progress: Mapping[str, Any] | None) -> f
     return lag_events / rate
 
 
-def unread_from(latest: Mapping[str, int], committed: Mapping[str, int]) -> dict[str, int]:
-    """Per partition with events a reader has not committed: the first such sequence number
-    (``latest``: each partition's next sequence number; ``committed``: the reader's ends)."""
-    return {p: committed.get(p, 0) for p, end in latest.items() if end > committed.get(p, 0)}
-
-
-def hub_backlog(
-    latest: Mapping[str, int], committed: Mapping[str, int], oldest_ms: Mapping[str, int], now: datetime
-) -> tuple[int, float]:
-    """The backlog measured on the hub: events not committed, and seconds since the oldest of them
-    was enqueued (``oldest_ms``: enqueued time per partition of its first unread event). No unread
-    event: ``(0, 0.0)``."""
-    events = sum(max(0, end - committed.get(p, 0)) for p, end in latest.items())
-    if not events or not oldest_ms:
-        return events, 0.0
-    oldest = min(oldest_ms.values()) / 1000
-    return events, max(0.0, now.timestamp() - oldest)
-
-
 def read_findings(
     job: str,
     folder: Any,
@@ -454,11 +435,13 @@ def read_findings(
     """Findings from the job's status folder (``folder``: a ``StatusFolder``) and, when given, a
     health judgment (``core.health.HealthResult``; None when the checkpoint was not judged).
 
-    The lag comes from status.json's last progress (latest offsets minus the batch's end offsets,
-    as the status page shows it); a live idle job has read everything (lag 0). Data loss is
+    The lag comes from status.json's last progress as the status page shows it: the backlog its
+    sources report (events and seconds behind, ``pyspark_eventhubs.backlog``), or latest minus end
+    offsets; seconds no source reports are estimated at the last batch's processing rate
+    (:func:`lag_seconds`). An idle job has read everything (lag 0). Data loss is
     status.json's ``data_loss`` (the current run's, see ``hubflow_jobs.runtime.listener``).
     """
-    from hubflow.progress.history import progress_lag
+    from hubflow.progress.history import progress_lag, progress_lag_seconds
     from hubflow.status import JobState, parse_state
     from hubflow.status.data_loss import data_loss_lines, lost_events
     from hubflow.status.documents import age_seconds
@@ -468,8 +451,11 @@ def read_findings(
     hold = folder.hold()
     progress = status.get("last_progress") if isinstance(status.get("last_progress"), dict) else None
     lag = progress_lag(progress)
+    seconds = progress_lag_seconds(progress)
     if parse_state(status.get("state")) == JobState.IDLE:
-        lag = 0
+        lag, seconds = 0, 0.0
+    if seconds is None:
+        seconds = lag_seconds(lag, progress)
     batch_id = progress.get("batch_id") if progress else None
     if batch_id is None and health is not None:
         batch_id = (health.report or {}).get("latest_commit_batch_id")
@@ -489,7 +475,7 @@ def read_findings(
         held_by=hold.by if hold is not None else None,
         held_reason=hold.reason if hold is not None else None,
         lag_events=None if hold is not None else lag,
-        lag_seconds=None if hold is not None else lag_seconds(lag, progress),
+        lag_seconds=None if hold is not None else seconds,
         lost_events=lost_events(status.get("data_loss")) if status else None,
         run_id=str(status["run_id"]) if status.get("run_id") else None,
         losses=tuple(data_loss_lines(status.get("data_loss")) or ()),

@@ -2,7 +2,8 @@
 judgment, a scheduled job's ``run_job`` after its run (the registry's ``alerts:``).
 
 The findings come from the job's status folder and the health judgment
-(``hubflow.alerts.read_findings``), the control plane decides what to say
+(``hubflow.alerts.read_findings``; the backlog, ``max_lag_events`` / ``max_lag_seconds``, is what the
+job's sources report in its last progress), the control plane decides what to say
 (``hubflow.alerts.alert_cycle``, state in the status folder's alerts.json, so a message is sent once
 whoever runs the cycle), and the registry's notifiers send it. It never raises: a problem with
 alerting is logged and the task goes on.
@@ -43,10 +44,6 @@ def run_alert_cycle(
         health = judge_job(job) if run_failure is None else None
         folder = StatusFolder(job.paths.status_dir)
         findings = read_findings(job.name, folder, health=health, restart_refusal=restart_refusal)
-        measurable = health is not None and job.eventhubs_conn_id and findings.held_seconds is None
-        if measurable and job.alerts.max_lag_seconds is not None:  # a held job's backlog is not news
-            events, seconds = measure_backlog(job, health)
-            findings = replace(findings, lag_events=events, lag_seconds=seconds)
         if run_failure is not None:
             findings = replace(
                 findings,
@@ -90,22 +87,6 @@ def judge_job(job: RegisteredJob) -> Any:
             skip_when_held=streaming,
         )
     )
-
-
-def measure_backlog(job: RegisteredJob, health: Any) -> tuple[int, float]:
-    """The job's backlog on its hub: events its checkpoint has not committed, and seconds since the
-    oldest of them was enqueued (one event read per partition that lags)."""
-    from datetime import UTC, datetime
-
-    from hubflow.alerts import hub_backlog, unread_from
-    from hubflow.supervision.health import committed_sequence_numbers
-    from hubflow_plugins.hooks.eventhubs import EventHubsHook
-
-    hook = EventHubsHook(job.eventhubs_conn_id or "")
-    hub, latest = hook.latest_sequence_numbers()
-    committed = committed_sequence_numbers(health.report or {}, hub)
-    oldest = hook.oldest_unread_enqueued_ms(unread_from(latest, committed))
-    return hub_backlog(latest, committed, oldest, datetime.now(UTC))
 
 
 def with_status_page(policy: Any) -> Any:
