@@ -6,7 +6,10 @@ latest offset, i.e. the lag), idle and terminated (with the exception) update
 :class:`~hubflow.status.JobStatus`, which rewrites status.json atomically and counts the
 run's ``input_rows``. Events an Event Hubs source skipped because they expired unread
 (``failOnDataLoss=false``) go to status.json's ``data_loss`` (per source, for this run), which the
-status page shows. Each progress is also appended to ``progress_history.jsonl``
+status page shows. Every source's backlog (events, files or versions, and seconds behind) goes to its
+``backlog``: the Event Hubs source reports its own, the file and Delta sources are measured here
+(:class:`~hubflow.progress.source_backlog.SourceBacklogs`, given the query's checkpoint). Each
+progress is also appended to ``progress_history.jsonl``
 (the status page's rate and lag charts). Callbacks run on Py4J threads; they never raise, because an
 exception in a listener must not take the job down.
 """
@@ -20,6 +23,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from hubflow.progress.source_backlog import SourceBacklogs
 from hubflow.status import JobState, JobStatus, utc_now
 from pyspark_eventhubs.backlog import BACKLOG_KEY, SOURCE_BACKLOG
 from pyspark_eventhubs.data_loss import DATA_LOSS_KEY
@@ -96,8 +100,9 @@ def summarize_progress(progress: Any) -> dict[str, Any]:
 class StatusListener(StreamingQueryListener):
     """Writes the events of the session's streaming query (a job runs exactly one) to its status."""
 
-    def __init__(self, status: JobStatus) -> None:
+    def __init__(self, status: JobStatus, backlogs: SourceBacklogs | None = None) -> None:
         self.status = status
+        self.backlogs = backlogs
         self._written = threading.Condition()
         self._last_batch_id = -1
         self._forgotten_runs: set[str] = set()
@@ -138,6 +143,8 @@ class StatusListener(StreamingQueryListener):
         # Spark also reports progress for triggers that found no data: that is an idle job.
         state = JobState.RUNNING if progress.numInputRows else JobState.IDLE
         summary = summarize_progress(progress)
+        if self.backlogs is not None:
+            self.backlogs.add_to(summary)
         rows = progress.numInputRows or 0
         fields: dict[str, Any] = {"state": state, "last_progress": summary}
         data_loss = data_loss_of(summary)

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from hubflow.config import ConfigError, JobConfig, load_config
 from hubflow.invocation import ARG_CONFIG
+from hubflow.progress.source_backlog import SourceBacklogs
 from hubflow.redaction import redact
 from hubflow.status import HOLD_MARKER, JobState, JobStatus, Lease, LeaseHeldError, StatusFolder
 from hubflow.status.exit_codes import (
@@ -235,7 +236,7 @@ def run_job(
     own_watchdog = watchdog is None
     if watchdog is None:
         watchdog = Watchdog(folder, status, stop, config.runtime, StopQueries(spark)).start()
-    listener = StatusListener(status)
+    listener = StatusListener(status, SourceBacklogs(getattr(config, "checkpoint_location", None)))
     spark.streams.addListener(listener)
     try:
         try:
