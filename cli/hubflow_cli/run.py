@@ -30,7 +30,7 @@ import yaml
 
 from hubflow.invocation import JobInvocation, job_environment
 from hubflow.operations.job_control import JobControl
-from hubflow.progress.history import progress_lag
+from hubflow.progress.history import progress_lag, progress_lag_seconds
 from hubflow.registry import (
     RegisteredJob,
     RegistryError,
@@ -83,7 +83,7 @@ def once_config(config_path: Path, folder: Path) -> Path:
 
 
 def progress_line(status: dict[str, Any]) -> str:
-    """What a run's status.json says: state, last batch, rows read by this run, lag if known."""
+    """What a run's status.json says: state, last batch, rows read by this run, backlog if known."""
     progress = status.get("last_progress") if isinstance(status.get("last_progress"), dict) else None
     parts = [f"state {status.get('state')}"]
     if progress and progress.get("batch_id") is not None:
@@ -91,7 +91,8 @@ def progress_line(status: dict[str, Any]) -> str:
     parts.append(f"input rows {status.get('input_rows') or 0}")
     lag = progress_lag(progress)
     if lag is not None:
-        parts.append(f"lag {lag}")
+        seconds = progress_lag_seconds(progress)
+        parts.append(f"backlog {lag}" + (f" ({seconds:.1f} s behind)" if seconds is not None else ""))
     if status.get("exception"):
         parts.append(f"error: {status['exception']}")
     return ", ".join(parts)
