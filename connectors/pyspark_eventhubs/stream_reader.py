@@ -20,7 +20,6 @@ resumable state is in the offset dict, which is all Spark's checkpoint holds for
 
 from __future__ import annotations
 
-import datetime
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -35,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from .backlog import BACKLOG_KEY, PartitionBacklog, backlog_report, partition_backlog
+from .backlog import BACKLOG_KEY, BacklogMeter
 from .data_loss import DATA_LOSS_KEY, DataLossLedger
 from .hub_metadata import HubMetadata
 from .offsets import SeqMap, make_offset, offset_seqs, split_limit
@@ -44,9 +43,6 @@ from .positions import PartitionBounds
 from .read_tasks import EventHubsReadTask, plan_tasks, read_task
 
 log = logging.getLogger(__name__)
-
-#: Enqueued times kept per partition for the backlog's seconds (the newest positions seen).
-KNOWN_TIMES_PER_PARTITION = 64
 
 
 class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -60,8 +56,7 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._data_loss = DataLossLedger(options)
         # The start latestOffset moved up for data loss, so that partitions() plans the same.
         self._planned: tuple[SeqMap, SeqMap] | None = None
-        # Enqueued times the driver knows, per partition: {sequence number: time} (see _backlog_of).
-        self._enqueued: dict[str, dict[int, datetime.datetime]] = {}
+        self._backlog_meter = BacklogMeter(lambda positions: self._hub().enqueued_times(positions))
         self._backlog: dict[str, Any] | None = None
 
     # The metadata client holds sockets; the pickled copy sent to executors must not carry it.
@@ -70,7 +65,7 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         state["_metadata"] = None
         state["_bounds"] = {}
         state["_planned"] = None
-        state["_enqueued"] = {}
+        state["_backlog_meter"] = None
         state["_backlog"] = None
         return state
 
@@ -161,48 +156,10 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             end = latest if backlog >= limit.min_rows else dict(begin)
         else:
             end = latest
-        self._backlog = self._backlog_of(end, bounds)
+        self._backlog = self._backlog_meter.measure(end, bounds)
         if end == checkpointed:
             return start
         return make_offset(self.options.eventhub_name, end)
-
-    def _backlog_of(self, end: SeqMap, bounds: dict[str, PartitionBounds]) -> dict[str, Any]:
-        """The backlog the batch ending at ``end`` leaves, per partition it reads (``backlog.py``).
-
-        Events behind and the newest event's enqueued time come from the ranges just read. The
-        enqueued time of the last event the batch reads is known when that event was a partition's
-        newest at an earlier planning round (a caught-up stream); otherwise it is read from the hub,
-        once per position, for the partitions that are behind (``HubMetadata.enqueued_times``).
-        """
-        for pid, b in bounds.items():
-            if b.last_enqueued_time is not None and b.latest > b.earliest:
-                known = self._enqueued.setdefault(pid, {})
-                known[b.latest - 1] = b.last_enqueued_time
-        # The last event each behind partition's batch reads (the first unread when none was read).
-        last_read = {
-            pid: max(seq - 1, bounds[pid].earliest)
-            for pid, seq in end.items()
-            if pid in bounds and bounds[pid].latest > seq
-        }
-        wanted = {pid: seq for pid, seq in last_read.items() if seq not in self._enqueued.get(pid, {})}
-        if wanted:
-            try:
-                for pid, when in self._hub().enqueued_times(wanted).items():
-                    self._enqueued.setdefault(pid, {})[wanted[pid]] = when
-            except Exception as exc:  # the backlog is a report: planning goes on without its seconds
-                log.warning("Event hub %s: backlog seconds not measured: %s", self.options.description, exc)
-        partitions: dict[str, PartitionBacklog] = {}
-        for pid, seq in end.items():
-            if pid not in bounds:
-                continue
-            b = bounds[pid]
-            read = self._enqueued.get(pid, {}).get(last_read[pid]) if pid in last_read else None
-            partitions[pid] = partition_backlog(seq, b.latest, b.last_enqueued_time, read)
-        for pid, known in self._enqueued.items():  # positions before the read one are not needed again
-            floor = last_read.get(pid, end.get(pid, 0) - 1)
-            for seq in sorted(known)[:-KNOWN_TIMES_PER_PARTITION] + [s for s in known if s < floor]:
-                known.pop(seq, None)
-        return backlog_report(partitions)
 
     def reportLatestOffset(self) -> dict | None:
         """The newest sequence numbers seen by the last ``latestOffset`` (Spark shows the lag).

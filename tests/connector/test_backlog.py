@@ -19,6 +19,7 @@ import pytest
 from pyspark_eventhubs import EventPosition
 from pyspark_eventhubs.backlog import (
     BACKLOG_KEY,
+    BacklogMeter,
     BacklogMetric,
     PartitionBacklog,
     backlog_count,
@@ -26,6 +27,7 @@ from pyspark_eventhubs.backlog import (
     backlog_seconds,
     partition_backlog,
 )
+from pyspark_eventhubs.positions import PartitionBounds
 from tests.support.query_attempts import run_query, wait_available_now
 
 EARLIEST = EventPosition.start_of_stream().to_json()
@@ -54,10 +56,57 @@ def test_report_sums_events_takes_the_largest_seconds_and_says_unknown() -> None
         },
     }
     assert backlog_count(report) == 7 and backlog_seconds(report) == 9.0
-    unknown = backlog_report({"0": PartitionBacklog(3, None), "1": PartitionBacklog(4, 9.0)})
+    partly = backlog_report({"0": PartitionBacklog(3, None), "1": PartitionBacklog(4, 9.0)})
+    assert partly[BacklogMetric.SECONDS] == 9.0  # the largest known
+    unknown = backlog_report({"0": PartitionBacklog(3, None)})
     assert unknown[BacklogMetric.SECONDS] is None and backlog_seconds(unknown) is None
     assert backlog_count({BacklogMetric.FILES: 2, BacklogMetric.SECONDS: 1.0}) == 2
     assert backlog_count(None) is None and backlog_count({}) is None
+
+
+def test_meter_looks_up_few_partitions_per_trigger_in_turn_and_never_the_same_position_twice() -> None:
+    """20 partitions behind, 8 lookups per trigger: the most behind first, then the ones not looked
+    up yet; a position once known (looked up, or seen as a partition's newest event) is not asked
+    for again; a caught-up partition needs no lookup."""
+    asked: list[dict[str, int]] = []
+
+    def lookup(positions: dict[str, int]) -> dict[str, datetime.datetime]:
+        asked.append(dict(positions))
+        return {pid: T0 + datetime.timedelta(seconds=seq) for pid, seq in positions.items()}
+
+    def bounds(latest: dict[str, int]) -> dict[str, PartitionBounds]:
+        return {
+            pid: PartitionBounds(pid, 0, n, T0 + datetime.timedelta(seconds=n - 1))
+            for pid, n in latest.items()
+        }
+
+    latest = {str(p): 100 + p for p in range(20)} | {"20": 50}
+    end = {str(p): 10 for p in range(20)} | {"20": 50}  # partition 20 is caught up
+    meter = BacklogMeter(lookup, max_lookups=8)
+    first = meter.measure(end, bounds(latest))
+    assert asked == [{str(p): 9 for p in range(19, 11, -1)}]  # the eight most behind
+    parts = first[BacklogMetric.PARTITIONS]
+    assert parts["19"] == {"eventsBehindLatest": 109, "secondsBehindLatest": 109.0}  # 118 s - 9 s
+    assert parts["0"] == {"eventsBehindLatest": 90, "secondsBehindLatest": None}  # not its turn yet
+    assert parts["20"] == {"eventsBehindLatest": 0, "secondsBehindLatest": 0.0}
+    assert first[BacklogMetric.EVENTS] == sum(latest[p] - end[p] for p in latest)
+    assert first[BacklogMetric.SECONDS] == 109.0
+
+    meter.measure(end, bounds(latest))
+    meter.measure(end, bounds(latest))
+    assert [sorted(a, key=int) for a in asked[1:]] == [
+        [str(p) for p in range(4, 12)],
+        [str(p) for p in range(0, 4)],
+    ]
+    fourth = meter.measure(end, bounds(latest))
+    assert len(asked) == 3 and all(
+        p[BacklogMetric.SECONDS] is not None for p in fourth[BacklogMetric.PARTITIONS].values()
+    )
+    # Caught up at the newest event seen before: known from the ranges, nothing asked.
+    meter.measure(dict(latest), bounds(latest))
+    more = {pid: n + 5 for pid, n in latest.items()}
+    report = meter.measure(dict(latest), bounds(more))
+    assert len(asked) == 3 and report[BacklogMetric.SECONDS] == 5.0
 
 
 def _send_groups(hub: Any, partition: str, groups: int, size: int) -> None:

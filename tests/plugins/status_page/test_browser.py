@@ -128,6 +128,13 @@ def test_scripts_draw_every_chart(page_url: str, status_world: StatusWorld, tmp_
     assert int(points["chart-rate-events_plain"]) >= rows - 1
     assert int(points["chart-lag-events_plain"]) == 1
     assert points["chart-rate-never_ran"] == "0" and "no data yet" in dom
+    # The backlog in seconds, one point per batch the Event Hubs source reported it for.
+    seconds = dict(re.findall(r'id="chart-lag-seconds-([a-z_]+)"[^>]*?data-points="(\d+)"', dom))
+    if not seconds:
+        seconds = {
+            m[1]: m[0] for m in re.findall(r'data-points="(\d+)"[^>]*?id="chart-lag-seconds-([a-z_]+)"', dom)
+        }
+    assert int(seconds["events_history"]) >= rows and seconds["never_ran"] == "0"
 
 
 def _pixels_near(image: np.ndarray, colour: tuple[int, int, int], tolerance: int = 30) -> int:
