@@ -194,6 +194,37 @@ def test_data_loss_findings_come_from_the_runs_status_json(tmp_path: Path) -> No
     assert alert_cycle(folder, read_findings("clicks", folder, now=NOW), POLICY, lambda m: [], NOW) == []
 
 
+def test_findings_take_the_backlog_the_sources_report(tmp_path: Path) -> None:
+    """The lag in events sums the sources' reports (events, files), the seconds are the largest they
+    report; only when none reports seconds is the processing-rate estimate used; idle is 0, 0 s."""
+    from pyspark_eventhubs.backlog import PartitionBacklog, backlog_report
+
+    folder = StatusFolder(str(tmp_path / "status"))
+    status = JobStatus(folder, "clicks")
+    hub = {
+        "description": "EventHubsStreamReader",
+        "backlog": backlog_report({"0": PartitionBacklog(40, 12.0)}),
+    }
+    files = {
+        "description": "FileStreamSource[x]",
+        "backlog": {"filesBehindLatest": 2, "secondsBehindLatest": 700.0},
+    }
+    progress = {"batch_id": 3, "processed_rows_per_second": 1.0, "sources": [hub, files]}
+    status.update(state="running", last_progress=progress)
+    findings = read_findings("clicks", folder, now=NOW)
+    assert (findings.lag_events, findings.lag_seconds) == (42, 700.0)  # not 42 / 1.0 rows/s
+    messages, _ = _run(None, findings)
+    assert [m.kind for m in messages] == ["backlog"] and "700 s (limit 600 s)" in messages[0].text
+
+    plain = {"description": "KafkaV2[x]", "end_offset": {"t": {"0": 5}}, "latest_offset": {"t": {"0": 45}}}
+    status.update(last_progress={**progress, "sources": [plain]})
+    findings = read_findings("clicks", folder, now=NOW)
+    assert (findings.lag_events, findings.lag_seconds) == (40, 40.0)  # the estimate: 40 rows at 1 row/s
+    status.update(state="idle", last_progress=progress)
+    findings = read_findings("clicks", folder, now=NOW)
+    assert (findings.lag_events, findings.lag_seconds) == (0, 0.0)
+
+
 def _registry(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "registry.yaml"
     path.write_text(text, encoding="utf-8")
