@@ -6,7 +6,8 @@ source and delta-spark's source report none, so the jobs runtime's listener asks
 
 * **files** (``FileStreamSource[<landing folder>]``): ``filesBehindLatest``, the files in the landing
   folder the query has not taken (its file source log in the checkpoint, ``sources/<n>/``, up to
-  the batch's ``logOffset``: read once, then only the new log files), and ``secondsBehindLatest``,
+  the batch's ``logOffset``: read once, then only the new log files; files archived away are
+  forgotten), and ``secondsBehindLatest``,
   the age of the oldest of them (now minus its modification time); 0 when none is left. Hidden
   names (``.``, ``_``) are not counted, as Spark does not read them.
 * **Delta** (``DeltaSource[<table>]``): ``versionsBehindLatest``, the table's commits after the
@@ -82,13 +83,17 @@ class FilesBacklog:
         except FileNotFoundError:
             found = {}
         unread = []
+        listed = set()
         for path, info in found.items():
             relative = path[len(prefix) :] if path.startswith(prefix) else None
-            if relative is None or info.get("type") == "directory" or relative in self.taken:
+            if relative is None or info.get("type") == "directory":
                 continue
-            if any(part.startswith((".", "_")) for part in relative.split("/")):
+            listed.add(relative)
+            if relative in self.taken or any(part.startswith((".", "_")) for part in relative.split("/")):
                 continue
             unread.append(info_time(info))
+        # Taken files that left the landing folder (archived) are not listed again: forget them.
+        self.taken &= listed
         times = [t for t in unread if t is not None]
         seconds = max(0.0, (now - min(times)).total_seconds()) if times else 0.0
         return {BacklogMetric.FILES.value: len(unread), BacklogMetric.SECONDS.value: seconds}
