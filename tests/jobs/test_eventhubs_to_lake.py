@@ -106,6 +106,7 @@ def test_available_now_lands_every_event_once_with_its_raw_body(
     source = status["last_progress"]["sources"][0]
     assert source["end_offset"] == eventhub.expected_offsets()
     assert source["latest_offset"] == eventhub.expected_offsets(), "the lag (latest offset) is reported"
+    assert (source["backlog"]["eventsBehindLatest"], source["backlog"]["secondsBehindLatest"]) == (0, 0.0)
 
     more = eventhub.send_numbered(10_000, 300)
     code, reason = run_job(spark, config, start_eventhubs_to_lake, StopRequest())

@@ -129,6 +129,12 @@ def test_available_now_lands_good_rows_quarantines_bad_ones_and_reconciles(
 
     wait_until(lambda: {0, 1} <= set(batches_in_history()), 10, "both batches in progress_history.jsonl")
     assert [b for b in batches_in_history() if b in (0, 1)] == [0, 1]
+    # Each batch's backlog, measured by the runtime: c.json waits after batch 0, nothing after batch 1.
+    backlogs = {
+        p["batch_id"]: p["sources"][0]["backlog"] for p in map(json.loads, history.read_text().splitlines())
+    }
+    assert [backlogs[b]["filesBehindLatest"] for b in (0, 1)] == [1, 0]
+    assert backlogs[0]["secondsBehindLatest"] >= 0 and backlogs[1]["secondsBehindLatest"] == 0.0
 
     # Files of the committed first batch are archived; Spark archives a batch's files when it plans
     # the next batch, so the last batch's file waits in the landing folder for the next run.
