@@ -10,6 +10,7 @@ short-lived receiver each from ``receiver_cache.py``). Every request is bounded 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import time
 from collections.abc import Iterable, Mapping
@@ -169,12 +170,20 @@ class HubMetadata:
 
         One receiver per partition, opened together (a receiver's first read waits for the link's
         setup, so one after another would add up), each bounded by ``eventhubs.receiverTimeout``;
-        a partition whose event does not come (expired, not there) is left out.
+        a partition whose event does not come (expired, not there) is left out, and so is one whose
+        receiver places on this machine are all taken (``receiver_slots``): this lookup neither
+        waits for a place nor asks the tasks' cached receivers to give theirs up.
         """
+        from .errors import EventHubsReadError
         from .receiver_cache import PartitionReceiver
 
+        no_wait = dataclasses.replace(self.options, receiver_timeout=0.0)
+
         def enqueued(partition_id: str, seq: int) -> datetime.datetime | None:
-            receiver = PartitionReceiver(self.options, partition_id, seq, prefetch=1, exclusive=False)
+            try:
+                receiver = PartitionReceiver(no_wait, partition_id, seq, prefetch=1, exclusive=False)
+            except EventHubsReadError:  # no free receiver place: the tasks' readers come first
+                return None
             try:
                 messages = receiver.receive(1, self.options.receiver_timeout)
             finally:

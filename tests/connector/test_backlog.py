@@ -167,3 +167,30 @@ def test_every_batch_reports_the_exact_backlog_it_leaves(eh_spark: Any, hub: Any
     # The first batch stops short of the last group of partition 0: at least the second between groups.
     first = json.loads(batches[0]["sources"][0]["latestOffset"])[BACKLOG_KEY]
     assert first[BacklogMetric.SECONDS] >= 0.9
+
+
+@pytest.mark.integration
+def test_enqueued_time_lookup_never_takes_a_readers_place(hub: Any) -> None:
+    """With every receiver place of partition 0 held (the tasks' readers), the driver's lookup leaves
+    that partition out at once, without asking the holders to give one up; partition 1 is answered
+    with the enqueued time of the very event asked for."""
+    from pyspark_eventhubs.hub_metadata import HubMetadata
+    from pyspark_eventhubs.options import parse_options
+    from pyspark_eventhubs.receiver_slots import ReceiverSlot, is_wanted, slot_key, slot_limit
+
+    hub.send([f"a-{i}" for i in range(3)], partition="0")
+    hub.send([f"b-{i}" for i in range(3)], partition="1")
+    options = parse_options(hub.options())
+    held = [ReceiverSlot.acquire(options, "0", 1.0) for _ in range(slot_limit(options))]
+    metadata = HubMetadata(options)
+    since = time.time()
+    try:
+        found = metadata.enqueued_times({"0": 1, "1": 2})
+        newest = metadata.bounds(["1"])["1"].last_enqueued_time
+    finally:
+        metadata.close()
+        for slot in held:
+            slot.release()
+    assert set(found) == {"1"}
+    assert not is_wanted(slot_key(options, "0"), since)
+    assert found["1"] == newest  # event 2 is partition 1's newest
