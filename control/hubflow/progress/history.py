@@ -52,6 +52,8 @@ def source_lag(end_offset: Any, latest_offset: Any) -> int | None:
         return source_lag(end_offset["logOffset"], latest_offset["logOffset"])
     total = 0
     for hub, partitions in latest_offset.items():
+        if str(hub).startswith("$"):  # a connector's report riding along ($backlog, $dataLoss)
+            continue
         done = end_offset.get(hub) or {}
         if not isinstance(partitions, dict) or not isinstance(done, dict):
             return None

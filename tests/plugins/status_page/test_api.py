@@ -133,6 +133,9 @@ def test_source_lag_of_event_hubs_and_file_offsets() -> None:
     assert source_lag(7, 9) == 2
     assert source_lag(end, None) is None
     assert source_lag("something", {"hub1": {}}) is None
+    # A connector's reports riding in the latest offset (a job runtime that did not move them out).
+    reports = {"$backlog": {"eventsBehindLatest": 12, "partitions": {}}, "$dataLoss": {"0": {"events": 1}}}
+    assert source_lag(end, {**latest, **reports}) == 12
 
 
 def test_redact_masks_keys_and_signatures() -> None:
