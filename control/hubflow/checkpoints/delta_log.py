@@ -88,6 +88,27 @@ def table_state(table: str, query_id: str | None, storage_options: dict[str, str
     return int(loaded.version()), None if batch is None else int(batch)
 
 
+def oldest_commit_since(
+    table: str, first_version: int, max_commits: int, storage_options: dict[str, str] | None = None
+) -> tuple[int, int | None] | None:
+    """``(newest version, commit time in epoch ms of the oldest commit at or after first_version)``,
+    reading at most the newest ``max_commits`` commits (the oldest of those when more are newer);
+    the time is None when no commit is that new. None when there is no table."""
+    loaded = _load(table, storage_options)
+    if loaded is None:
+        return None
+    newest = int(loaded.version())
+    count = min(max(0, newest - first_version + 1), max_commits)
+    if count == 0:
+        return newest, None
+    stamps = [
+        int(commit["timestamp"])
+        for commit in loaded.history(limit=count)
+        if commit.get("timestamp") and int(commit["version"]) >= first_version
+    ]
+    return newest, min(stamps) if stamps else None
+
+
 def commits_since(
     table: str, version: int | None, storage_options: dict[str, str] | None = None
 ) -> list[tuple[int, str | None]]:

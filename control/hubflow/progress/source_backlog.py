@@ -102,25 +102,18 @@ class FilesBacklog:
 def delta_backlog(table: str, end_offset: Any, now: datetime) -> dict[str, Any] | None:
     """``{versionsBehindLatest, secondsBehindLatest}`` of a Delta source whose batch ended at
     ``end_offset`` (delta-spark's offset JSON); None when the offset or the table says nothing."""
-    from hubflow.checkpoints.delta_log import _load
+    from hubflow.checkpoints.delta_log import oldest_commit_since
 
     if not isinstance(end_offset, dict) or not isinstance(end_offset.get("reservoirVersion"), int):
         return None
     version, index = end_offset["reservoirVersion"], end_offset.get("index", -1)
     first_unread = version if index == -1 else version + 1
-    loaded = _load(table, None)
-    if loaded is None:
+    found = oldest_commit_since(table, first_unread, MAX_COMMITS_READ)
+    if found is None:
         return None
-    latest = int(loaded.version())
-    behind = max(0, latest - first_unread + 1)
-    seconds = 0.0
-    if behind:
-        history = loaded.history(limit=min(behind, MAX_COMMITS_READ))
-        stamps = [
-            int(c["timestamp"]) for c in history if c.get("timestamp") and int(c["version"]) >= first_unread
-        ]
-        if stamps:
-            seconds = max(0.0, now.timestamp() - min(stamps) / 1000)
+    newest, oldest_ms = found
+    behind = max(0, newest - first_unread + 1)
+    seconds = max(0.0, now.timestamp() - oldest_ms / 1000) if behind and oldest_ms is not None else 0.0
     return {BacklogMetric.VERSIONS.value: behind, BacklogMetric.SECONDS.value: seconds}
 
 
