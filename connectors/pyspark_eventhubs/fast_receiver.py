@@ -29,6 +29,7 @@ import ssl
 import struct
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -112,6 +113,7 @@ class FastPartitionReceiver(PartitionLink):
         self._closed = threading.Event()
         self._demand = 0  # events the current receive call waits for (fill)
         self._event_size = 512  # bytes per delivery, from the last block
+        self._layout: _TransferLayout | None = None  # of the last plain transfer on this link
 
     # ------------------------------------------------------------------------------ reading events
     def receive(self, max_count: int, max_wait: float, fill: bool = False) -> pa.RecordBatch | None:
@@ -242,14 +244,17 @@ class FastPartitionReceiver(PartitionLink):
 
     # ---------------------------------------------------------------------------- frames
     def _scan(self, limit: int) -> None:
-        """Find complete deliveries in the buffer (up to ``limit``); other frames go to the SDK."""
+        """Find complete deliveries in the buffer (up to ``limit``); other frames go to the SDK.
+
+        A transfer laid out as the last plain one on this link (:class:`_TransferLayout`) is taken
+        with two byte comparisons; any other frame is parsed field by field.
+        """
         buf = self._buf
         size_total = len(buf)
         pos = self._scan_pos
         starts, ends = self._starts, self._ends
-        channel, handle = self._channel, self._handle
-        widths = _FIELD_WIDTH
         frames = deliveries = 0
+        layout = self._layout
         while len(starts) < limit and pos + 8 <= size_total:
             size = _U32(buf, pos)[0]
             end = pos + size
@@ -260,82 +265,120 @@ class FastPartitionReceiver(PartitionLink):
                     raise DeliveryDecodeError(f"invalid AMQP frame size {size}")
                 pos = end  # an empty frame (heartbeat)
                 continue
-            body = pos + 4 * buf[pos + 4]
             if (
-                buf[pos + 5] == 0
-                and (buf[pos + 6] << 8 | buf[pos + 7]) == channel
-                and buf[body] == 0x00
-                and buf[body + 1] == 0x53
-                and buf[body + 2] == _TRANSFER
-                and buf[body + 3] in (0xC0, 0xD0)
+                layout is not None
+                and pos + layout.payload_at <= end
+                and buf.startswith(layout.head, pos + 4)
+                and buf.startswith(layout.tag_size, pos + layout.tag_at)
+                and buf.startswith(layout.tail, pos + layout.tail_at)
+                and self._partial is None
             ):
-                if buf[body + 3] == 0xC0:
-                    count = buf[body + 5]
-                    field = body + 6
-                    payload = body + 5 + buf[body + 4]
-                else:
-                    count = _U32(buf, body + 8)[0]
-                    field = body + 12
-                    payload = body + 8 + _U32(buf, body + 4)[0]
-                code = buf[field]
-                if code == 0x52:
-                    link_handle = buf[field + 1]
-                    field += 2
-                elif code == 0x43:
-                    link_handle = 0
-                    field += 1
-                elif code == 0x70:
-                    link_handle = _U32(buf, field + 1)[0]
-                    field += 5
-                else:
-                    link_handle = -1
-                if link_handle == handle:
-                    more = aborted = False
-                    if count > 5:
-                        # delivery-id, delivery-tag, message-format, settled; then more
-                        for _ in range(4):
-                            code = buf[field]
-                            width = widths.get(code)
-                            if width:
-                                field += width
-                            elif code == 0xA0:
-                                field += 2 + buf[field + 1]
-                            else:
-                                field = value_end(buf, field)
-                        more = buf[field] == 0x41 or (buf[field] == 0x56 and buf[field + 1] == 1)
-                        if count > 9:
-                            for _ in range(4):  # more, rcv-settle-mode, state, resume; then aborted
-                                width = widths.get(buf[field])
-                                field = field + width if width else value_end(buf, field)
-                            aborted = buf[field] == 0x41 or (buf[field] == 0x56 and buf[field + 1] == 1)
-                    frames += 1
-                    if aborted:  # the broker gave up on this delivery: drop it (a gap fails the read)
-                        self._partial = None
-                        if not more:
-                            deliveries += 1
-                    elif more or self._partial is not None:
-                        if self._partial is None:
-                            self._partial = bytearray()
-                        self._partial += buf[payload:end]
-                        if not more:
-                            self._assembled.append((len(starts), bytes(self._partial)))
-                            self._partial = None
-                            starts.append(-1)
-                            ends.append(-1)
-                            deliveries += 1
-                    else:
-                        starts.append(payload)
-                        ends.append(end)
-                        deliveries += 1
-                    pos = end
-                    continue
-            # Anything else (flow, detach, a CBS reply, ...) is the SDK's to process.
-            self._account(frames, deliveries)
-            frames = deliveries = 0
-            self._to_sdk(buf[pos + 6] << 8 | buf[pos + 7], bytes(buf[body:end]), buf[pos + 5])
+                starts.append(pos + layout.payload_at)
+                ends.append(end)
+                frames += 1
+                deliveries += 1
+                pos = end
+                continue
+            kind = self._transfer(buf, pos, end)
+            if kind is None:
+                # Anything else (flow, detach, a CBS reply, ...) is the SDK's to process.
+                self._account(frames, deliveries)
+                frames = deliveries = 0
+                body = pos + 4 * buf[pos + 4]
+                self._to_sdk(buf[pos + 6] << 8 | buf[pos + 7], bytes(buf[body:end]), buf[pos + 5])
+                pos = end
+                continue
+            frames += 1
+            deliveries += kind
+            layout = self._layout
             pos = end
         self._scan_pos = pos
         self._account(frames, deliveries)
+
+    def _transfer(self, buf: bytearray, pos: int, end: int) -> int | None:
+        """Take the frame at ``pos`` if it is a transfer on this link: the number of deliveries it
+        completes (0 or 1); None for any other frame. A plain single-frame transfer becomes the
+        link's :class:`_TransferLayout`."""
+        body = pos + 4 * buf[pos + 4]
+        if not (
+            buf[pos + 5] == 0
+            and (buf[pos + 6] << 8 | buf[pos + 7]) == self._channel
+            and buf[body] == 0x00
+            and buf[body + 1] == 0x53
+            and buf[body + 2] == _TRANSFER
+            and buf[body + 3] in (0xC0, 0xD0)
+        ):
+            return None
+        if buf[body + 3] == 0xC0:
+            count = buf[body + 5]
+            field = body + 6
+            payload = body + 5 + buf[body + 4]
+        else:
+            count = _U32(buf, body + 8)[0]
+            field = body + 12
+            payload = body + 8 + _U32(buf, body + 4)[0]
+        code = buf[field]
+        if code == 0x52:
+            link_handle = buf[field + 1]
+            field += 2
+        elif code == 0x43:
+            link_handle = 0
+            field += 1
+        elif code == 0x70:
+            link_handle = _U32(buf, field + 1)[0]
+            field += 5
+        else:
+            link_handle = -1
+        if link_handle != self._handle:
+            return None
+        widths = _FIELD_WIDTH
+        more = aborted = False
+        delivery_id = tag = -1
+        if count > 5:
+            # delivery-id, delivery-tag, message-format, settled; then more
+            for index in range(4):
+                code = buf[field]
+                if index == 0:
+                    delivery_id = field
+                elif index == 1:
+                    tag = field
+                width = widths.get(code)
+                if width:
+                    field += width
+                elif code == 0xA0:
+                    field += 2 + buf[field + 1]
+                else:
+                    field = value_end(buf, field)
+            more = buf[field] == 0x41 or (buf[field] == 0x56 and buf[field + 1] == 1)
+            if count > 9:
+                for _ in range(4):  # more, rcv-settle-mode, state, resume; then aborted
+                    width = widths.get(buf[field])
+                    field = field + width if width else value_end(buf, field)
+                aborted = buf[field] == 0x41 or (buf[field] == 0x56 and buf[field + 1] == 1)
+        if aborted:  # the broker gave up on this delivery: drop it (a gap fails the read)
+            self._partial = None
+            return 0 if more else 1
+        if more or self._partial is not None:
+            if self._partial is None:
+                self._partial = bytearray()
+            self._partial += buf[payload:end]
+            if more:
+                return 0
+            self._assembled.append((len(self._starts), bytes(self._partial)))
+            self._partial = None
+            self._starts.append(-1)
+            self._ends.append(-1)
+            return 1
+        self._starts.append(payload)
+        self._ends.append(end)
+        if (
+            delivery_id > 0
+            and tag > delivery_id
+            and buf[tag] == 0xA0
+            and buf[delivery_id] in (0x43, 0x52, 0x70)
+        ):
+            self._layout = _TransferLayout.of(buf, pos, delivery_id, tag, payload)
+        return 1
 
     def _account(self, frames: int, deliveries: int) -> None:
         """Update the session and link counters as the SDK would have for these transfers."""
@@ -418,6 +461,35 @@ class FastPartitionReceiver(PartitionLink):
             except Exception:
                 log.debug("closing a receiver of partition %s failed", self.partition_id)
         self.slot.release()
+
+
+@dataclass(frozen=True)
+class _TransferLayout:
+    """A plain transfer's bytes around what changes from one delivery to the next (its delivery-id
+    and delivery-tag values), relative to the frame's start: a frame with the same ``head`` (data
+    offset, frame type, channel, performative list size and count, handle, the delivery-id's
+    constructor), the same tag constructor and size, and the same ``tail`` (message format, settled,
+    more, settle mode, state, resume, aborted, batchable) is a complete delivery on this link whose
+    message starts at ``payload_at``; only its delivery-id and tag bytes differ."""
+
+    head: bytes
+    tag_at: int
+    tag_size: bytes
+    tail_at: int
+    tail: bytes
+    payload_at: int
+
+    @classmethod
+    def of(cls, buf: bytearray, pos: int, delivery_id: int, tag: int, payload: int) -> _TransferLayout:
+        tail_at = tag + 2 + buf[tag + 1]
+        return cls(
+            head=bytes(buf[pos + 4 : delivery_id + 1]),
+            tag_at=tag - pos,
+            tag_size=bytes(buf[tag : tag + 2]),
+            tail_at=tail_at - pos,
+            tail=bytes(buf[tail_at:payload]),
+            payload_at=payload - pos,
+        )
 
 
 def _read_chunk() -> memoryview:

@@ -1,0 +1,142 @@
+"""The fast receiver's frame scan on hand-made AMQP transfer frames: a frame laid out as the last
+plain transfer is taken by comparing bytes (``_TransferLayout``); anything else — the first frame
+of a multi-frame delivery, its continuation, an aborted delivery, another link or channel, a
+different delivery-id encoding — must still be read field by field, with the same deliveries."""
+
+from __future__ import annotations
+
+import struct
+
+from pyspark_eventhubs.fast_receiver import FastPartitionReceiver
+
+CHANNEL, HANDLE = 1, 3
+NULL, TRUE, FALSE = b"\x40", b"\x41", b"\x42"
+
+
+def _uint(value: int) -> bytes:
+    return (
+        b"\x43"
+        if value == 0
+        else (b"\x52" + bytes([value]) if value < 256 else b"\x70" + struct.pack(">I", value))
+    )
+
+
+def transfer(
+    delivery_id: int | None,
+    payload: bytes,
+    *,
+    more: bool = False,
+    aborted: bool = False,
+    handle: int = HANDLE,
+    channel: int = CHANNEL,
+) -> bytes:
+    """One transfer frame as a broker writes it: 11 fields, list8."""
+    if delivery_id is None:  # a continuation frame: no id, no tag
+        id_and_tag = NULL + NULL
+    else:
+        id_and_tag = _uint(delivery_id) + b"\xa0\x08" + struct.pack(">Q", delivery_id)
+    fields = (
+        b"\x52" + bytes([handle])
+        + id_and_tag
+        + b"\x43"  # message-format 0
+        + TRUE  # settled
+        + (TRUE if more else FALSE)
+        + NULL + NULL + FALSE  # rcv-settle-mode, state, resume
+        + (TRUE if aborted else FALSE)
+        + NULL  # batchable
+    )  # fmt: skip
+    performative = b"\x00\x53\x14\xc0" + bytes([len(fields) + 1, 11]) + fields
+    body = performative + payload
+    return struct.pack(">IBBH", 8 + len(body), 2, 0, channel) + body
+
+
+class _Scanner(FastPartitionReceiver):
+    """Only what ``_scan`` uses: no connection, frames for other links collected."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._scan_pos = 0
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._assembled: list[tuple[int, bytes]] = []
+        self._partial = None
+        self._channel, self._handle = CHANNEL, HANDLE
+        self._layout = None
+        self.to_sdk: list[int] = []
+        self.counted = [0, 0]
+        self.parsed = 0  # frames read field by field
+
+    def _transfer(self, buf: bytearray, pos: int, end: int) -> int | None:
+        self.parsed += 1
+        return super()._transfer(buf, pos, end)
+
+    def _account(self, frames: int, deliveries: int) -> None:
+        self.counted[0] += frames
+        self.counted[1] += deliveries
+
+    def _to_sdk(self, channel: int, body: bytes, frame_type: int) -> None:
+        self.to_sdk.append(channel)
+
+
+def scan(frames: list[bytes], split: int | None = None) -> tuple[list[bytes], _Scanner]:
+    """The delivered messages of ``frames`` (fed whole, or in two pieces cut at byte ``split``)."""
+    scanner = _Scanner()
+    data = b"".join(frames)
+    pieces = [data] if split is None else [data[:split], data[split:]]
+    messages: list[bytes] = []
+    for piece in pieces:
+        scanner._buf += piece
+        scanner._scan(10**6)
+        block, starts, ends = scanner._take_block()
+        messages += [block[s:e] for s, e in zip(starts, ends, strict=True)]
+    return messages, scanner
+
+
+def test_every_kind_of_transfer_after_a_plain_one_is_read_as_before() -> None:
+    frames = [
+        transfer(0, b"m0"),  # uint0 delivery-id
+        transfer(1, b"m1"),  # smalluint: a new layout
+        transfer(2, b"m2-longer payload"),  # taken by the layout
+        transfer(3, b"m3-a", more=True),  # first frame of a multi-frame delivery
+        transfer(None, b"m3-b", more=True),
+        transfer(None, b"m3-c"),
+        transfer(4, b"m4"),
+        transfer(5, b"lost", aborted=True),  # the broker gave up: dropped
+        transfer(6, b"other link", handle=HANDLE + 1),  # not ours: the SDK's
+        transfer(7, b"other channel", channel=CHANNEL + 1),
+        transfer(300, b"m300"),  # uint delivery-id: another layout
+        transfer(301, b"m301"),
+        transfer(302, b"m302", more=True),
+        transfer(None, b"-end"),
+        transfer(303, b"m303"),
+    ]
+    expected = [
+        b"m0",
+        b"m1",
+        b"m2-longer payload",
+        b"m3-am3-bm3-c",
+        b"m4",
+        b"m300",
+        b"m301",
+        b"m302-end",
+        b"m303",
+    ]
+    messages, scanner = scan(frames)
+    assert messages == expected
+    assert scanner.to_sdk == [CHANNEL, CHANNEL + 1]
+    # m2, m4, m301 and m303 were taken by the layout of the plain transfer before them
+    assert scanner.parsed == len(frames) - 4
+    # every transfer of this link is counted (the SDK's session window), the aborted one as done
+    assert scanner.counted == [13, 10]
+    # frames cut anywhere arrive in two reads: the same deliveries
+    total = len(b"".join(frames))
+    for split in range(1, total, 7):
+        assert scan(frames, split)[0] == expected, split
+
+
+def test_a_frame_cut_short_is_never_taken_by_the_layout() -> None:
+    plain = transfer(1, b"m1")
+    cut = transfer(2, b"m2")[:-2]  # the frame's size says more than the buffer holds
+    messages, scanner = scan([plain, cut])
+    assert messages == [b"m1"]
+    assert scanner._scan_pos == 0 and len(scanner._buf) == len(cut)
