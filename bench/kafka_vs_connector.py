@@ -231,7 +231,19 @@ def fill_topic(spark: Any, options: dict[str, str], topic: str, events: int, siz
 
 def jvm_cpu_seconds(spark: Any) -> float:
     """User + system CPU seconds of the Spark JVM (and its children) so far."""
-    return cpu_seconds(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+    return cpu_seconds(_jvm_pid(spark))
+
+
+def python_cpu_seconds(spark: Any) -> float:
+    """User + system CPU seconds of the Spark JVM's children (its Python workers) so far."""
+    import psutil
+
+    children = psutil.Process(_jvm_pid(spark)).children(recursive=True)
+    return sum(t.user + t.system for t in (child.cpu_times() for child in children))
+
+
+def _jvm_pid(spark: Any) -> int:
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
 
 def broker_run(
@@ -271,62 +283,94 @@ def broker_run(
 
 
 def broker_main(args: argparse.Namespace) -> None:
-    """Spark's Kafka source on its own columns against the same source mapped, on a real broker."""
+    """Spark's Kafka source (own columns, and mapped) on a real broker against hubflow's connector
+    reading the same events from the emulator over AMQP (issue #49 item 4), interleaved."""
     from tests.support.kafka_broker import KafkaBroker
 
-    rates: dict[str, list[float]] = {side: [] for side in BROKER_SIDES}
-    cpu: dict[str, list[float]] = {side: [] for side in BROKER_SIDES}
-    ratios: list[float] = []
-    cpu_ratios: list[float] = []
+    sides = (*BROKER_SIDES, "amqp")
+    rates: dict[str, list[float]] = {side: [] for side in sides}
+    cpu: dict[str, list[float]] = {side: [] for side in sides}
     loads: list[float] = []
+    python_cpu: list[float] = []  # of the amqp side's Spark CPU, its Python workers'
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory() as tmp, KafkaBroker(Path(tmp) / "broker") as broker:
         workdir = Path(tmp)
-        broker.create_topic("bench", PARTITIONS)
-        broker.create_topic("warm", PARTITIONS)
-        options = broker_options(broker.bootstrap)
-        spark = connector_spark("local[2]", CATCHUP_CONF)
-        started = time.perf_counter()
-        fill_topic(spark, options, "bench", args.events, args.size)
-        fill_topic(spark, options, "warm", WARM_EVENTS, args.size)
-        print(f"wrote {args.events:,} records in {time.perf_counter() - started:.0f} s", flush=True)
-        for side in BROKER_SIDES:  # warm-up, not timed
-            broker_run(spark, side, options, "warm", WARM_EVENTS, workdir, f"warm-{side}")
-        for rep in range(args.reps):
-            order = BROKER_SIDES if rep % 2 == 0 else BROKER_SIDES[::-1]
-            for side in order:
-                rate, seconds = broker_run(
-                    spark, side, options, "bench", args.events, workdir, f"{rep}-{side}"
-                )
-                rates[side].append(rate)
-                cpu[side].append(seconds)
-                loads.append(os.getloadavg()[0])
-            ratios.append(rates["mapped"][-1] / rates["own"][-1])
-            cpu_ratios.append(cpu["mapped"][-1] / cpu["own"][-1])
+        emulator = start_emulator_process(
+            EmulatorConfig.many_hubs({"bench": PARTITIONS, "warm": PARTITIONS}), workdir
+        )
+        conns = emulator.connection_strings
+        try:
+            broker.create_topic("bench", PARTITIONS)
+            broker.create_topic("warm", PARTITIONS)
+            options = broker_options(broker.bootstrap)
+            started = time.perf_counter()
+            fill_hub(conns["bench"], args.events, args.size)
+            fill_hub(conns["warm"], WARM_EVENTS, args.size)
             print(
-                f"rep {rep + 1} ({' -> '.join(order)}): "
-                + ", ".join(
-                    f"{side} {rates[side][-1]:,.0f} rows/s (Spark CPU {cpu[side][-1]:.1f} s)"
-                    for side in BROKER_SIDES
-                )
-                + f"; mapped/own {ratios[-1]:.2f}; load {loads[-1]:.1f}",
-                flush=True,
+                f"sent {args.events:,} events over AMQP in {time.perf_counter() - started:.0f} s", flush=True
             )
-        spark.stop()
+            spark = connector_spark("local[2]", CATCHUP_CONF)
+            started = time.perf_counter()
+            fill_topic(spark, options, "bench", args.events, args.size)
+            fill_topic(spark, options, "warm", WARM_EVENTS, args.size)
+            print(f"wrote {args.events:,} records in {time.perf_counter() - started:.0f} s", flush=True)
+
+            def one(side: str, topic: str, events: int, tag: str) -> tuple[float, float]:
+                if side == "amqp":  # Spark CPU: the JVM and its Python workers
+                    before, python_before = jvm_cpu_seconds(spark), python_cpu_seconds(spark)
+                    rate, _ = run(spark, side, conns[topic], "", events, workdir, tag, emulator.process.pid)
+                    python_cpu.append(python_cpu_seconds(spark) - python_before)
+                    return rate, jvm_cpu_seconds(spark) - before
+                return broker_run(spark, side, options, topic, events, workdir, tag)
+
+            for side in sides:  # warm-up, not timed
+                one(side, "warm", WARM_EVENTS, f"warm-{side}")
+            for rep in range(args.reps):
+                order = sides[rep % len(sides) :] + sides[: rep % len(sides)]
+                for side in order:
+                    rate, seconds = one(side, "bench", args.events, f"{rep}-{side}")
+                    rates[side].append(rate)
+                    cpu[side].append(seconds)
+                    loads.append(os.getloadavg()[0])
+                print(
+                    f"rep {rep + 1} ({' -> '.join(order)}): "
+                    + ", ".join(
+                        f"{side} {rates[side][-1]:,.0f} rows/s (Spark CPU {cpu[side][-1]:.1f} s)"
+                        for side in sides
+                    )
+                    + f", of which Python workers {python_cpu[-1]:.1f} s"
+                    + f"; amqp/own {rates['amqp'][-1] / rates['own'][-1]:.2f}, "
+                    f"amqp/mapped {rates['amqp'][-1] / rates['mapped'][-1]:.2f}; load {loads[-1]:.1f}",
+                    flush=True,
+                )
+            spark.stop()
+        finally:
+            emulator.stop()
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
     print(
-        f"\n{args.events:,} records, {args.size} B + 3 headers, {PARTITIONS} partitions, one Apache Kafka "
-        f"broker, local[2], availableNow -> parquet, {args.reps} reps alternating; load average "
-        f"{min(loads):.1f}-{max(loads):.1f} (2 cores)"
+        f"\n{args.events:,} records, {args.size} B + 3 headers, {PARTITIONS} partitions, one Apache "
+        f"Kafka broker and one emulator, local[2], availableNow -> parquet, {args.reps} reps rotating; load "
+        f"average {min(loads):.1f}-{max(loads):.1f} (2 cores)"
     )
-    print("| Columns | rows/s, median (min-max) | Spark CPU s per run, median (min-max) | µs per record |")
+    print("| Side | rows/s, median (min-max) | Spark CPU s per run, median (min-max) | µs per record |")
     print("|---|---|---|---|")
-    names = {"own": "Spark's Kafka source, its own columns", "mapped": "the same, `as_eventhubs_rows`"}
-    for side in BROKER_SIDES:
+    names = {
+        "own": "Spark's Kafka source (broker), its own columns",
+        "mapped": "the same, `as_eventhubs_rows`",
+        "amqp": "hubflow connector (emulator, AMQP)",
+    }
+    for side in sides:
         per_record = statistics.median(cpu[side]) / args.events * 1e6
         print(f"| {names[side]} | {spread(rates[side])} | {spread(cpu[side], '{:.1f}')} | {per_record:.1f} |")
-    print(f"| mapped / own | **{spread(ratios, '{:.2f}')}** | {spread(cpu_ratios, '{:.2f}')} | |")
+    python_ms = statistics.median(python_cpu[1:]) / args.events * 1e6  # [0]: the warm-up
+    print(
+        f"| of the connector's: its Python workers | | {spread(python_cpu[1:], '{:.1f}')} | {python_ms:.1f} |"
+    )
+    for other in BROKER_SIDES:
+        ratios = [a / b for a, b in zip(rates["amqp"], rates[other], strict=True)]
+        cpu_ratios = [a / b for a, b in zip(cpu["amqp"], cpu[other], strict=True)]
+        print(f"| amqp / {other} | **{spread(ratios, '{:.2f}')}** | {spread(cpu_ratios, '{:.2f}')} | |")
 
 
 def main() -> None:
