@@ -32,6 +32,7 @@ import pyarrow as pa
 from .amqp_binary import tag_binary_properties
 from .amqp_names import ENQUEUED_TIME, OFFSET, PARTITION_KEY, PUBLISHER, SEQUENCE_NUMBER
 from .arrow_columns import NULL, int64_array, repeated_string, spans_column, spans_map_column
+from .message_layout import MessageLayout, layout_of
 from .schema import _text, arrow_schema, message_row, messages_to_record_batch, property_entries
 
 _U16 = struct.Struct(">H").unpack_from
@@ -48,6 +49,9 @@ APPLICATION_PROPERTIES, DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = 0x74, 0x75, 0x
 
 # An absent sequence number or enqueued time (neither can be the smallest int64 milliseconds).
 MISSING = -(2**63)
+# Layouts made in a row without a message matching one; then one more after every LAYOUT_RETRY
+# messages walked (a layout costs about what walking a message does).
+LAYOUT_BUILDS, LAYOUT_RETRY = 8, 64
 
 # binary, string, symbol: the SDK decodes all three to ``bytes``, so they become the same text.
 _TEXT8 = frozenset((0xA0, 0xA1, 0xA3))
@@ -288,7 +292,42 @@ def _decode_messages(
     rows = cols.rows.extend
     prop_list = cols.props
     prop_add = prop_list.extend
+    layout: MessageLayout | None = None
+    segments: tuple[tuple[int, bytes], ...] = ()
+    startswith = buf.startswith
+    builds_left = LAYOUT_BUILDS
+    walked = 0  # messages walked since the last layout was made
     for pos, end in zip(starts, ends, strict=True):
+        if layout is not None:
+            laid_out = True
+            for at, constant in segments:
+                if not startswith(constant, pos + at):
+                    laid_out = False
+                    break
+            if laid_out:
+                # laid out as the last walked message: its values are where that one's were
+                size_at = pos + layout.body_size_at
+                if layout.body_wide:
+                    body_s = size_at + 4
+                    laid_out = body_s + _U32(buf, size_at)[0] == end
+                else:
+                    body_s = size_at + 1
+                    laid_out = body_s + buf[size_at] == end
+            if laid_out:
+                builds_left = LAYOUT_BUILDS
+                at = layout.seq_at
+                seq = MISSING if at < 0 else _I64(buf, pos + at)[0]
+                at = layout.enq_at
+                enq = MISSING if at < 0 else _I64(buf, pos + at)[0]
+                if layout.offset is None:
+                    off_s, off_e = NULL, 0
+                else:
+                    off_s, off_e = pos + layout.offset[0], pos + layout.offset[1]
+                props = layout.props
+                if props:
+                    prop_add([pos + at for at in props])
+                rows((body_s, end, off_s, off_e, seq, enq, NULL, 0, NULL, 0, len(props) >> 2, 0))
+                continue
         first = pos
         props_before = len(prop_list)
         try:
@@ -418,3 +457,12 @@ def _decode_messages(
         if props or annotations:
             sys_count = cols.add_system_properties(props or [], annotations or [])
         rows((body_s, body_e, off_s, off_e, seq, enq, pub_s, pub_e, key_s, key_e, prop_count, sys_count))
+        if not props and not annotations:
+            if builds_left:
+                builds_left -= 1
+                layout = layout_of(buf, first, end)
+                segments = () if layout is None else layout.segments
+            else:
+                walked += 1
+                if walked == LAYOUT_RETRY:  # the stream may have settled into one layout since
+                    walked, builds_left = 0, 1

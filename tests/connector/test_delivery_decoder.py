@@ -299,3 +299,63 @@ def test_decoding_keeps_pandas_out_of_the_worker() -> None:
         "assert 'pandas' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_messages_laid_out_alike_are_read_by_the_layout_of_the_last_walked_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Runs of messages laid out alike (one producer's events) take ``message_layout``'s path; every
+    change of layout in between (value lengths, encodings, sections, keys) is walked again, and the
+    batch equals the SDK path's either way."""
+    big = 5_000_000_000  # sequence numbers encoded as long (0x81), as on a busy partition
+
+    def usual(seq: int, body: bytes = b"b" * 200, **props: str) -> bytes:
+        return _event(seq, body=body, props={"source": "bench", "kind": "reading", **props})
+
+    messages = [
+        usual(3),  # a small sequence number: smalllong, not the layout's shape
+        *(usual(big + i, body=bytes([i]) * (i * 7)) for i in range(20)),  # bodies of any size
+        usual(big + 20, body=b"w" * 70_000),  # vbin32: a new layout
+        usual(big + 21, body=b"v" * 300),
+        usual(big + 22, kind="sample"),  # a property value of another length
+        usual(big + 23, kind="metric"),  # same length, other text: laid out alike
+        usual(big + 24, kind="reading", schema="v1"),  # one more property
+        usual(big + 25, kind="reading", schema="v2"),
+        _event(big + 26, props={"kind": "reading", "source": "bench"}),  # other key order
+        _event(big + 27, props={"kind": "reading", "source": "bench"}),
+        _event(big + 28, props={"kind": "readinh", "sourcf": "bench"}),  # a key differs
+        _event(big + 29, annotations=_annotations(big + 29, **{"x-opt-partition-key": "k"})),
+        _event(big + 30, props={"n": UInt(30)}),  # not a text value: walked
+        _event(big + 31, properties=[b"message-id"]),
+        _event(big + 32, header=[True]),  # a header section: kept as constant bytes
+        _event(big + 33, header=[True]),
+        _event(big + 99_999_995),  # the offset text grows by a digit
+        _event(big + 99_999_996),
+        _event(big + 99_999_997, bodies=[b"one", b"two"]),  # several data sections
+        _event(big + 99_999_998),
+        _event(big + 99_999_999, bodies=[]),  # no body
+        _event(big + 100_000_000),
+    ]
+    from pyspark_eventhubs import message_layout
+
+    laid_out: list[int] = []
+    made = message_layout.layout_of
+
+    def counting(buf: bytes, pos: int, end: int) -> message_layout.MessageLayout | None:
+        layout = made(buf, pos, end)
+        laid_out.append(layout is not None)
+        return layout
+
+    monkeypatch.setattr(delivery_decoder, "layout_of", counting)
+    fast, reference = _both(messages)
+    assert fast.to_pylist() == reference.to_pylist()
+    assert fast.equals(reference)
+    # A layout is tried after each walked message without other annotations or a properties
+    # section: the first (smalllong: none), the empty body, vbin32, "sample", schema, key order,
+    # other key, UInt value (none), header, longer offset, no body (none), the last. The other 26
+    # of the 41 messages (all but those and the partition-key, properties and several-data ones)
+    # were read by a layout.
+    assert laid_out == [False, True, True, True, True, True, True, False, True, True, False, True]
+    monkeypatch.setattr(delivery_decoder, "LAYOUT_BUILDS", 0)
+    monkeypatch.setattr(delivery_decoder, "LAYOUT_RETRY", 10**9)
+    assert decode_deliveries(*_layout(messages), "2").equals(reference)  # the walk alone
