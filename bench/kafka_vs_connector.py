@@ -1,6 +1,6 @@
 """Catch-up speed, hubflow's connector over AMQP vs Spark's Kafka source over the Kafka endpoint
-(issue #30 item 3); with ``--broker``, Spark's Kafka source on its own columns vs the same source
-mapped to the connector's columns, on a real Apache Kafka broker (issue #49 item 3).
+(issue #30 item 3); with ``--broker``, Spark's Kafka source on a real Apache Kafka broker (own
+columns, and mapped to the connector's: issue #49 item 3) vs the connector (issue #49 item 4).
 
 The same ``--events`` events (``--size``-byte body, 3 application properties, 4 partitions, sent
 over AMQP) in one emulator process with its Kafka port, read two ways by one Spark session on
@@ -19,20 +19,23 @@ each run is reported per path, per event, and as a kafka/amqp ratio. Both sides 
 small hub first; sides alternate which goes first in each of ``--reps`` repetitions; the summary
 gives the median and min-max rows/s, the kafka/amqp ratios and the load average.
 
-``--broker``: the emulator is left out. One Apache Kafka broker (KRaft, SASL PLAIN as Event Hubs'
-endpoint; ``tests/support/kafka_broker.py``, the jars of jvm-deps-kafka.lock) holds ``--events``
-records (``--size``-byte value, 3 headers, no key, 4 partitions, written by Spark's Kafka sink), read
-by one Spark session on ``local[2]`` two ways, each a new ``availableNow`` query into parquet with the
-same source options (hubflow's client settings, ``includeHeaders``, a per-trigger limit of all
-records):
+``--broker``: Spark's Kafka source reads a real Apache Kafka broker (KRaft, SASL PLAIN as Event Hubs'
+endpoint; ``tests/support/kafka_broker.py``, the jars of jvm-deps-kafka.lock) holding ``--events``
+records (``--size``-byte value, 3 headers, no key, 4 partitions, written by Spark's Kafka sink), and
+hubflow's connector reads the same events (sent over AMQP, 3 properties) from an emulator, one Spark
+session on ``local[2]``, each run a new ``availableNow`` query into parquet with a per-trigger limit
+of all records, the order rotating each repetition:
 
-* ``own``: ``format("kafka")`` with its own columns (``key``, ``value``, ..., ``headers``);
+* ``own``: ``format("kafka")`` with its own columns (``key``, ``value``, ..., ``headers``), hubflow's
+  client settings and ``includeHeaders``;
 * ``mapped``: the same, mapped by :func:`hubflow_jobs.eventhubs_kafka.as_eventhubs_rows`, what
-  ``kind: eventhubs_kafka`` reads.
+  ``kind: eventhubs_kafka`` reads (issue #49 item 3);
+* ``amqp``: ``format("eventhubs")`` on the emulator, what ``kind: eventhubs`` reads (issue #49 item 4).
 
 Rows are checked by distinct (partition, offset / sequenceNumber). Besides rows/s, the Spark JVM's
-CPU time per run (user + system, the broker's not counted) is given per record: with other load on
-the machine it moves less than the wall clock. The summary gives the mapped/own ratios per repetition.
+CPU time per run (user + system, with its Python workers; the broker's and the emulator's not
+counted) is given per record, and for ``amqp`` the Python workers' share: with other load on the
+machine CPU time moves less than the wall clock. The summary gives amqp/own and amqp/mapped.
 
 Usage: ``.venv/bin/python bench/kafka_vs_connector.py [--events 1000000] [--size 200] [--reps 3]``
 ``[--broker]``
@@ -381,7 +384,7 @@ def main() -> None:
     parser.add_argument(
         "--broker",
         action="store_true",
-        help="Spark's Kafka source, own columns vs as_eventhubs_rows, on a real Apache Kafka broker",
+        help="Spark's Kafka source on a real Apache Kafka broker (own columns, mapped) vs the connector",
     )
     args = parser.parse_args()
     if args.broker:
