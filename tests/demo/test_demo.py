@@ -12,9 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fsspec
 import pytest
 
 from eventhubs_emulator.config import DEFAULT_KEY
+from hubflow.progress.history import read_history_file
 from tests.support.processes import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,6 +87,11 @@ def test_demo_supervises_a_killed_stream_alerts_runs_silver_by_asset_and_reports
     assert runs and {run[0] for run in runs} == {"asset_triggered"}, runs
     assert any(state == "success" for _, state, _ in runs), runs
 
+    # The status page's backlog chart has data for the streaming job: its history's points (what the
+    # page charts) carry the events and seconds the Event Hubs source reported.
+    points = read_history_file(fsspec.filesystem("file"), str(status)) or []
+    assert [p for p in points if p["lag"] is not None], points[-5:]
+    assert [p for p in points if p["lag_seconds"] is not None], points[-5:]
     assert re.search(r"status page: http://127\.0\.0\.1:\d+/hubflow/", out)
     assert re.search(r"demo took \d+ s", out)  # its time is reported (measured, not asserted: README)
 
