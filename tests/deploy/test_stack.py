@@ -320,6 +320,108 @@ def stack_secrets() -> list[str]:
     return [line.split("=", 1)[1] for line in lines if "=" in line and line.split("=", 1)[1]]
 
 
+#: The secrets of Airflow's own in scripts/stack.sh's secrets.env: with the JWT secret a process mints
+#: an admin API token, with the Fernet key it decrypts connections, with the database's password it
+#: owns the metadata DB. No process that runs job code may hold one (Spark's RPC secret, which every
+#: driver needs to join the cluster, is not among them).
+AIRFLOW_SECRETS = ("HUBFLOW_JWT_SECRET", "HUBFLOW_FERNET_KEY", "HUBFLOW_POSTGRES_PASSWORD")
+
+#: Run in a Celery worker's container: what hostile job code could read there. Reads the secrets'
+#: values as JSON from stdin (never a command line) and prints JSON: every process (its pid and
+#: command line) and the names of the secrets its environment holds, and every file under the given
+#: folders that holds one. Run as the job user (50000, whom the worker and its drivers run as): it
+#: reads what hostile job code could read.
+READ_WORKER = """
+import json, os, sys
+secrets = {name: value.encode() for name, value in json.load(sys.stdin).items()}
+found = {"processes": [], "files": [], "unreadable": []}
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read().replace(b"\\0", b" ").decode(errors="replace").strip()
+    except (FileNotFoundError, ProcessLookupError):
+        continue  # ended meanwhile
+    except OSError as exc:
+        found["unreadable"].append(f"{pid}: {exc}")
+        continue
+    held = sorted(name for name, value in secrets.items() if value in environ)
+    found["processes"].append({"pid": int(pid), "command": command[:300], "holds": held})
+for root in sys.argv[1:]:
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                if os.path.getsize(path) > 64 << 20:
+                    continue
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue  # not readable: what job code cannot read either
+            held = sorted(n for n, value in secrets.items() if value in data)
+            if held:
+                found["files"].append(f"{path}: {held}")
+print("REPORT " + json.dumps(found))
+"""
+#: Folders a worker's job code could look in for a copy of a secret (its home and Airflow's, the
+#: data volume, Spark's conf, the proof's mounts, /tmp, /etc, /run).
+WORKER_FOLDERS = (
+    "/opt/airflow",
+    "/opt/hubflow/data",
+    "/opt/hubflow/spark-conf",
+    "/opt/hubflow/stack-test",
+    "/tmp",
+    "/etc",
+    "/run",
+    "/root",
+)
+
+
+def airflow_secrets() -> dict[str, str]:
+    """Airflow's secrets of the proof's stack (:data:`AIRFLOW_SECRETS`), by name, as generated."""
+    lines = (STATE_DIR / "secrets.env").read_text().splitlines()
+    values = dict(line.split("=", 1) for line in lines if "=" in line)
+    return {name: values[name] for name in AIRFLOW_SECRETS}
+
+
+def read_worker(stack: ComposeStack, service: str) -> dict[str, Any]:
+    """:data:`READ_WORKER`'s report from ``service``'s container, as the job user."""
+    output = stack.exec(
+        service,
+        "python",
+        "-c",
+        READ_WORKER,
+        *WORKER_FOLDERS,
+        user="50000:0",
+        stdin=json.dumps(airflow_secrets()),
+    )
+    line = next(line for line in output.splitlines() if line.startswith("REPORT "))
+    return json.loads(line.removeprefix("REPORT "))
+
+
+def assert_no_airflow_secret_reaches_job_code(stack: ComposeStack, driver_host: str) -> None:
+    """No process of either Celery worker (tini as PID 1, the worker, its task processes, the
+    running driver's spark-submit and Python processes) holds an Airflow secret in its environment,
+    and no file the job user (50000) can read holds one. Every process there runs as that user, so
+    job code could read each environment: all of them are read. On ``driver_host`` a
+    telemetry_bronze driver runs: its environment is among those read, so the check is not vacuous."""
+    for service in WORKERS:
+        seen = read_worker(stack, service)
+        processes = seen["processes"]
+        assert not seen["unreadable"], seen["unreadable"]
+        assert any(p["pid"] == 1 for p in processes), processes[:5]
+        assert any("celery worker" in p["command"] for p in processes), [p["command"] for p in processes]
+        exposed = [f"{p['pid']} {p['command'][:120]}: {p['holds']}" for p in processes if p["holds"]]
+        assert not exposed, f"{service}: processes holding Airflow's secrets: {exposed}"
+        if service == driver_host:
+            drivers = [p for p in processes if f"--pipeline {TELEMETRY_PIPELINE}" in p["command"]]
+            assert drivers, f"no telemetry_bronze driver among {service}'s processes"
+        assert not seen["files"], f"{service}: files holding Airflow's secrets: {seen['files']}"
+        mounts = [m.get("Source", "") for m in stack.containers(service)[0]["Mounts"]]
+        assert not [m for m in mounts if m.endswith("secrets.env") or "/.hubflow/" in m], mounts
+
+
 def exposures(processes: str, secrets: list[str]) -> list[str]:
     """The lines of ``docker top`` output (whole command lines) that hold one of ``secrets``."""
     return [line for line in processes.splitlines() if any(secret in line for secret in secrets)]
@@ -443,6 +545,9 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
         started_line = f"runs pipeline {TELEMETRY_PIPELINE} ({PIPELINE_MODULE})"
         driver_log = stack.exec("airflow-apiserver", "cat", DRIVER_LOG)
         assert started_line in driver_log, driver_log[-3000:]
+        # The Celery workers, where job code runs, hold none of Airflow's secrets: not the worker
+        # (PID 1), not the task processes, not the running driver.
+        assert_no_airflow_secret_reaches_job_code(stack, first_host)
 
         def landing_archived() -> bool:
             runs = finished_runs(api, LANDING_DAG, started_at, run_type="scheduled")

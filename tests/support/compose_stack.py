@@ -25,8 +25,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 STACK_SCRIPT = REPO_ROOT / "scripts" / "stack.sh"
 STATE_DIR = REPO_ROOT / ".hubflow" / "stack"
 IMAGE_BUILD_LOG = STATE_DIR / "images-background.log"
-#: The compose project of the stack proof: its own containers, network and volumes.
-PROOF_PROJECT = "hubflow-proof"
+#: The compose project of the stack proof: its own containers, network and volumes
+#: (``HUBFLOW_PROOF_PROJECT`` names another, e.g. for two checkouts sharing one Docker daemon).
+PROOF_PROJECT = os.environ.get("HUBFLOW_PROOF_PROJECT") or "hubflow-proof"
 
 _build: subprocess.Popen | None = None
 _build_started = 0.0
