@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from hubflow.durations import parse_positive_duration
+from hubflow.platform_secrets import refused_env_keys
 from hubflow.status import LeaseTiming
 
 JOB_NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
@@ -328,6 +329,9 @@ def load_config(
         raise ConfigError(f"jobs config error: {path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"jobs config error: {path} must hold a mapping of keys (name, trigger, ...)")
+    refused = refused_env_keys(data)
+    if refused:
+        raise ConfigError("jobs config error: " + "; ".join(refused))
     try:
         return model.model_validate(data, context={_CHECK_ENVIRONMENT: check_environment})
     except ValidationError as exc:

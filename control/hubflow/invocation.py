@@ -8,9 +8,11 @@ the registry entry here and rendered by the Airflow hook (``hooks/spark_submit.p
 A driver started by an Airflow worker gets only what a job can need of the worker's environment
 (:func:`driver_environment`): the system's basics, Java, Spark, Hadoop, Python, Azure identity and
 hubflow's own variables, and every variable its config names in a ``*_env`` key. The worker's
-Airflow settings (the API server's JWT secret, the metadata database URL, ``AIRFLOW_CONN_*``,
-``AIRFLOW_VAR_*``) and anything else stay behind: spark-submit, the driver and every Python worker
-it starts would otherwise hold them (docs/airflow.md, "The driver's environment").
+Airflow settings (``AIRFLOW_CONN_*``, ``AIRFLOW_VAR_*``, any secret of Airflow's a worker may hold)
+and anything else stay behind: spark-submit, the driver and every Python worker it starts would
+otherwise hold them (docs/airflow.md, "The driver's environment"). A config may not name Airflow's
+variables or the platform's secrets (:mod:`hubflow.platform_secrets`, which ``load_config``
+applies); an invocation of such a config is refused again here.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from hubflow.config import ConfigError
+from hubflow.platform_secrets import PLATFORM_SECRETS, env_keys, refused_env_keys, refused_variable
 from hubflow.spark_auth import SPARK_AUTH_SECRET_ENV
 
 if TYPE_CHECKING:
@@ -88,8 +92,6 @@ INHERITED_NAMES = frozenset(
 #: Variables a driver keeps by prefix: locale, Spark, Hadoop, hubflow's own, and Azure's identity
 #: (DefaultAzureCredential's ``AZURE_*``, a managed identity's ``IDENTITY_*`` and ``MSI_*``).
 INHERITED_PREFIXES = ("LC_", "SPARK_", "PYSPARK_", "HADOOP_", "HUBFLOW_", "AZURE_", "IDENTITY_", "MSI_")
-#: The suffix of the config keys that name an environment variable (``connection_string_env``).
-ENV_KEY_SUFFIX = "_env"
 
 
 def spark_submit_binary() -> str | None:
@@ -118,36 +120,28 @@ def config_variables(config_path: str | os.PathLike[str]) -> set[str]:
 
     An unreadable or broken config names none (the job itself reports what is wrong with it).
     """
-    try:
-        data = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return set()
-    return set(_env_values(data))
-
-
-def _env_values(node: Any) -> Iterator[str]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if isinstance(key, str) and key.endswith(ENV_KEY_SUFFIX) and isinstance(value, str):
-                yield value
-            else:
-                yield from _env_values(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _env_values(item)
+    return {value for _, value in env_keys(_yaml_of(Path(config_path)))}
 
 
 def inherited(name: str) -> bool:
-    """Whether a driver keeps the parent's variable ``name`` (:data:`INHERITED_NAMES`, ``..._PREFIXES``)."""
-    return name in INHERITED_NAMES or name.startswith(INHERITED_PREFIXES)
+    """Whether a driver keeps the parent's variable ``name`` (:data:`INHERITED_NAMES`, ``..._PREFIXES``;
+    never one of the platform's secrets under a kept prefix, such as ``HUBFLOW_JWT_SECRET``)."""
+    if name in INHERITED_NAMES:
+        return True
+    return name.startswith(INHERITED_PREFIXES) and name not in PLATFORM_SECRETS
 
 
 def driver_environment(
     parent: Mapping[str, str], job_env: Mapping[str, str], named: set[str] | frozenset[str] = frozenset()
 ) -> dict[str, str]:
     """The whole environment of a job's spark-submit: what it keeps of ``parent`` (:func:`inherited`,
-    and the variables in ``named``, those its config names), then ``job_env`` (:func:`job_environment`)."""
-    env = {name: value for name, value in parent.items() if inherited(name) or name in named}
+    and the variables in ``named``, those its config names, but never Airflow's variables or the
+    platform's secrets), then ``job_env`` (:func:`job_environment`)."""
+    env = {
+        name: value
+        for name, value in parent.items()
+        if inherited(name) or (name in named and refused_variable(name) is None)
+    }
     env.update(job_env)
     return env
 
@@ -242,6 +236,9 @@ class JobInvocation:
         env: Mapping[str, str] | None = None,
     ) -> JobInvocation:
         config = config or job.config_path()
+        refused = refused_env_keys(_yaml_of(config))
+        if refused:  # load_config refuses it too; a driver must never get these, whoever built the call
+            raise ConfigError(f"job {job.name}: jobs config error: " + "; ".join(refused))
         return cls(
             name=job.name,
             script=script,
@@ -264,6 +261,14 @@ class JobInvocation:
     def environment(self, parent: Mapping[str, str]) -> dict[str, str]:
         """spark-submit's whole environment: what it keeps of ``parent``, then the job's own."""
         return driver_environment(parent, self.job_env, self.named_variables)
+
+
+def _yaml_of(config_path: Path) -> Any:
+    """A config's parsed YAML, or None when it cannot be read (the job itself reports that)."""
+    try:
+        return yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
 
 
 def job_conf(job: RegisteredJob) -> dict[str, str]:

@@ -189,3 +189,21 @@ def test_finish_within_is_checked_by_its_name(tmp_path: Path) -> None:
     )
     result = hubflow("check", "--registry", registry, pipelines=tmp_path / "pipelines")
     assert result.returncode == 0, output(result)
+
+
+def test_a_config_naming_airflows_or_the_platforms_secrets_fails_by_its_key(tmp_path: Path) -> None:
+    """docs/pipelines.md "Secrets": a ``*_env`` key may not name Airflow's variables (the JWT secret,
+    the database URL) or the platform's secrets; ``hubflow check`` names the key as written."""
+    sources = {"orders": {"kind": "eventhubs", "connection_string_env": "AIRFLOW__API_AUTH__JWT_SECRET"}}
+    entry = add_pipeline(tmp_path, "greedy", sources=sources)
+    registry = write_registry(tmp_path / "registry.yaml", [entry])
+
+    result = hubflow("check", "--registry", registry, pipelines=tmp_path / "pipelines")
+
+    assert result.returncode == 2, output(result)
+    greedy = _job_lines(result.stdout, "greedy")
+    assert (
+        f"job config {entry['config']}: jobs config error: sources.orders.connection_string_env: "
+        "AIRFLOW__API_AUTH__JWT_SECRET is one of Airflow's variables, which no job may read"
+    ) in greedy, greedy
+    assert "export the value the job needs under a name of your own and name that" in greedy
