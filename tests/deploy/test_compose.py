@@ -457,11 +457,35 @@ def test_spark_rpc_authentication_is_on_and_only_spark_and_driver_hosts_hold_its
     # Airflow reaches its database with the generated password, never a published one.
     password = USER_ENV["HUBFLOW_POSTGRES_PASSWORD"]
     assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] == password
-    for name in AIRFLOW_SERVICES:
+    for name in AIRFLOW_SERVICES - CELERY_WORKERS:
         environment = services[name]["environment"]
         assert f"airflow:{password}@postgres/airflow" in environment["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
-        assert f"airflow:{password}@postgres/airflow" in environment["AIRFLOW__CELERY__RESULT_BACKEND"]
     assert "airflow:airflow@" not in COMPOSE_FILE.read_text()
+
+
+def test_the_celery_workers_where_job_code_runs_hold_none_of_airflows_secrets(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """docs/deployment.md "What each service holds": a driver runs as the worker's user and can read
+    its environment, so the workers get no Fernet key, JWT secret or database URL; the services
+    that run no job code get all three."""
+    airflows = [
+        USER_ENV[name] for name in ("HUBFLOW_JWT_SECRET", "HUBFLOW_FERNET_KEY", "HUBFLOW_POSTGRES_PASSWORD")
+    ]
+    holders = {name for name, service in services.items() if any(s in json.dumps(service) for s in airflows)}
+    assert holders == (AIRFLOW_SERVICES - CELERY_WORKERS) | {"postgres"}
+    for name in AIRFLOW_SERVICES:
+        environment = services[name]["environment"]
+        # Task results in Redis (no password), the same for the scheduler that reads them.
+        assert environment["AIRFLOW__CELERY__RESULT_BACKEND"] == "redis://redis:6379/1", name
+    for name in CELERY_WORKERS:
+        environment = services[name]["environment"]
+        assert not {"AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET"} & set(environment)
+        assert "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" not in environment
+        assert (
+            environment["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"]
+            == "http://airflow-apiserver:8080/execution/"
+        )
 
 
 def test_every_celery_worker_can_host_drivers(services: dict[str, dict[str, Any]]) -> None:
