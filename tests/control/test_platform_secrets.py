@@ -121,3 +121,12 @@ def test_an_invocation_of_such_a_config_is_refused_and_a_driver_never_gets_one(t
         "_SPARK_AUTH_SECRET": "spark",
         "TEAM_CS": "team",
     }
+
+
+def test_the_message_docs_pipelines_md_shows_is_the_one_a_config_gets() -> None:
+    """docs/pipelines.md "Variables a job reads": its example error, word for word."""
+    docs = (REPO / "docs" / "pipelines.md").read_text(encoding="utf-8")
+    section = docs.split("**Variables a job reads (`*_env` keys).**", 1)[1]
+    shown = " ".join(section.split("```", 2)[1].split())
+    data = {"sources": {"telemetry": {"connection_string_env": "AIRFLOW__API_AUTH__JWT_SECRET"}}}
+    assert shown == "jobs config error: " + "; ".join(refused_env_keys(data))
