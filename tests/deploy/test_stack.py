@@ -329,8 +329,7 @@ AIRFLOW_SECRETS = ("HUBFLOW_JWT_SECRET", "HUBFLOW_FERNET_KEY", "HUBFLOW_POSTGRES
 #: Run in a Celery worker's container: what hostile job code could read there. Reads the secrets'
 #: values as JSON from stdin (never a command line) and prints JSON: every process (its pid and
 #: command line) and the names of the secrets its environment holds, and every file under the given
-#: folders that holds one. Run as the job user (50000, whom the worker and its drivers run as): it
-#: reads what hostile job code could read.
+#: folders that holds one (only those the user it runs as can read).
 READ_WORKER = """
 import json, os, sys
 secrets = {name: value.encode() for name, value in json.load(sys.stdin).items()}
@@ -385,15 +384,20 @@ def airflow_secrets() -> dict[str, str]:
     return {name: values[name] for name in AIRFLOW_SECRETS}
 
 
-def read_worker(stack: ComposeStack, service: str) -> dict[str, Any]:
-    """:data:`READ_WORKER`'s report from ``service``'s container, as the job user."""
-    output = stack.exec(
-        service,
+def read_worker(stack: ComposeStack, service: str, *, everything: bool) -> dict[str, Any]:
+    """:data:`READ_WORKER`'s report from ``service``'s container: as the job user (what job code can
+    read), or with ``everything`` as a privileged root, who reads every process's environment (the
+    task supervisors of Airflow 3 make themselves non-dumpable, so that their own user cannot)."""
+    who = ["--privileged", "-u", "0:0"] if everything else ["-u", "50000:0"]
+    output = docker(
+        "exec",
+        "-i",
+        *who,
+        stack.container(service),
         "python",
         "-c",
         READ_WORKER,
         *WORKER_FOLDERS,
-        user="50000:0",
         stdin=json.dumps(airflow_secrets()),
     )
     line = next(line for line in output.splitlines() if line.startswith("REPORT "))
@@ -403,11 +407,12 @@ def read_worker(stack: ComposeStack, service: str) -> dict[str, Any]:
 def assert_no_airflow_secret_reaches_job_code(stack: ComposeStack, driver_host: str) -> None:
     """No process of either Celery worker (tini as PID 1, the worker, its task processes, the
     running driver's spark-submit and Python processes) holds an Airflow secret in its environment,
-    and no file the job user (50000) can read holds one. Every process there runs as that user, so
-    job code could read each environment: all of them are read. On ``driver_host`` a
-    telemetry_bronze driver runs: its environment is among those read, so the check is not vacuous."""
+    and no file the job user (50000) can read holds one. Every process there runs as that user;
+    all their environments are read (as a privileged root, since Airflow's task supervisors are
+    non-dumpable). On ``driver_host`` a telemetry_bronze driver runs: its environment is among
+    those read, so the check is not vacuous."""
     for service in WORKERS:
-        seen = read_worker(stack, service)
+        seen = read_worker(stack, service, everything=True)
         processes = seen["processes"]
         assert not seen["unreadable"], seen["unreadable"]
         assert any(p["pid"] == 1 for p in processes), processes[:5]
@@ -417,7 +422,10 @@ def assert_no_airflow_secret_reaches_job_code(stack: ComposeStack, driver_host: 
         if service == driver_host:
             drivers = [p for p in processes if f"--pipeline {TELEMETRY_PIPELINE}" in p["command"]]
             assert drivers, f"no telemetry_bronze driver among {service}'s processes"
-        assert not seen["files"], f"{service}: files holding Airflow's secrets: {seen['files']}"
+        as_job = read_worker(stack, service, everything=False)
+        # What job code reads: the worker's own environment (tini, PID 1) and the driver's, at least.
+        assert any(p["pid"] == 1 for p in as_job["processes"]), as_job["unreadable"][:5]
+        assert not as_job["files"], f"{service}: files holding Airflow's secrets: {as_job['files']}"
         mounts = [m.get("Source", "") for m in stack.containers(service)[0]["Mounts"]]
         assert not [m for m in mounts if m.endswith("secrets.env") or "/.hubflow/" in m], mounts
 
