@@ -11,7 +11,8 @@ tests/deploy/stack/compose.override.yml). Then, in order:
 1. 10,000 events go to the emulator and order files (good and bad records) land in two past
    minutes' folders; the supervisor DAG starts ``telemetry_bronze`` on a Celery worker (its driver
    log names the user's module) and ``landing_orders`` runs on its schedule and archives what it
-   committed.
+   committed. Neither Celery worker holds an Airflow secret (JWT, Fernet, database password) in any
+   process's environment, the running driver's included, or in a file the job user can read.
 2. A backfill of the interval holding both minutes through ``POST /api/v2/backfills`` while the
    stream runs: the records of each of its folders, from landing or archive, replace theirs in the
    job's Delta tables (one ``replaceWhere`` commit each). Then ``landing_orders`` is paused: it has
@@ -331,7 +332,7 @@ AIRFLOW_SECRETS = ("HUBFLOW_JWT_SECRET", "HUBFLOW_FERNET_KEY", "HUBFLOW_POSTGRES
 #: command line) and the names of the secrets its environment holds, and every file under the given
 #: folders that holds one (only those the user it runs as can read).
 READ_WORKER = """
-import json, os, sys
+import json, os, stat, sys
 secrets = {name: value.encode() for name, value in json.load(sys.stdin).items()}
 found = {"processes": [], "files": [], "unreadable": []}
 for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -352,8 +353,9 @@ for root in sys.argv[1:]:
         for name in names:
             path = os.path.join(folder, name)
             try:
-                if os.path.getsize(path) > 64 << 20:
-                    continue
+                status = os.stat(path)
+                if not stat.S_ISREG(status.st_mode) or status.st_size > 64 << 20:
+                    continue  # FIFOs, sockets, devices, huge files
                 with open(path, "rb") as f:
                     data = f.read()
             except OSError:
@@ -384,47 +386,67 @@ def airflow_secrets() -> dict[str, str]:
     return {name: values[name] for name in AIRFLOW_SECRETS}
 
 
-def read_worker(stack: ComposeStack, service: str, *, everything: bool) -> dict[str, Any]:
-    """:data:`READ_WORKER`'s report from ``service``'s container: as the job user (what job code can
-    read), or with ``everything`` as a privileged root, who reads every process's environment (the
-    task supervisors of Airflow 3 make themselves non-dumpable, so that their own user cannot)."""
-    who = ["--privileged", "-u", "0:0"] if everything else ["-u", "50000:0"]
-    output = docker(
-        "exec",
-        "-i",
-        *who,
-        stack.container(service),
-        "python",
-        "-c",
-        READ_WORKER,
-        *WORKER_FOLDERS,
-        stdin=json.dumps(airflow_secrets()),
+def read_worker(stack: ComposeStack, service: str) -> dict[str, Any]:
+    """:data:`READ_WORKER`'s report from ``service``'s container, run as the job user: the
+    environments and files job code can read. The secrets go through stdin, never into a command
+    line or a traceback's arguments."""
+    import subprocess
+
+    command = ["docker", "exec", "-i", "-u", "50000:0", stack.container(service), "python", "-c", READ_WORKER]
+    result = subprocess.run(
+        [*command, *WORKER_FOLDERS],
+        input=json.dumps(airflow_secrets()),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
-    line = next(line for line in output.splitlines() if line.startswith("REPORT "))
+    assert result.returncode == 0, (
+        f"reading {service} failed (exit {result.returncode}): {result.stderr[-2000:]}"
+    )
+    line = next(line for line in result.stdout.splitlines() if line.startswith("REPORT "))
     return json.loads(line.removeprefix("REPORT "))
 
 
+def every_environment(stack: ComposeStack, service: str) -> list[dict[str, Any]]:
+    """Every process of ``service``'s container, read from the host (``docker top``'s pids, whose
+    ``/proc/<pid>/environ`` root reads here): its command line and the names of the Airflow secrets
+    its environment holds. Airflow 3's task supervisors make themselves non-dumpable, so that their
+    own user (the job's) cannot read them; ``docker exec --privileged`` cannot run here."""
+    secrets = {name: value.encode() for name, value in airflow_secrets().items()}
+    found = []
+    for line in docker("top", stack.container(service), *PS_ARGS).splitlines()[1:]:
+        pid, _, command = line.strip().partition(" ")
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except FileNotFoundError:
+            continue  # ended meanwhile
+        held = sorted(name for name, value in secrets.items() if value in environ)
+        found.append({"pid": int(pid), "command": command.strip()[:300], "holds": held})
+    return found
+
+
 def assert_no_airflow_secret_reaches_job_code(stack: ComposeStack, driver_host: str) -> None:
-    """No process of either Celery worker (tini as PID 1, the worker, its task processes, the
-    running driver's spark-submit and Python processes) holds an Airflow secret in its environment,
-    and no file the job user (50000) can read holds one. Every process there runs as that user;
-    all their environments are read (as a privileged root, since Airflow's task supervisors are
-    non-dumpable). On ``driver_host`` a telemetry_bronze driver runs: its environment is among
-    those read, so the check is not vacuous."""
+    """No process of either Celery worker (tini, the worker, its task processes, the running
+    driver's spark-submit and Python processes) holds an Airflow secret in its environment, and no
+    file the job user (50000) can read holds one. On ``driver_host`` a telemetry_bronze driver
+    runs: its environment is among those read, so the check is not vacuous."""
     for service in WORKERS:
-        seen = read_worker(stack, service, everything=True)
-        processes = seen["processes"]
-        assert not seen["unreadable"], seen["unreadable"]
-        assert any(p["pid"] == 1 for p in processes), processes[:5]
-        assert any("celery worker" in p["command"] for p in processes), [p["command"] for p in processes]
-        exposed = [f"{p['pid']} {p['command'][:120]}: {p['holds']}" for p in processes if p["holds"]]
+        processes = every_environment(stack, service)
+        assert any("celery worker" in p["command"] for p in processes), (
+            f"no Celery worker among the processes read from the host (Linux Docker only): {processes}"
+        )
+        exposed = [f"{p['command'][:120]}: {p['holds']}" for p in processes if p["holds"]]
         assert not exposed, f"{service}: processes holding Airflow's secrets: {exposed}"
         if service == driver_host:
             drivers = [p for p in processes if f"--pipeline {TELEMETRY_PIPELINE}" in p["command"]]
             assert drivers, f"no telemetry_bronze driver among {service}'s processes"
-        as_job = read_worker(stack, service, everything=False)
-        # What job code reads: the worker's own environment (tini, PID 1) and the driver's, at least.
+        # What hostile job code reads, as the job user: PID 1's environment (tini, started with the
+        # container's) among every process's it can open, and the files.
+        as_job = read_worker(stack, service)
+        held = [f"{p['pid']} {p['command'][:120]}: {p['holds']}" for p in as_job["processes"] if p["holds"]]
         assert any(p["pid"] == 1 for p in as_job["processes"]), as_job["unreadable"][:5]
+        assert not held, f"{service}: processes holding Airflow's secrets: {held}"
         assert not as_job["files"], f"{service}: files holding Airflow's secrets: {as_job['files']}"
         mounts = [m.get("Source", "") for m in stack.containers(service)[0]["Mounts"]]
         assert not [m for m in mounts if m.endswith("secrets.env") or "/.hubflow/" in m], mounts
