@@ -11,6 +11,12 @@ For each job ``<name>``:
   checkpoint or replaces the interval again, so it never does committed work twice. With
   ``finish_within``, a run not finished that long after it was queued pages the job's notifiers
   (an Airflow deadline alert, ``hubflow_plugins.notifications.deadline_alerts``).
+- streaming jobs that can backfill: ``<name>__backfill``, never run by the scheduler, whose backfill
+  runs (UI: Trigger -> Backfill) replace one hour each and carry the hour as partition key, so the
+  tables' events name the hour (``hubflow.partitions``);
+- ``schedule: asset(...)`` jobs that can backfill: ``<name>__follow``, run only by partitioned events
+  of its tables (a backfilled hour upstream), which replaces that hour of its own tables; the
+  ``__available_now`` DAG keeps running on the ordinary (unpartitioned) events, incrementally.
 - streaming jobs: ``<name>__oncall`` (manual, a Params form: action, dry run, reason, force), one
   per job so that Airflow's DAG-level permissions say who may act on which job; one run at a time.
 - streaming jobs with ``quarantine_after``: ``<name>__quarantine_review``, run when the supervisor
@@ -37,11 +43,13 @@ from airflow.sdk import (
     AssetAny,
     AssetWatcher,
     CronDataIntervalTimetable,
+    CronPartitionTimetable,
     DeltaDataIntervalTimetable,
     Param,
+    PartitionedAssetTimetable,
 )
 
-from hubflow.applications import writes_lake_tables
+from hubflow.applications import can_backfill, writes_lake_tables
 from hubflow.dag_access import access_control
 from hubflow.durations import parse_duration
 from hubflow.event_schedule import EventsSchedule, arrivals_asset_name, arrivals_asset_uri
@@ -51,6 +59,13 @@ from hubflow.operations.quarantine_review import (
     quarantined_asset_name,
     quarantined_asset_uri,
     review_dag_id,
+)
+from hubflow.partitions import (
+    KEY_FORMAT,
+    PARTITION_CRON,
+    PARTITION_TIMEZONE,
+    backfill_dag_id,
+    follow_dag_id,
 )
 from hubflow.registry import RegisteredJob, Registry
 from hubflow.supervision.health import HEALTHY, HEALTHY_STREAMING
@@ -94,6 +109,10 @@ def build_dags(registry: Registry) -> dict[str, DAG]:
             if job.quarantine_after is not None:
                 review = quarantine_review_dag(job)
                 dags[review.dag_id] = review
+            if can_backfill(job.application):
+                dags[backfill_dag_id(job.name)] = partitioned_backfill_dag(job)
+        if job.asset_schedule is not None and can_backfill(job.application):
+            dags[follow_dag_id(job.name)] = follow_dag(job)
     if registry.jobs:
         dags["hubflow__cleanup"] = cleanup_dag(registry)
     return dags
@@ -202,6 +221,58 @@ def available_now_dag(job: RegisteredJob) -> DAG:
         run >> health
         if job.archive:
             health >> ArchiveOperator(task_id="archive_processed_files", job_name=job.name)
+    return dag
+
+
+def partitioned_backfill_dag(job: RegisteredJob) -> DAG:
+    """``<job>__backfill``: its backfill runs replace one hour each of a streaming job's tables.
+
+    Hourly partitions (``CronPartitionTimetable``): a backfill run gets the hour as its partition
+    key, which the tables' asset events carry, so jobs that follow them replace the same hour. Its
+    ``end_date`` lies before its first hour, so the scheduler never runs it (Airflow's partitioned
+    backfill ignores ``end_date``), and only scheduled and backfill runs are allowed (no manual
+    run without an hour). One backfill run at a time: each replaces its hour in one transaction.
+    """
+    with DAG(
+        dag_id=backfill_dag_id(job.name),
+        description=f"Backfill hours of {job.name}: UI Trigger -> Backfill; followers replace the same hour",
+        schedule=CronPartitionTimetable(PARTITION_CRON, timezone=PARTITION_TIMEZONE, key_format=KEY_FORMAT),
+        start_date=START_DATE,
+        end_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        allowed_run_types=["scheduled", "backfill"],
+        default_args={**_default_args(), **retry_args(job)},
+        tags=["hubflow", "backfill", *job.tags],
+        access_control=access_control(job.access),
+    ) as dag:
+        tables = AssetAlias(alias_name(job.name))
+        SparkJobOperator(task_id="run_job", job_name=job.name, interval_only=True, outlets=[tables])
+    return dag
+
+
+def follow_dag(job: RegisteredJob) -> DAG:
+    """``<job>__follow``: replace the hour a partitioned event of the job's input tables names.
+
+    Run by partitioned events only (``PartitionedAssetTimetable``, the key kept as it came): an
+    upstream backfill run's hour. The job's ``__available_now`` DAG is run by the ordinary events
+    and never by these, so a backfilled hour is replaced here once and not appended there.
+    """
+    assets = job.asset_schedule
+    assert assets is not None
+    with DAG(
+        dag_id=follow_dag_id(job.name),
+        description=f"Replace the hour of {job.name}'s tables that a backfill of its input replaced",
+        schedule=PartitionedAssetTimetable(assets=asset_condition(assets)),
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args={**_default_args(), **retry_args(job)},
+        tags=["hubflow", "follow", *job.tags],
+        access_control=access_control(job.access),
+    ) as dag:
+        tables = AssetAlias(alias_name(job.name))
+        SparkJobOperator(task_id="run_job", job_name=job.name, interval_only=True, outlets=[tables])
     return dag
 
 

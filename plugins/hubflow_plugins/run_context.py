@@ -9,6 +9,8 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from hubflow.partitions import PartitionKeyError, partition_window
+
 
 def requested_by(context: Any) -> str:
     """Who asked, for holds and markers: the DAG run's triggering user when Airflow says, and the run."""
@@ -24,8 +26,23 @@ def is_backfill_run(context: Any) -> bool:
     return str(getattr(run_type, "value", run_type) or "").lower() in ("backfill", "backfill_job")
 
 
+def run_partition_key(context: Any) -> str | None:
+    """The DAG run's partition key (a ``<job>__backfill`` run's hour, a ``<job>__follow`` run's
+    triggering hour), or None."""
+    key = context.get("partition_key") or getattr(context.get("dag_run"), "partition_key", None)
+    return str(key) if key else None
+
+
 def backfill_window(context: Any) -> tuple[str, str] | None:
-    """``(start, end)`` ISO times of a backfill run's data interval, or None for other runs."""
+    """``(start, end)`` ISO times a run replaces: the hour its partition key names (a partitioned
+    backfill run, a follow run), else a backfill run's data interval; None for other runs."""
+    key = run_partition_key(context)
+    if key is not None:
+        try:
+            start, end = partition_window(key)
+        except PartitionKeyError as exc:
+            raise AirflowFailException(str(exc)) from None
+        return start.isoformat(), end.isoformat()
     if not is_backfill_run(context):
         return None
     start, end = context.get("data_interval_start"), context.get("data_interval_end")

@@ -37,6 +37,7 @@ def _edges(dag) -> set[tuple[str, str]]:
 
 def test_each_job_gets_the_dag_of_its_mode_and_the_registry_gets_oncall_and_cleanup(dags: dict) -> None:
     assert sorted(dags) == [
+        "clicks__backfill",
         "clicks__oncall",
         "clicks__supervisor",
         "hubflow__cleanup",
@@ -378,3 +379,51 @@ def test_the_deadline_example_of_the_runbook_builds_its_deadline_alert(tmp_path:
     (alert,) = build_dags(load_registry(path))["landing_orders__available_now"].deadline
     assert alert.interval == timedelta(minutes=45)
     assert alert.callback.kwargs == {"job_name": "landing_orders", "finish_within": "45m"}
+
+
+def test_a_streaming_job_gets_a_backfill_dag_of_hours_the_scheduler_never_runs(tmp_path: Path) -> None:
+    """``<job>__backfill``: hourly partitions whose keys hubflow reads back; scheduled runs are
+    impossible (``end_date`` before the first hour), manual runs refused; only backfill runs run."""
+    from airflow.sdk import AssetAlias, CronPartitionTimetable
+
+    from hubflow.lake_assets import alias_name
+    from hubflow.partitions import KEY_FORMAT
+
+    jobs = [landing_job(tmp_path, "clicks", streaming=True), landing_job(tmp_path, "orders")]
+    dags = build_dags(load_registry(write_registry(tmp_path, jobs)))
+
+    backfill = dags["clicks__backfill"]
+    assert "orders__backfill" not in dags, "a scheduled job backfills through its own DAG's intervals"
+    assert backfill.timetable == CronPartitionTimetable("0 * * * *", timezone="UTC", key_format=KEY_FORMAT)
+    assert backfill.end_date is not None and backfill.end_date <= backfill.start_date
+    assert {str(t.value) for t in backfill.allowed_run_types} == {"scheduled", "backfill"}, "no manual run"
+    assert backfill.max_active_runs == 1
+    run = backfill.get_task("run_job")
+    assert run.interval_only and run.outlets == [AssetAlias(alias_name("clicks"))]
+
+
+def test_a_job_on_tables_follows_their_partitioned_events_with_a_second_dag(tmp_path: Path) -> None:
+    """``<job>__follow``: the same tables as ``__available_now`` in a partitioned asset timetable
+    (so only partitioned events run it, and only unpartitioned ones run ``__available_now``)."""
+    from airflow.sdk import PartitionedAssetTimetable
+    from airflow.sdk.definitions.asset import AssetNameRef
+
+    jobs = [
+        landing_job(tmp_path, "clicks", streaming=True),
+        landing_job(tmp_path, "silver", schedule="asset(clicks)"),
+        {
+            "name": "replay",
+            "application": "lake_to_eventhubs",  # cannot backfill: nothing to follow with
+            "config": str(tmp_path / "replay.yaml"),
+            "mode": "scheduled",
+            "schedule": "asset(clicks)",
+        },
+    ]
+    dags = build_dags(load_registry(write_registry(tmp_path, jobs)))
+
+    follow = dags["silver__follow"]
+    assert isinstance(follow.timetable, PartitionedAssetTimetable)
+    assert follow.timetable.asset_condition == AssetNameRef(name="clicks")
+    assert dags["silver__available_now"].schedule == AssetNameRef(name="clicks"), "unchanged: incremental"
+    assert follow.get_task("run_job").interval_only
+    assert "replay__follow" not in dags

@@ -52,6 +52,9 @@ class SparkJobOperator(BaseOperator):
     never retries; any other failure is retried.
 
     :param job_name: the job's name in the registry (``dags/registry.yaml``).
+    :param interval_only: the task's runs replace an interval and nothing else (the
+        ``<job>__backfill`` and ``<job>__follow`` DAGs): a run without a partition key or data
+        interval fails instead of running the job.
     :param stop_grace: on task kill, how long the job gets to finish its batch after the STOP
         marker before spark-submit is killed (Airflow allows about 5 s before it kills the task).
     """
@@ -59,9 +62,12 @@ class SparkJobOperator(BaseOperator):
     template_fields = ("job_name",)
     ui_color = "#f4a460"
 
-    def __init__(self, *, job_name: str, stop_grace: float = 4.0, **kwargs: Any) -> None:
+    def __init__(
+        self, *, job_name: str, interval_only: bool = False, stop_grace: float = 4.0, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.job_name = job_name
+        self.interval_only = interval_only
         self.stop_grace = stop_grace
         self._hook: Any = None
 
@@ -77,6 +83,11 @@ class SparkJobOperator(BaseOperator):
         ti = context["ti"]
         tag = commit_tag(ti.dag_id, ti.run_id, ti.task_id, ti.try_number)
         window = backfill_window(context)
+        if window is None and self.interval_only:
+            raise AirflowFailException(
+                f"DAG {ti.dag_id} replaces an hour of job {self.job_name} and nothing else: run it "
+                "through a backfill (UI: Trigger -> Backfill) or a partitioned asset event, not alone"
+            )
         try:
             result = self._run(job, tag) if window is None else self._backfill(job, *window, tag=tag)
         except Exception as exc:
