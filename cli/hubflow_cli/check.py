@@ -40,6 +40,7 @@ class CheckResult:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # deprecations: shown, never a failure
+    notes: list[str] = field(default_factory=list)  # what the job will not do (follow): never a failure
 
     def failed(self, local: bool) -> bool:
         """Whether the job has problems (with ``local``, warnings count too)."""
@@ -52,6 +53,7 @@ class CheckResult:
         lines += [f"      {problem}" for problem in self.problems]
         lines += [f"      {'' if local else 'on this machine: '}{warning}" for warning in self.warnings]
         lines += [f"      deprecated: {notice}" for notice in self.notices]
+        lines += [f"      note: {note}" for note in self.notes]
         return lines
 
 
@@ -116,11 +118,48 @@ def check_registry(registry_path: Path, only: str | None = None) -> tuple[list[C
         jobs = [registry.job(only)] if only else registry.jobs
     except RegistryError as exc:
         return [], str(exc)
-    results = [
-        check_job_config(job.application, job.config_path(), name=job.name, registry_path=registry_path)
-        for job in jobs
-    ]
+    results = []
+    for job in jobs:
+        result = check_job_config(
+            job.application, job.config_path(), name=job.name, registry_path=registry_path
+        )
+        if job.asset_schedule is not None and not result.problems:
+            result.notes += follow_notes(job.name, job.application, job.config_path())
+        results.append(result)
     return results, None
+
+
+def follow_notes(name: str, application: str, config_path: Path) -> list[str]:
+    """What keeps the ``schedule: asset(...)`` job ``name`` from following its tables' backfilled
+    hours (its ``<name>__follow`` DAG, docs/airflow.md "Downstream follows a backfilled hour")."""
+    from hubflow.partitions import follow_dag_id
+
+    if not applications.can_backfill(application):
+        return [
+            f"application {application} cannot backfill, so hours backfilled upstream are not replaced "
+            f"in {name}'s tables (no {follow_dag_id(name)} DAG); rerun what depends on them yourself"
+        ]
+    if applications.pipeline_reference(application) is None:
+        return []
+    from hubflow_jobs.pipeline.backfill import backfill_problem
+    from hubflow_jobs.pipeline.declarations import DeltaSource
+
+    try:
+        config, binding = load_pipeline(application, str(config_path), check_environment=False)
+    except (ConfigError, PipelineError):
+        return []  # reported as the job's problem
+    problem = backfill_problem(config, binding)
+    if problem:
+        return [
+            f"{follow_dag_id(name)} runs will fail, so backfilled hours upstream are not followed: {problem}"
+        ]
+    return [
+        f"{config.key_as_written('sources', source, 'skip_change_commits')} is not true: the job's "
+        f"incremental run fails on an upstream backfill's replacement of rows (an hour "
+        f"{follow_dag_id(name)} replaces); set it to true"
+        for source, declared in config.sources.items()
+        if isinstance(declared, DeltaSource) and not declared.skip_change_commits
+    ]
 
 
 def report(results: list[CheckResult], local: bool) -> int:

@@ -207,3 +207,55 @@ def test_a_config_naming_airflows_or_the_platforms_secrets_fails_by_its_key(tmp_
         "AIRFLOW__API_AUTH__JWT_SECRET is one of Airflow's variables, which no job may read"
     ) in greedy, greedy
     assert "export the value the job needs under a name of your own and name that" in greedy
+
+
+def test_a_job_on_tables_that_cannot_follow_a_backfilled_hour_gets_a_note_naming_the_key(
+    tmp_path: Path,
+) -> None:
+    """``schedule: asset(...)``: the shipped telemetry_silver follows (no note); the same without
+    ``skip_change_commits`` would fail its incremental run on the upstream's replacement, and a job
+    that cannot backfill has no ``__follow`` DAG: each a note, never a failure."""
+    from tests.jobs.helpers import JOBS_DIR
+    from tests.jobs.test_lake_to_eventhubs import NAME as PUBLISHER
+    from tests.jobs.test_lake_to_eventhubs import publisher_config
+
+    shipped = (JOBS_DIR / "configs" / "telemetry_silver.yaml").read_text(encoding="utf-8")
+    shipped = shipped.replace("/opt/hubflow/data", str(tmp_path))
+    assert "    skip_change_commits: true" in shipped
+    silver = tmp_path / "telemetry_silver.yaml"
+    silver.write_text(shipped, encoding="utf-8")
+    skipless = tmp_path / "skipless.yaml"
+    skipless.write_text(
+        shipped.replace("name: telemetry_silver", "name: skipless").replace(
+            "    skip_change_commits: true", "    skip_change_commits: false"
+        ),
+        encoding="utf-8",
+    )
+    publisher = write_config(tmp_path / "publisher.yaml", publisher_config(tmp_path, tmp_path / "orders"))
+    on_bronze = {"mode": "scheduled", "schedule": "asset(telemetry_bronze)"}
+    registry = write_registry(
+        tmp_path / "registry.yaml",
+        [
+            {
+                "name": "telemetry_silver",
+                "application": "bronze_to_silver",
+                "config": str(silver),
+                **on_bronze,
+            },
+            {"name": "skipless", "application": "bronze_to_silver", "config": str(skipless), **on_bronze},
+            {"name": PUBLISHER, "application": "lake_to_eventhubs", "config": str(publisher), **on_bronze},
+        ],
+    )
+
+    result = hubflow("check", "--registry", registry)
+
+    assert result.returncode == 0, output(result)
+    assert "note:" not in _job_lines(result.stdout, "telemetry_silver"), result.stdout
+    assert (
+        "note: sources.bronze.skip_change_commits is not true: the job's incremental run fails on an "
+        "upstream backfill's replacement"
+    ) in _job_lines(result.stdout, "skipless")
+    assert (
+        f"note: application lake_to_eventhubs cannot backfill, so hours backfilled upstream are not "
+        f"replaced in {PUBLISHER}'s tables (no {PUBLISHER}__follow DAG)"
+    ) in _job_lines(result.stdout, PUBLISHER)
