@@ -56,6 +56,7 @@ def test_dagbag_loads_every_generated_dag_without_the_data_path(airflow_home, tm
     bag = json.loads(result.stdout.strip().splitlines()[-1])
     assert bag["errors"] == {}
     assert bag["dags"] == [
+        "clicks__backfill",
         "clicks__oncall",
         "clicks__supervisor",
         "hubflow__cleanup",
@@ -63,6 +64,7 @@ def test_dagbag_loads_every_generated_dag_without_the_data_path(airflow_home, tm
     ]
     assert bag["tasks"]["orders__available_now"] == ["archive_processed_files", "check_health", "run_job"]
     assert bag["tasks"]["clicks__supervisor"] == ["check_health", "ensure_running"]
+    assert bag["tasks"]["clicks__backfill"] == ["run_job"]
     assert bag["tasks"]["hubflow__cleanup"] == [
         "archive_orders",
         "checkpoint_backups_clicks",
