@@ -297,6 +297,7 @@ def test_every_dag_of_a_job_carries_its_access_and_cleanup_none(tmp_path: Path) 
     }
     assert dags["clicks__supervisor"].access_control == clicks
     assert dags["clicks__oncall"].access_control == clicks, "the on-call DAG is the job's too"
+    assert dags["clicks__backfill"].access_control == clicks, "so is the backfill DAG"
     assert dags["orders__available_now"].access_control == {
         "orders_team": {"DAGs": {"can_read", "can_edit"}, "DAG Runs": {"can_read", "can_create"}}
     }
