@@ -230,8 +230,8 @@ def partitioned_backfill_dag(job: RegisteredJob) -> DAG:
     Hourly partitions (``CronPartitionTimetable``): a backfill run gets the hour as its partition
     key, which the tables' asset events carry, so jobs that follow them replace the same hour. Its
     ``end_date`` lies before its first hour, so the scheduler never runs it (Airflow's partitioned
-    backfill ignores ``end_date``), and only scheduled and backfill runs are allowed (no manual
-    run without an hour). One backfill run at a time: each replaces its hour in one transaction.
+    backfill ignores ``end_date``). Manual runs stay allowed, since the UI offers Backfill only
+    in the Trigger dialog; a run without an hour fails, saying to backfill. One run at a time.
     """
     with DAG(
         dag_id=backfill_dag_id(job.name),
@@ -241,7 +241,6 @@ def partitioned_backfill_dag(job: RegisteredJob) -> DAG:
         end_date=START_DATE,
         catchup=False,
         max_active_runs=1,
-        allowed_run_types=["scheduled", "backfill"],
         default_args={**_default_args(), **retry_args(job)},
         tags=["hubflow", "backfill", *job.tags],
         access_control=access_control(job.access),

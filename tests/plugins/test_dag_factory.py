@@ -384,7 +384,7 @@ def test_the_deadline_example_of_the_runbook_builds_its_deadline_alert(tmp_path:
 
 def test_a_streaming_job_gets_a_backfill_dag_of_hours_the_scheduler_never_runs(tmp_path: Path) -> None:
     """``<job>__backfill``: hourly partitions whose keys hubflow reads back; scheduled runs are
-    impossible (``end_date`` before the first hour), manual runs refused; only backfill runs run."""
+    impossible (``end_date`` before the first hour); a run without an hour fails (``interval_only``)."""
     from airflow.sdk import AssetAlias, CronPartitionTimetable
 
     from hubflow.lake_assets import alias_name
@@ -397,7 +397,7 @@ def test_a_streaming_job_gets_a_backfill_dag_of_hours_the_scheduler_never_runs(t
     assert "orders__backfill" not in dags, "a scheduled job backfills through its own DAG's intervals"
     assert backfill.timetable == CronPartitionTimetable("0 * * * *", timezone="UTC", key_format=KEY_FORMAT)
     assert backfill.end_date is not None and backfill.end_date <= backfill.start_date
-    assert {str(t.value) for t in backfill.allowed_run_types} == {"scheduled", "backfill"}, "no manual run"
+    assert backfill.allowed_run_types is None, "the UI's Backfill is in the Trigger dialog"
     assert backfill.max_active_runs == 1
     run = backfill.get_task("run_job")
     assert run.interval_only and run.outlets == [AssetAlias(alias_name("clicks"))]
