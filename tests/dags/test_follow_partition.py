@@ -1,0 +1,297 @@
+"""Downstream follows the changed partition (issue #51 item 2), on a real api-server, scheduler and
+DAG processor (PostgreSQL), the emulator's hub, Spark and Delta:
+
+bronze (``telemetry_bronze``, the streaming Event Hubs job) and silver (``telemetry_silver``, the
+built-in ``bronze_to_silver`` scheduled on ``asset(telemetry_bronze)``, the shipped config with the
+test's paths). Events of two past hours land in bronze (the stream) and silver (its incremental run
+on the supervisor's ordinary event). Then bronze's first hour is backfilled from the UI (Trigger ->
+Backfill of ``telemetry_bronze__backfill``): its run carries the hour as partition key, so does its
+table's event, and that event runs ``telemetry_silver__follow`` once, which replaces silver's rows of
+that hour once (every event once, parsed again); the other hour is untouched, and the incremental
+``telemetry_silver__available_now`` is not run by the partitioned event. A later incremental run
+skips bronze's replacement (``skip_change_commits``) and adds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hubflow.partitions import partition_key
+from tests.dags.helpers import (
+    REPO_ROOT,
+    airflow_env,
+    asset_events,
+    pid_alive,
+    query_db,
+    run_airflow,
+    run_snapshot,
+    start_airflow_services,
+    write_registry,
+)
+from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config
+from tests.support.airflow_ui import browser
+from tests.support.emulator import start_test_emulator
+from tests.support.lake import spark_rows
+from tests.support.processes import stop_processes, wait_until
+
+pytestmark = pytest.mark.integration
+ENV_VAR = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
+HOUR = timedelta(hours=1)
+BRONZE, SILVER = "telemetry_bronze", "telemetry_silver"
+BACKFILL_DAG, FOLLOW_DAG, INCREMENTAL_DAG = (
+    f"{BRONZE}__backfill",
+    f"{SILVER}__follow",
+    f"{SILVER}__available_now",
+)
+USER = "alice"
+#: Silver's columns that tell an event (partition, sequence number) and when silver parsed it.
+SILVER_COLUMNS = {
+    "partition": "value",
+    "sequenceNumber": "value",
+    "device": "value",
+    "_ingested_at": "timestamp",
+}
+
+
+@dataclass(frozen=True)
+class Lake:
+    base: Path
+    env: dict[str, str]
+    url: str
+    password: str
+    emulator: Any
+    hub: EmulatedHub
+    bronze: Path
+    silver: Path
+
+
+@pytest.fixture(scope="module")
+def lake(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+    import secrets
+
+    base = tmp_path_factory.mktemp("follow")
+    emulator = start_test_emulator(base, telemetry=2)
+    processes: list = []
+    try:
+        conn = emulator.connection_string("telemetry")
+        bronze = base / "lake" / BRONZE
+        bronze_config = eventhubs_config(
+            base / "bronze",
+            EmulatedHub("telemetry", conn, 2),
+            ENV_VAR,
+            name=BRONZE,
+            sink={"output_path": str(bronze), "format": "delta"},
+        )
+        bronze_config["trigger"] = {"processingTime": "1 second"}
+        shipped = (REPO_ROOT / "jobs" / "configs" / f"{SILVER}.yaml").read_text(encoding="utf-8")
+        assert "skip_change_commits: true" in shipped and "interval_column: enqueuedTime" in shipped
+        silver_config = base / f"{SILVER}.yaml"
+        silver_config.write_text(shipped.replace("/opt/hubflow/data", str(base)), encoding="utf-8")
+        jobs = [
+            {
+                "name": BRONZE,
+                "application": "eventhubs_to_lake",
+                "config": str(write_config(base / f"{BRONZE}.yaml", bronze_config)),
+                "mode": "streaming",
+                "supervise_every": "1 hour",  # run by the test (airflow dags test), not the clock
+                "eventhubs_conn_id": "eventhubs_default",
+            },
+            {
+                "name": SILVER,
+                "application": "bronze_to_silver",
+                "config": str(silver_config),
+                "mode": "scheduled",
+                "schedule": f"asset({BRONZE})",
+                "retries": 0,
+            },
+        ]
+        env = airflow_env(airflow_home, write_registry(base, jobs))
+        env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
+        env["AIRFLOW__SCHEDULER__PARSING_CLEANUP_INTERVAL"] = "5"  # a new table's asset active soon
+        password = secrets.token_urlsafe(12)
+        passwords = base / "passwords.json"
+        passwords.write_text(json.dumps({USER: password}), encoding="utf-8")
+        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{USER}:admin"
+        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(passwords)
+        assert run_airflow(env, "dags", "reserialize").returncode == 0
+        processes, env = start_airflow_services(env, base / "airflow-logs")
+        yield Lake(
+            base,
+            env,
+            env["AIRFLOW__API__BASE_URL"],
+            password,
+            emulator,
+            EmulatedHub("telemetry", conn, 2),
+            bronze,
+            base / "lake" / SILVER,
+        )
+    finally:
+        stop_processes(processes)
+        _stop_stream(base)
+        emulator.stop()
+
+
+def _stop_stream(base: Path) -> None:
+    import os
+    import signal
+
+    try:
+        status = json.loads((base / "bronze" / "status" / BRONZE / "status.json").read_text())
+    except (OSError, ValueError):
+        return
+    for pid in (status.get("jvm_pid"), status.get("pid")):
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _send_in_hour(lake: Lake, start: datetime, first: int, count: int) -> None:
+    """``count`` JSON readings (devices ``d<first>``...) enqueued a minute into the hour ``start``."""
+    lake.emulator.faults.shift_clock((start + timedelta(minutes=1) - datetime.now(UTC)).total_seconds())
+    bodies: dict[str, list[bytes]] = {"0": [], "1": []}
+    for n in range(first, first + count):
+        bodies[str(n % 2)].append(json.dumps({"device": f"d{n}", "reading": n, "celsius": 20.5}).encode())
+    lake.hub.send(bodies)
+    lake.emulator.faults.shift_clock(0)
+
+
+def _supervise(lake: Lake) -> None:
+    """One supervisor run: starts bronze's stream if it is not running, announces its new commits."""
+    result = run_airflow(lake.env, "dags", "test", f"{BRONZE}__supervisor")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+
+
+def _rows(spark: Any, table: Path, columns: dict[str, str]) -> list[tuple]:
+    from pyspark.errors import AnalysisException
+
+    try:
+        return spark_rows(spark, table, columns)
+    except AnalysisException:  # nothing committed yet
+        return []
+
+
+def _succeeded(airflow_home: Any, dag_id: str, count: int) -> list | None:
+    """The DAG's runs once ``count`` have succeeded and none failed (a failure fails the test)."""
+    runs = run_snapshot(airflow_home, dag_id)
+    failed = [run for run in runs if run.state == "failed"]
+    if failed:
+        logs = Path(airflow_home.path) / "logs" / f"dag_id={dag_id}"
+        tails = [p.read_text(errors="replace")[-3000:] for p in sorted(logs.rglob("*.log"))]
+        raise AssertionError(f"{dag_id}: {failed}\n" + "\n".join(tails))
+    return runs if sum(run.state == "success" for run in runs) >= count else None
+
+
+def _commit_infos(table: Path) -> dict[int, tuple[dict[str, Any], set[str]]]:
+    """Each Delta commit: its commitInfo and the names of the files it added."""
+    commits = {}
+    for path in sorted((table / "_delta_log").glob("*.json")):
+        info: dict[str, Any] = {}
+        added: set[str] = set()
+        for line in path.read_text(encoding="utf-8").splitlines():
+            action = json.loads(line)
+            if "commitInfo" in action:
+                info = action["commitInfo"]
+            elif "add" in action:
+                added.add(Path(action["add"]["path"]).name)
+        commits[int(path.stem)] = (info, added)
+    return commits
+
+
+def _writers(spark: Any, table: Path, start: datetime) -> set[int]:
+    """The versions whose files hold the table's rows enqueued in the hour ``start``."""
+    from pyspark.sql import functions as F
+
+    frame = spark.read.format("delta").load(str(table)).select("enqueuedTime", F.input_file_name().alias("f"))
+    files = {
+        Path(r.f).name for r in frame.collect() if start <= r.enqueuedTime.astimezone(UTC) < start + HOUR
+    }
+    return {v for v, (_, added) in _commit_infos(table).items() if added & files}
+
+
+@pytest.mark.timeout(1800)
+def test_a_backfilled_bronze_hour_is_replaced_once_in_silver_and_other_hours_stay(
+    lake: Lake, airflow_home, spark
+) -> None:
+    this_hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    first, second = this_hour - 3 * HOUR, this_hour - 2 * HOUR
+    _send_in_hour(lake, first, 0, 10)
+    _send_in_hour(lake, second, 10, 14)
+    sent = 24
+
+    # The ordinary path: the stream lands every event in bronze; the supervisor's (unpartitioned)
+    # event runs silver's incremental DAG, which parses them all.
+    for dag in (INCREMENTAL_DAG, FOLLOW_DAG, BACKFILL_DAG):
+        assert run_airflow(lake.env, "dags", "unpause", dag).returncode == 0
+    _supervise(lake)
+    wait_until(lambda: len(_rows(spark, lake.bronze, {"body": "value"})) == sent, 300, "bronze's stream")
+    _supervise(lake)
+    wait_until(
+        lambda: _succeeded(airflow_home, INCREMENTAL_DAG, 1), 600, "silver's incremental run", interval=3
+    )
+    before = _rows(spark, lake.silver, SILVER_COLUMNS)
+    assert len(before) == len({(r[0], r[1]) for r in before}) == sent, before
+    incremental_runs = len(run_snapshot(airflow_home, INCREMENTAL_DAG))
+    silver_versions = set(_commit_infos(lake.silver))
+
+    # Backfill bronze's first hour from the UI: one run, the hour as its partition key.
+    with browser(lake.url, lake.base / "ui-artifacts") as ui:
+        ui.log_in(USER, lake.password)
+        assert ui.backfill(BACKFILL_DAG, first, first) == "1 run will be triggered."
+    wait_until(lambda: _succeeded(airflow_home, BACKFILL_DAG, 1), 600, "bronze's backfill run")
+    key = partition_key(first)
+    keys = query_db(
+        airflow_home, "SELECT run_type, partition_key FROM dag_run WHERE dag_id = :d", d=BACKFILL_DAG
+    )
+    assert [tuple(row) for row in keys] == [("backfill", key)], keys
+    bronze_events = [e["extra"] for e in asset_events(airflow_home, f"file://{lake.bronze}")]
+    assert bronze_events[-1]["run"] == "backfill", bronze_events
+    (bronze_replaced,) = bronze_events[-1]["versions"]
+    assert _writers(spark, lake.bronze, first) == {bronze_replaced}, "bronze's hour replaced by the backfill"
+
+    # silver__follow runs once, for that hour, and replaces silver's rows of it once.
+    (follow,) = wait_until(
+        lambda: _succeeded(airflow_home, FOLLOW_DAG, 1), 600, "silver's follow run", interval=3
+    )
+    follows = query_db(
+        airflow_home, "SELECT run_type, partition_key FROM dag_run WHERE dag_id = :d", d=FOLLOW_DAG
+    )
+    assert [tuple(row) for row in follows] == [("asset_triggered", key)], follows
+    after = _rows(spark, lake.silver, SILVER_COLUMNS)
+    assert sorted((r[0], r[1], r[2]) for r in after) == sorted((r[0], r[1], r[2]) for r in before), (
+        "each once"
+    )
+    devices_of_first = {f"d{n}" for n in range(10)}
+    replaced = [r for r in after if r[2] in devices_of_first]
+    kept = [r for r in before if r[2] in devices_of_first]
+    assert len(replaced) == 10 and all(new[3] > old[3] for new, old in zip(replaced, kept, strict=True)), (
+        "the hour's rows parsed again"
+    )
+    assert [r for r in after if r[2] not in devices_of_first] == [
+        r for r in before if r[2] not in devices_of_first
+    ], "the other hour untouched"
+    new_versions = set(_commit_infos(lake.silver)) - silver_versions
+    (follow_commit,) = [v for v in new_versions if _commit_infos(lake.silver)[v][1]]  # adds silver files
+    info = _commit_infos(lake.silver)[follow_commit][0]
+    assert info.get("userMetadata", "").startswith(f"airflow:{FOLLOW_DAG}/{follow.run_id}/"), info
+    assert _writers(spark, lake.silver, first) == {follow_commit}, "one replacement of the hour"
+    silver_events = [
+        e for e in asset_events(airflow_home, f"file://{lake.silver}") if e["extra"]["run"] == "backfill"
+    ]
+    assert len(silver_events) == 1, silver_events
+
+    # The partitioned event ran no incremental run; the next ordinary one skips bronze's replacement.
+    assert len(run_snapshot(airflow_home, INCREMENTAL_DAG)) == incremental_runs
+    assert run_airflow(lake.env, "dags", "trigger", INCREMENTAL_DAG).returncode == 0
+    wait_until(
+        lambda: _succeeded(airflow_home, INCREMENTAL_DAG, incremental_runs + 1),
+        600,
+        "an incremental run",
+        interval=3,
+    )
+    assert _rows(spark, lake.silver, SILVER_COLUMNS) == after, "nothing added twice"
