@@ -47,6 +47,20 @@ def test_a_backfill_run_needs_a_data_interval(registry: Path) -> None:
         operator.execute(_backfill(noon, noon))
 
 
+def test_an_interval_only_task_refuses_a_run_without_an_hour_or_interval(registry: Path) -> None:
+    """The ``__backfill`` and ``__follow`` DAGs' task: a plain trigger (no partition key, no backfill)
+    fails, saying how to run it, instead of running the job."""
+    manual = {
+        **_backfill(None, None),
+        "dag_run": SimpleNamespace(run_type="manual", run_id="m", partition_key=None),
+    }
+    with pytest.raises(
+        AirflowFailException,
+        match="replaces an hour of job orders and nothing else: run it through a backfill",
+    ):
+        SparkJobOperator(task_id="run_job", job_name="orders", interval_only=True).execute(manual)
+
+
 def test_a_backfill_of_an_application_that_cannot_reread_its_input_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
