@@ -254,6 +254,27 @@ def test_a_backfilled_bronze_hour_is_replaced_once_in_silver_and_other_hours_sta
     (bronze_replaced,) = bronze_events[-1]["versions"]
     assert _writers(spark, lake.bronze, first) == {bronze_replaced}, "bronze's hour replaced by the backfill"
 
+    # The command line docs/airflow.md shows, as a dry run: one hour is from and to the same hour.
+    hour = second.strftime("%Y-%m-%dT%H:%M:%S")
+    dry = run_airflow(
+        lake.env,
+        "backfill",
+        "create",
+        "--dag-id",
+        BACKFILL_DAG,
+        "--from-date",
+        hour,
+        "--to-date",
+        hour,
+        "--dry-run",
+    )
+    assert dry.returncode == 0, (dry.stdout + dry.stderr)[-3000:]
+    doc = " ".join((REPO_ROOT / "docs" / "airflow.md").read_text(encoding="utf-8").split())
+    documented = f"airflow backfill create --dag-id {BACKFILL_DAG} --from-date 2026-11-28T10:00:00 --to-date"
+    assert f"{documented} 2026-11-28T10:00:00" in doc
+    keys_said = [k for k in (partition_key(second + n * HOUR) for n in (-1, 0, 1)) if k in dry.stdout]
+    assert keys_said == [partition_key(second)], dry.stdout
+
     # silver__follow runs once, for that hour, and replaces silver's rows of it once.
     (follow,) = wait_until(
         lambda: _succeeded(airflow_home, FOLLOW_DAG, 1), 600, "silver's follow run", interval=3
