@@ -14,7 +14,13 @@ from collections import deque
 from . import frames as F
 from . import limits
 from .codec import Described, Symbol, Timestamp, UInt, encode
-from .messages import LAST_ENQUEUED_OFFSET, LAST_ENQUEUED_SEQUENCE_NUMBER, LAST_ENQUEUED_TIME_UTC
+from .messages import (
+    DELIVERY_ANNOTATIONS,
+    LAST_ENQUEUED_OFFSET,
+    LAST_ENQUEUED_SEQUENCE_NUMBER,
+    LAST_ENQUEUED_TIME_UTC,
+    with_delivery_annotations,
+)
 from .roles import ConnectionRole
 from .store import Hub, PartitionLog, now_ms
 
@@ -94,14 +100,15 @@ class Link:
         session = self.session
         max_frame = conn.remote_max_frame_size
         out: list[bytes] = []
-        metrics = None
+        metrics = encoded_metrics = None
         if self.metrics:
             metrics = _runtime_metrics(self.log)
+            encoded_metrics = encode(Described(DELIVERY_ANNOTATIONS, metrics))
         size = 0
         for sent, i in enumerate(range(idx, idx + count), 1):
             seq, _offset, _enq, payload, hlen = events[i]
-            if metrics is not None:
-                payload = payload[:hlen] + metrics + payload[hlen:]
+            if metrics is not None and encoded_metrics is not None:
+                payload = with_delivery_annotations(payload, hlen, metrics, encoded_metrics)
             did = session.next_outgoing_id
             session.next_outgoing_id = (did + 1) & 0xFFFFFFFF
             if len(payload) + F.TRANSFER_OVERHEAD <= max_frame:
@@ -169,7 +176,7 @@ class Link:
             )
 
 
-def _runtime_metrics(log_: PartitionLog) -> bytes:
+def _runtime_metrics(log_: PartitionLog) -> dict:
     last = log_.last_event()
     values = {
         Symbol(LAST_ENQUEUED_SEQUENCE_NUMBER): log_.next_seq - 1,
@@ -177,7 +184,7 @@ def _runtime_metrics(log_: PartitionLog) -> bytes:
         Symbol(LAST_ENQUEUED_TIME_UTC): Timestamp(last[2] if last else log_.last_enqueued_ms),
         Symbol("runtime_info_retrieval_time_utc"): Timestamp(now_ms()),
     }
-    return encode(Described(0x71, values))
+    return values
 
 
 class Session:

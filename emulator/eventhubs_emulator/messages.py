@@ -121,13 +121,17 @@ def unpack_delivery(payload: bytes, message_format: int | None) -> tuple[list[by
 def stamp_event(
     message: bytes, sequence_number: int, offset: int, enqueued_ms: int, partition_key: str | None
 ) -> tuple[bytes, int]:
-    """Return the stored form of an event and where delivery annotations would go.
+    """Return the stored form of an event and where delivery annotations go.
 
-    The result keeps the producer's sections (minus delivery annotations) with the broker's message
-    annotations merged in; the second value is the byte position right after the header section.
+    The result keeps the producer's sections with the broker's message annotations merged in, in
+    AMQP 1.0's order (§3.2: header, delivery-annotations, message-annotations, ...). The producer's
+    delivery annotations are kept and reach consumers, as the service passes them on (azure-eventhub's
+    own live test ``test_send_amqp_annotated_message`` reads them back). The second value is the byte
+    position right after the header section, where they start (see :func:`with_delivery_annotations`).
     """
     sections = split_sections(message)
     header = b""
+    delivery_annotations = b""
     annotations: dict = {}
     rest = bytearray()
     for s in sections:
@@ -138,7 +142,7 @@ def stamp_event(
             if isinstance(value, dict):
                 annotations.update(value)
         elif s.code == DELIVERY_ANNOTATIONS:
-            continue
+            delivery_annotations = bytes(message[s.start : s.end])
         else:
             rest += message[s.start : s.end]
     for k in _BROKER_KEYS:
@@ -148,8 +152,25 @@ def stamp_event(
     annotations[ENQUEUED_TIME] = Timestamp(enqueued_ms)
     if partition_key is not None and PARTITION_KEY not in annotations:
         annotations[PARTITION_KEY] = partition_key
-    stamped = header + encode(Described(MESSAGE_ANNOTATIONS, annotations)) + bytes(rest)
+    stamped = header + delivery_annotations + encode(Described(MESSAGE_ANNOTATIONS, annotations))
+    stamped += bytes(rest)
     return stamped, len(header)
+
+
+_DELIVERY_ANNOTATIONS_PREFIX = bytes((0x00, 0x53, DELIVERY_ANNOTATIONS))
+
+
+def with_delivery_annotations(payload: bytes, header_len: int, values: dict, encoded: bytes) -> bytes:
+    """A stored event with ``values`` in its delivery annotations (the service's runtime metrics for
+    a receiver that asked for them; ``encoded`` is their section, encoded once per round): merged
+    into the producer's section when it has one (one section per message; the service's keys win),
+    else that section inserted after the header."""
+    if payload.startswith(_DELIVERY_ANNOTATIONS_PREFIX, header_len):
+        end = skip(payload, header_len + 3)
+        own = decode(payload, header_len + 3)[0]
+        merged = {**own, **values} if isinstance(own, dict) else dict(values)
+        return payload[:header_len] + encode(Described(DELIVERY_ANNOTATIONS, merged)) + payload[end:]
+    return payload[:header_len] + encoded + payload[header_len:]
 
 
 def build_message(

@@ -268,5 +268,29 @@ def test_producer_message_annotations_reach_the_consumer_beside_the_service_ones
         assert [a[b"x-opt-sequence-number"] for a in annotations] == [0, 1, 2]
         assert [e.sequence_number for e in events] == [0, 1, 2]
         assert all(b"x-opt-offset" in a and b"x-opt-enqueued-time" in a for a in annotations)
-        # Delivery annotations are for one hop (AMQP 1.0 §3.2.2): the producer's stop at the service.
-        assert all(b"x-hop-only" not in (e.raw_amqp_message.delivery_annotations or {}) for e in events)
+        # The producer's delivery annotations reach the consumer too, as on the service (below).
+        assert events[0].raw_amqp_message.delivery_annotations[b"x-hop-only"] == b"d"
+
+
+def test_producer_delivery_annotations_reach_the_consumer_with_the_runtime_metrics(emulator):
+    """What azure-eventhub's live test ``test_send_amqp_annotated_message`` reads back from the
+    service: a sent message's delivery annotations, in a batch and alone; a receiver that asks for
+    runtime metrics gets them in the same section (a message has one), the producer's keys kept."""
+    conn = emulator.connection_string("hub1")
+    annotated = AmqpAnnotatedMessage(
+        data_body=[b"aa", b"bb"], header={"priority": 10}, delivery_annotations={"delann_key": "delann_value"}
+    )
+    with EventHubProducerClient.from_connection_string(conn) as producer:
+        batch = producer.create_batch(partition_id="0")
+        batch.add(annotated)
+        batch.add(EventData("plain"))
+        producer.send_batch(batch)
+        producer.send_event(annotated, partition_id="0")
+    for metrics in (False, True):
+        events = receive(conn, "0", expected=3, track_last_enqueued_event_properties=metrics)
+        own = [e.raw_amqp_message.delivery_annotations or {} for e in events]
+        assert [d.get(b"delann_key") for d in own] == [b"delann_value", None, b"delann_value"]
+        assert [e.body_as_str() for e in events] == ["aabb", "plain", "aabb"]
+        assert events[0].raw_amqp_message.header.priority == 10
+        if metrics:
+            assert [d[b"last_enqueued_sequence_number"] for d in own] == [2, 2, 2]
