@@ -10,8 +10,9 @@ export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: venv test-tools test test-stress test-all lint check-locks audit demo demo-stop lock lock-jvm bench clean \
-  stack-up stack-down stack-test migration-env lock-images lock-spark35 lock-jvm-spark35 lock-jvm-kafka
+.PHONY: venv test-tools live-tests lock-livetests test test-stress test-all lint check-locks audit demo demo-stop \
+  lock lock-jvm bench clean stack-up stack-down stack-test migration-env lock-images lock-spark35 \
+  lock-jvm-spark35 lock-jvm-kafka
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -129,5 +130,19 @@ lock-spark35: venv
 lock-jvm-spark35: migration-env
 	.venv-spark35/bin/python scripts/jvm_deps.py lock --lock jvm-deps-spark35.lock
 
+# Microsoft's own live tests of the locked azure-eventhub release, unmodified, against the emulator
+# (docs/emulator.md "Microsoft's live tests"): the sdist in scripts/sdk_live_tests/sdist.lock is
+# fetched from PyPI and checked, its tests/ run in .venv-livetests. Not part of `make test` (about
+# 10 minutes each). LIVE_SUITES=sync or async for one; LIVE_ARGS goes to pytest (e.g. -k send).
+LIVE_SUITES ?= sync async
+live-tests: venv
+	@bash scripts/livetests_env.sh
+	@rc=0; for suite in $(LIVE_SUITES); do \
+	  $(PY) scripts/sdk_live_tests/run.py $$suite $(LIVE_ARGS) || rc=1; done; exit $$rc
+
+# Recompile requirements-livetests.lock (hashes) from requirements-livetests.in.
+lock-livetests: venv
+	$(LOCK_COMPILE) -c requirements-dev.lock requirements-livetests.in -o requirements-livetests.lock
+
 clean:
-	rm -rf $(VENV) .venv-spark35 .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-spark35 .venv-livetests .pytest_cache .ruff_cache

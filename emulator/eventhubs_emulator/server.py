@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from . import limits, websocket
 from .attach import DETACH_FORCED, partition_offline_description
-from .config import EmulatorConfig
+from .config import EmulatorConfig, HubConfig
 from .connection import Connection, Link
 from .store import Broker, Hub
 
@@ -549,6 +549,16 @@ class Emulator:
         """Grow ``hub`` to ``new_count`` partitions; return the partition ids."""
         return self._call(self._grow, hub, new_count)
 
+    def add_hub(self, name: str, partition_count: int = 2, consumer_groups: list[str] | None = None) -> None:
+        """Create event hub ``name`` at run time (as ARM's create does on the service); an existing
+        one is left as it is. For harnesses that make a hub per test (Microsoft's live tests)."""
+        self._call(self._add_hub, name, partition_count, list(consumer_groups or []))
+
+    def remove_hub(self, name: str) -> bool:
+        """Delete event hub ``name`` and its events; links already open on it keep what they hold.
+        Returns whether there was one."""
+        return self._call(self._remove_hub, name)
+
     def truncate(self, hub: str, partition: str, before_sequence_number: int) -> int:
         """Drop events of one partition with sequence numbers below the given one; return how many."""
         return self._call(self._truncate, hub, partition, before_sequence_number)
@@ -574,6 +584,24 @@ class Emulator:
         h.grow(int(new_count))
         h.config.partition_count = int(new_count)
         return h.partition_ids()
+
+    def _add_hub(self, name: str, partition_count: int, consumer_groups: list[str]) -> None:
+        assert self._broker is not None
+        if self._broker.hub(name) is not None:
+            return
+        config = HubConfig(name=name, partition_count=int(partition_count), consumer_groups=consumer_groups)
+        self.config.hubs.append(config)
+        try:
+            self.config.validate()  # a bad name or count is refused as in Config.json
+        except Exception:
+            self.config.hubs.remove(config)
+            raise
+        self._broker.hubs[name.lower()] = Hub(config, self._broker.data_dir, self._broker.clock)
+
+    def _remove_hub(self, name: str) -> bool:
+        assert self._broker is not None
+        self.config.hubs = [h for h in self.config.hubs if h.name.lower() != name.lower()]
+        return self._broker.hubs.pop(name.lower(), None) is not None
 
     def _truncate(self, hub: str, partition: str, before_sequence_number: int) -> int:
         return self._partition_log(hub, partition).truncate_before(int(before_sequence_number))
