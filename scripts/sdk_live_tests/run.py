@@ -21,6 +21,8 @@ exits with pytest's code; the JUnit XML and the log are kept in the printed run 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import random
@@ -35,6 +37,7 @@ import tempfile
 import urllib.request
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -112,8 +115,10 @@ def unpack_tests(sdist: Path, into: Path) -> Path:
     return into / sdist.name.removesuffix(".tar.gz")
 
 
-def trust_ca(ca: Path) -> None:
-    """Put the emulator's CA into the live venv's certifi bundle (the pristine copy kept aside)."""
+@contextlib.contextmanager
+def trusted(ca: Path) -> Iterator[None]:
+    """The emulator's CA in the live venv's certifi bundle while the run lasts (the SDK trusts that
+    bundle only); under a lock, added and removed by itself, so runs side by side keep their own."""
     where = subprocess.run(
         [str(VENV / "bin/python"), "-c", "import certifi; print(certifi.where())"],
         check=True,
@@ -121,11 +126,16 @@ def trust_ca(ca: Path) -> None:
         text=True,
     ).stdout.strip()
     bundle = Path(where)
-    pristine = bundle.with_name(bundle.name + ".hubflow-pristine")
-    if not pristine.exists():
-        shutil.copyfile(bundle, pristine)
-    marker = b"\n# the hubflow emulator's CA (make live-tests)\n"
-    bundle.write_bytes(pristine.read_bytes() + marker + ca.read_bytes())
+    entry = b"\n# the hubflow emulator's CA (make live-tests)\n" + ca.read_bytes()
+    with (VENV / ".certifi.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        bundle.write_bytes(bundle.read_bytes() + entry)
+    try:
+        yield
+    finally:
+        with (VENV / ".certifi.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            bundle.write_bytes(bundle.read_bytes().replace(entry, b""))
 
 
 def counts(junit: Path) -> dict[str, int]:
@@ -164,6 +174,7 @@ def main(argv: list[str]) -> int:
     )
     emulator = Emulator(config, host=host, port=0).start()
     issuer = arm = forwarder = None
+    stack = contextlib.ExitStack()
     try:
         try:
             forwarder = Forwarder(host, WSS_PORT, (host, AMQPS_PORT)).start()
@@ -173,7 +184,7 @@ def main(argv: list[str]) -> int:
         audiences = ("https://eventhubs.azure.net", "https://storage.azure.com", arm.url)
         issuer = TokenIssuer(issuer_dir, clients=[client], audiences=audiences, tls_dir=tls_dir).start()
         ca = tls_dir / "ca.pem"
-        trust_ca(ca)
+        stack.enter_context(trusted(ca))
         env = {k: v for k, v in os.environ.items() if k not in IDENTITY_VARIABLES}
         env.update(
             {
@@ -219,6 +230,7 @@ def main(argv: list[str]) -> int:
             )
         return code
     finally:
+        stack.close()
         for server in (arm, issuer, forwarder, emulator):
             if server is not None:
                 server.stop()
