@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import secrets
 import ssl
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -69,7 +70,10 @@ def ensure_certificates(folder: str | Path, host: str = "127.0.0.1") -> TlsFiles
 
     now = datetime.now(UTC) - timedelta(minutes=5)  # a client clock slightly behind still trusts it
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "eventhubs-emulator local CA")])
+    # A name of its own: a trust store holding several emulators' CAs (two runs side by side, or an
+    # old one left in) finds each certificate's issuer by this name, and a shared name fails them.
+    ca_common_name = f"eventhubs-emulator local CA {secrets.token_hex(4)}"
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_common_name)])
     ca = (
         x509.CertificateBuilder()
         .subject_name(ca_name)

@@ -29,6 +29,7 @@ import random
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -116,9 +117,11 @@ def unpack_tests(sdist: Path, into: Path) -> Path:
 
 
 @contextlib.contextmanager
-def trusted(ca: Path) -> Iterator[None]:
+def trusted(ca: Path) -> Iterator[Path]:
     """The emulator's CA in the live venv's certifi bundle while the run lasts (the SDK trusts that
-    bundle only); under a lock, added and removed by itself, so runs side by side keep their own."""
+    bundle only); under a lock, added and removed by itself, so runs side by side keep their own.
+    Yields the bundle (``SSL_CERT_FILE`` for aiohttp, which azure.identity.aio uses, reads the
+    system's default)."""
     where = subprocess.run(
         [str(VENV / "bin/python"), "-c", "import certifi; print(certifi.where())"],
         check=True,
@@ -131,7 +134,7 @@ def trusted(ca: Path) -> Iterator[None]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         bundle.write_bytes(bundle.read_bytes() + entry)
     try:
-        yield
+        yield bundle
     finally:
         with (VENV / ".certifi.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -184,7 +187,7 @@ def main(argv: list[str]) -> int:
         audiences = ("https://eventhubs.azure.net", "https://storage.azure.com", arm.url)
         issuer = TokenIssuer(issuer_dir, clients=[client], audiences=audiences, tls_dir=tls_dir).start()
         ca = tls_dir / "ca.pem"
-        stack.enter_context(trusted(ca))
+        bundle = stack.enter_context(trusted(ca))
         env = {k: v for k, v in os.environ.items() if k not in IDENTITY_VARIABLES}
         env.update(
             {
@@ -200,6 +203,7 @@ def main(argv: list[str]) -> int:
                 "AZURE_CLIENT_SECRET": client.client_secret or "",
                 "AZURE_AUTHORITY_HOST": issuer.base_url,
                 "REQUESTS_CA_BUNDLE": str(ca),
+                "SSL_CERT_FILE": str(bundle),
             }
         )
         junit = run_dir / "junit.xml"
@@ -210,7 +214,7 @@ def main(argv: list[str]) -> int:
             SUITES[suite],
             "-p",
             "no:cacheprovider",
-            "-q",
+            "-v",
             "-rfE",
             f"--timeout={TEST_TIMEOUT_SECONDS}",
             f"--junitxml={junit}",
@@ -236,5 +240,10 @@ def main(argv: list[str]) -> int:
                 server.stop()
 
 
+def _stop(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # subprocess.run kills pytest on the way out; the servers stop
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _stop)
     sys.exit(main(sys.argv[1:]))
