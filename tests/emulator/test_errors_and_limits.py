@@ -18,7 +18,7 @@ from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerCl
 from azure.eventhub.aio import EventHubConsumerClient as AsyncConsumer
 from azure.eventhub.exceptions import AuthenticationError, ConnectError, EventDataSendError, EventHubError
 
-from eventhubs_emulator import Emulator, EmulatorConfig
+from eventhubs_emulator import ConfigError, Emulator, EmulatorConfig
 from tests.support.emulator import start_test_emulator
 
 from .conftest import receive, send
@@ -336,3 +336,22 @@ def test_sixth_receiver_without_owner_level_is_refused(emulator):
             if r is not None:
                 r[0].close()
                 r[1].join(timeout=10)
+
+
+def test_a_hub_added_at_run_time_serves_clients_and_a_removed_one_is_not_found(emulator):
+    """``Emulator.add_hub``/``remove_hub`` (what make live-tests' stand-in for Resource Manager calls
+    per test): a new hub is served at once with its partitions; after removal $cbs answers 404."""
+    emulator.add_hub("made-late", 3)
+    emulator.add_hub("made-late", 5)  # an existing hub is left as it is, as ARM's create_or_update
+    conn = emulator.connection_string("made-late")
+    send(conn, ["late"], partition_id="2")
+    assert [e.body_as_str() for e in receive(conn, "2", expected=1)] == ["late"]
+    with EventHubProducerClient.from_connection_string(conn, retry_total=0) as producer:
+        assert producer.get_partition_ids() == ["0", "1", "2"]
+    with pytest.raises(ConfigError, match="PartitionCount"):
+        emulator.add_hub("too-many", 2000)
+    assert emulator.remove_hub("made-late") and not emulator.remove_hub("made-late")
+    with pytest.raises(AuthenticationError, match="could not be found"):
+        with EventHubProducerClient.from_connection_string(conn, retry_total=0) as producer:
+            producer.get_partition_ids()
+    assert emulator.connection_string("hub1")  # the others stay
