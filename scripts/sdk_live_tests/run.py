@@ -47,7 +47,7 @@ VENV = ROOT / ".venv-livetests"
 AMQPS_PORT, WSS_PORT = 5671, 443  # where the SDK connects, whatever the test says
 SUITES = {"sync": "tests/livetest/synctests", "async": "tests/livetest/asynctests"}
 #: Per-test limit: a test that waits on an answer the emulator never gives fails instead of hanging.
-TEST_TIMEOUT_SECONDS = 300
+TEST_TIMEOUT_SECONDS = 600
 #: What a client may carry over from the machine into the tests' identity: cleared for the run.
 IDENTITY_VARIABLES = (
     "AZURE_CLIENT_ID",
@@ -192,6 +192,7 @@ def main(argv: list[str]) -> int:
         env.update(
             {
                 "PYTHONPATH": str(HERE / "shim"),
+                "PYTHONUNBUFFERED": "1",  # the log shows each test as it ends
                 "AZURE_SUBSCRIPTION_ID": str(uuid.uuid4()),
                 "EVENTHUB_RESOURCE_GROUP": "hubflow-live-tests",
                 "EVENTHUB_RESOURCE_MANAGER_URL": arm.url,
