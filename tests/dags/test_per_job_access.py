@@ -199,6 +199,7 @@ def test_each_team_acts_on_its_own_job_only_through_the_api_and_the_ui(teams: Te
         listed = requests.get(f"{teams.url}/api/v2/dags", headers=headers[user], timeout=120)
         assert listed.status_code == 200, listed.text
         assert sorted(dag["dag_id"] for dag in listed.json()["dags"]) == [
+            f"{job}__backfill",  # a streaming job that can backfill: its hours, from the UI
             f"{job}__oncall",
             f"{job}__supervisor",
         ], f"{user} sees their own job's DAGs only, neither {other}'s nor hubflow__cleanup"
