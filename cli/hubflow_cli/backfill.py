@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
 from hubflow.applications import backfill_builtins, can_backfill
 from hubflow.invocation import JobInvocation
+from hubflow.lake_assets import job_tables
 from hubflow.operations.job_control import JobControl
+from hubflow.partitions import backfill_dag_id
+from hubflow.registry import load_registry, registry_path
 from hubflow.status.action_lock import ActionInProgress, refuse_if_in_progress
 from hubflow.status.exit_codes import EXIT_CONFIG_ERROR, EXIT_LOCKED, EXIT_OK
 from hubflow.supervision.detached_process import start_detached
@@ -55,6 +59,9 @@ def backfill_job(name: str, *, start: str, end: str, registry: Path | None, mast
     command = JobInvocation.backfill(job, start, end).command(master)
     print(f"backfilling job {job.name} [{start}, {end}): {' '.join(command)}")
     print(f"log: {log_path}")
+    note = downstream_note(job.name, paths, registry)
+    if note:
+        print(note)
     process = start_detached(command, log_path, driver_environment(), append=False)
     foreground = Foreground(process, lambda text: print(text, flush=True))
     previous = {sig: signal.signal(sig, foreground.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -71,6 +78,21 @@ def backfill_job(name: str, *, start: str, end: str, registry: Path | None, mast
         print(f"backfill of job {job.name} exited {code}; the last lines of {log_path}:")
         print(log_tail(log_path, LOG_TAIL_LINES))
     return code
+
+
+def downstream_note(name: str, paths: Any, registry: Path | None) -> str | None:
+    """What this backfill does not do for the jobs scheduled on the job's tables: outside Airflow no
+    asset event is sent, so their ``__follow`` DAGs do not replace the interval (docs/airflow.md,
+    "Downstream follows a backfilled hour"). None when no job is scheduled on them."""
+    tables = [table.name for table in job_tables(paths.delta_tables, paths.parquet_outputs)]
+    downstream = [job.name for job in load_registry(registry or registry_path()).jobs_on_tables(tables)]
+    if not downstream:
+        return None
+    return (
+        f"note: {', '.join(downstream)} read {name}'s tables and do not follow a backfill run outside "
+        f"Airflow: backfill the same interval of each with hubflow backfill, or backfill the hours in "
+        f"Airflow through {backfill_dag_id(name)}, which they follow"
+    )
 
 
 def _outcome(log_path: Path, job: str) -> str | None:

@@ -2,9 +2,9 @@
 interval a key names. No Airflow import (the DAG factory builds the timetables, the operators read
 the key).
 
-A streaming job's ``<job>__backfill`` DAG runs one backfill run per hour, each with the hour as its
-partition key (Airflow's ``CronPartitionTimetable`` on :data:`PARTITION_CRON`, keys formatted by
-:data:`KEY_FORMAT` in UTC); the events of the tables that run replaces carry that key. A job
+A job's ``<job>__backfill`` DAG (streaming or scheduled) runs one backfill run per hour, each with
+the hour as its partition key (Airflow's ``CronPartitionTimetable`` on :data:`PARTITION_CRON`, keys
+formatted by :data:`KEY_FORMAT` in UTC); the events of the tables that run replaces carry that key. A job
 scheduled on those tables (``schedule: asset(...)``) has ``<job>__follow``, run by those
 partitioned events only, which replaces the same hour of its own tables (:func:`partition_window`).
 """
@@ -48,7 +48,7 @@ def partition_window(key: str) -> tuple[datetime, datetime]:
 
 
 def backfill_dag_id(job: str) -> str:
-    """The DAG whose backfill runs replace a streaming job's hours: ``<job>__backfill``."""
+    """The DAG whose backfill runs replace a job's hours: ``<job>__backfill``."""
     return f"{job}__backfill"
 
 

@@ -12,6 +12,7 @@ parsing reads the registry only. No Airflow import here.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
@@ -512,6 +513,11 @@ class Registry(_Strict):
                 return job
         known = ", ".join(j.name for j in self.jobs) or "(none)"
         raise RegistryError(f"no job named {name!r} in the registry; registered jobs: {known}")
+
+    def jobs_on_tables(self, tables: Iterable[str]) -> list[RegisteredJob]:
+        """The jobs scheduled on any of the lake tables named ``tables`` (``schedule: asset(...)``)."""
+        names = set(tables)
+        return [job for job in self.jobs if job.asset_schedule and names & set(job.asset_schedule.names)]
 
 
 def jobs_folder() -> Path:

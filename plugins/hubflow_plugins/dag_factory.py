@@ -11,9 +11,10 @@ For each job ``<name>``:
   checkpoint or replaces the interval again, so it never does committed work twice. With
   ``finish_within``, a run not finished that long after it was queued pages the job's notifiers
   (an Airflow deadline alert, ``hubflow_plugins.notifications.deadline_alerts``).
-- streaming jobs that can backfill: ``<name>__backfill``, never run by the scheduler, whose backfill
-  runs (UI: Trigger -> Backfill) replace one hour each and carry the hour as partition key, so the
-  tables' events name the hour (``hubflow.partitions``);
+- jobs that can backfill, streaming or scheduled: ``<name>__backfill``, never run by the scheduler,
+  whose backfill runs (UI: Trigger -> Backfill) replace one hour each and carry the hour as partition
+  key, so the tables' events name the hour (``hubflow.partitions``) and downstream jobs follow; a
+  scheduled job's ``__available_now`` backfills replace its own intervals, not followed;
 - ``schedule: asset(...)`` jobs that can backfill: ``<name>__follow``, run only by partitioned events
   of its tables (a backfilled hour upstream), which replaces that hour of its own tables; the
   ``__available_now`` DAG keeps running on the ordinary (unpartitioned) events, incrementally.
@@ -109,8 +110,8 @@ def build_dags(registry: Registry) -> dict[str, DAG]:
             if job.quarantine_after is not None:
                 review = quarantine_review_dag(job)
                 dags[review.dag_id] = review
-            if can_backfill(job.application):
-                dags[backfill_dag_id(job.name)] = partitioned_backfill_dag(job)
+        if can_backfill(job.application):
+            dags[backfill_dag_id(job.name)] = partitioned_backfill_dag(job)
         if job.asset_schedule is not None and can_backfill(job.application):
             dags[follow_dag_id(job.name)] = follow_dag(job)
     if registry.jobs:
@@ -225,7 +226,7 @@ def available_now_dag(job: RegisteredJob) -> DAG:
 
 
 def partitioned_backfill_dag(job: RegisteredJob) -> DAG:
-    """``<job>__backfill``: its backfill runs replace one hour each of a streaming job's tables.
+    """``<job>__backfill``: its backfill runs replace one hour each of a job's tables.
 
     Hourly partitions (``CronPartitionTimetable``): a backfill run gets the hour as its partition
     key, which the tables' asset events carry, so jobs that follow them replace the same hour. Its

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.cli.helpers import hubflow, output
 
@@ -47,9 +48,18 @@ def test_backfill_refuses_an_unknown_job_a_reversed_window_and_a_files_pipeline(
     assert "hubflow backfill: job orders: a restart started by carol (cli) at " in locked.stdout
     assert "the backfill is refused" in locked.stdout and "spark-submit" not in locked.stdout
 
+    # A job scheduled on the orders table: told that it will not follow (no Airflow, no asset event).
+    entries = yaml.safe_load(registry.read_text(encoding="utf-8"))
+    entries["jobs"].append({**entries["jobs"][0], "name": "orders_daily", "schedule": "asset(orders)"})
+    registry.write_text(yaml.safe_dump(entries), encoding="utf-8")
     files = hubflow("backfill", "orders", *WINDOW, "--registry", registry, pipelines=pipelines, timeout=300)
     assert files.returncode == 2, output(files)
     assert "backfilling job orders [2026-11-25T10:00:00Z, 2026-11-25T11:00:00Z)" in files.stdout
+    assert (
+        "note: orders_daily read orders's tables and do not follow a backfill run outside Airflow: "
+        "backfill the same interval of each with hubflow backfill, or backfill the hours in Airflow "
+        "through orders__backfill, which they follow"
+    ) in files.stdout
     assert (
         "job orders: sources.landing.interval_folder is not set, so a backfill cannot tell which landing "
         "folder holds an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"

@@ -61,10 +61,11 @@ def test_dagbag_loads_every_generated_dag_without_the_data_path(airflow_home, tm
         "clicks__supervisor",
         "hubflow__cleanup",
         "orders__available_now",
+        "orders__backfill",
     ]
     assert bag["tasks"]["orders__available_now"] == ["archive_processed_files", "check_health", "run_job"]
     assert bag["tasks"]["clicks__supervisor"] == ["check_health", "ensure_running"]
-    assert bag["tasks"]["clicks__backfill"] == ["run_job"]
+    assert bag["tasks"]["clicks__backfill"] == bag["tasks"]["orders__backfill"] == ["run_job"]
     assert bag["tasks"]["hubflow__cleanup"] == [
         "archive_orders",
         "checkpoint_backups_clicks",

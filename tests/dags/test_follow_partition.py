@@ -10,6 +10,11 @@ table's event, and that event runs ``telemetry_silver__follow`` once, which repl
 that hour once (every event once, parsed again); the other hour is untouched, and the incremental
 ``telemetry_silver__available_now`` is not run by the partitioned event. A later incremental run
 skips bronze's replacement (``skip_change_commits``) and adds nothing.
+
+Downstream of silver, ``telemetry_gold`` (a user's pipeline on silver's table,
+``tests/support/pipelines/silver_rows.py``, scheduled on ``asset(telemetry_silver)``) follows both
+ways a scheduled job's table changes an hour: silver's follow run (the chain goes on) and a backfill
+of silver's own ``telemetry_silver__backfill`` (a scheduled job's hours are followed too).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from tests.dags.helpers import (
     write_registry,
 )
 from tests.jobs.helpers import EmulatedHub, eventhubs_config, write_config
+from tests.jobs.pipelines_support import pipeline_config
 from tests.support.airflow_ui import browser
 from tests.support.emulator import start_test_emulator
 from tests.support.lake import spark_rows
@@ -44,12 +50,18 @@ from tests.support.processes import stop_processes, wait_until
 pytestmark = pytest.mark.integration
 ENV_VAR = "HUBFLOW_EVENTHUBS_CONNECTION_STRING"
 HOUR = timedelta(hours=1)
-BRONZE, SILVER = "telemetry_bronze", "telemetry_silver"
+BRONZE, SILVER, GOLD = "telemetry_bronze", "telemetry_silver", "telemetry_gold"
 BACKFILL_DAG, FOLLOW_DAG, INCREMENTAL_DAG = (
     f"{BRONZE}__backfill",
     f"{SILVER}__follow",
     f"{SILVER}__available_now",
 )
+SILVER_BACKFILL_DAG, GOLD_FOLLOW_DAG, GOLD_INCREMENTAL_DAG = (
+    f"{SILVER}__backfill",
+    f"{GOLD}__follow",
+    f"{GOLD}__available_now",
+)
+PIPELINES = REPO_ROOT / "tests" / "support" / "pipelines"
 USER = "alice"
 #: Silver's columns that tell an event (partition, sequence number) and when silver parsed it.
 SILVER_COLUMNS = {
@@ -58,6 +70,7 @@ SILVER_COLUMNS = {
     "device": "value",
     "_ingested_at": "timestamp",
 }
+GOLD_COLUMNS = {"partition": "value", "sequenceNumber": "value", "device": "value", "_gold_at": "timestamp"}
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,7 @@ class Lake:
     hub: EmulatedHub
     bronze: Path
     silver: Path
+    gold: Path
 
 
 @pytest.fixture(scope="module")
@@ -111,8 +125,31 @@ def lake(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lak
                 "schedule": f"asset({BRONZE})",
                 "retries": 0,
             },
+            {
+                "name": GOLD,
+                "application": "silver_rows:gold",
+                "config": str(
+                    pipeline_config(
+                        base,
+                        GOLD,
+                        sources={
+                            "silver": {
+                                "kind": "delta",
+                                "path": str(base / "lake" / SILVER),
+                                "interval_column": "enqueuedTime",
+                                "skip_change_commits": True,
+                            }
+                        },
+                        sinks={GOLD: {"kind": "delta", "output_path": str(base / "lake" / GOLD)}},
+                    )
+                ),
+                "mode": "scheduled",
+                "schedule": f"asset({SILVER})",
+                "retries": 0,
+            },
         ]
         env = airflow_env(airflow_home, write_registry(base, jobs))
+        env["HUBFLOW_PIPELINES_DIR"] = str(PIPELINES)
         env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
         env["AIRFLOW__SCHEDULER__PARSING_CLEANUP_INTERVAL"] = "5"  # a new table's asset active soon
         password = secrets.token_urlsafe(12)
@@ -131,6 +168,7 @@ def lake(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lak
             EmulatedHub("telemetry", conn, 2),
             bronze,
             base / "lake" / SILVER,
+            base / "lake" / GOLD,
         )
     finally:
         stop_processes(processes)
@@ -226,7 +264,14 @@ def test_a_backfilled_bronze_hour_is_replaced_once_in_silver_and_other_hours_sta
 
     # The ordinary path: the stream lands every event in bronze; the supervisor's (unpartitioned)
     # event runs silver's incremental DAG, which parses them all.
-    for dag in (INCREMENTAL_DAG, FOLLOW_DAG, BACKFILL_DAG):
+    for dag in (
+        INCREMENTAL_DAG,
+        FOLLOW_DAG,
+        BACKFILL_DAG,
+        SILVER_BACKFILL_DAG,
+        GOLD_INCREMENTAL_DAG,
+        GOLD_FOLLOW_DAG,
+    ):
         assert run_airflow(lake.env, "dags", "unpause", dag).returncode == 0
     _supervise(lake)
     wait_until(lambda: len(_rows(spark, lake.bronze, {"body": "value"})) == sent, 300, "bronze's stream")
@@ -238,6 +283,13 @@ def test_a_backfilled_bronze_hour_is_replaced_once_in_silver_and_other_hours_sta
     assert len(before) == len({(r[0], r[1]) for r in before}) == sent, before
     incremental_runs = len(run_snapshot(airflow_home, INCREMENTAL_DAG))
     silver_versions = set(_commit_infos(lake.silver))
+    # silver's ordinary event runs gold's incremental DAG in turn (before any hour is replaced).
+    wait_until(
+        lambda: _succeeded(airflow_home, GOLD_INCREMENTAL_DAG, 1), 600, "gold's incremental run", interval=3
+    )
+    gold_before = _rows(spark, lake.gold, GOLD_COLUMNS)
+    assert sorted(r[:3] for r in gold_before) == sorted(r[:3] for r in before), "gold holds silver's rows"
+    gold_incremental_runs = len(run_snapshot(airflow_home, GOLD_INCREMENTAL_DAG))
 
     # Backfill bronze's first hour from the UI: one run, the hour as its partition key.
     with browser(lake.url, lake.base / "ui-artifacts") as ui:
@@ -306,6 +358,13 @@ def test_a_backfilled_bronze_hour_is_replaced_once_in_silver_and_other_hours_sta
     ]
     assert len(silver_events) == 1, silver_events
 
+    # The chain goes on: silver's follow run's event carries the hour, and gold follows it.
+    wait_until(
+        lambda: _succeeded(airflow_home, GOLD_FOLLOW_DAG, 1), 600, "gold's first follow run", interval=3
+    )
+    gold_after_chain = _rows(spark, lake.gold, GOLD_COLUMNS)
+    _assert_hour_replaced(gold_before, gold_after_chain, devices_of_first)
+
     # The partitioned event ran no incremental run; the next ordinary one skips bronze's replacement.
     assert len(run_snapshot(airflow_home, INCREMENTAL_DAG)) == incremental_runs
     assert run_airflow(lake.env, "dags", "trigger", INCREMENTAL_DAG).returncode == 0
@@ -316,3 +375,58 @@ def test_a_backfilled_bronze_hour_is_replaced_once_in_silver_and_other_hours_sta
         interval=3,
     )
     assert _rows(spark, lake.silver, SILVER_COLUMNS) == after, "nothing added twice"
+
+    # A scheduled job's hours are followed too: silver's second hour backfilled through its own
+    # __backfill DAG (the command line docs/airflow.md shows), then gold replaces that hour once.
+    silver_backfill = run_airflow(
+        lake.env,
+        "backfill",
+        "create",
+        "--dag-id",
+        SILVER_BACKFILL_DAG,
+        "--from-date",
+        hour,
+        "--to-date",
+        hour,
+    )
+    assert silver_backfill.returncode == 0, (silver_backfill.stdout + silver_backfill.stderr)[-3000:]
+    wait_until(lambda: _succeeded(airflow_home, SILVER_BACKFILL_DAG, 1), 600, "silver's backfill run")
+    silver_keys = query_db(
+        airflow_home, "SELECT run_type, partition_key FROM dag_run WHERE dag_id = :d", d=SILVER_BACKFILL_DAG
+    )
+    assert [tuple(row) for row in silver_keys] == [("backfill", partition_key(second))], silver_keys
+    devices_of_second = {f"d{n}" for n in range(10, 24)}
+    # silver's rows are parsed from bronze's unchanged rows again: the same rows, written by one
+    # commit of the backfill run (their _ingested_at is bronze's, so it stays).
+    assert _rows(spark, lake.silver, SILVER_COLUMNS) == after, "each event once"
+    (silver_replaced,) = _writers(spark, lake.silver, second)
+    info = _commit_infos(lake.silver)[silver_replaced][0]
+    assert info.get("userMetadata", "").startswith(f"airflow:{SILVER_BACKFILL_DAG}/"), info
+    wait_until(
+        lambda: _succeeded(airflow_home, GOLD_FOLLOW_DAG, 2), 600, "gold's second follow run", interval=3
+    )
+    gold_follows = query_db(
+        airflow_home,
+        "SELECT run_type, partition_key FROM dag_run WHERE dag_id = :d ORDER BY id",
+        d=GOLD_FOLLOW_DAG,
+    )
+    assert [tuple(row) for row in gold_follows] == [
+        ("asset_triggered", key),
+        ("asset_triggered", partition_key(second)),
+    ], gold_follows
+    _assert_hour_replaced(gold_after_chain, _rows(spark, lake.gold, GOLD_COLUMNS), devices_of_second)
+    assert len(run_snapshot(airflow_home, GOLD_INCREMENTAL_DAG)) == gold_incremental_runs, (
+        "no partitioned event ran gold's incremental DAG"
+    )
+
+
+def _assert_hour_replaced(before: list[tuple], after: list[tuple], devices: set[str]) -> None:
+    """``after`` holds the events of ``before`` once each (partition, sequence number, device);
+    the rows of ``devices`` were written again (a later last column), the others are unchanged."""
+    assert sorted(r[:3] for r in after) == sorted(r[:3] for r in before), "each event once"
+    old = {r[:3]: r[3] for r in before}
+    replaced = [r for r in after if r[2] in devices]
+    assert replaced and all(r[3] > old[r[:3]] for r in replaced), "the hour's rows written again"
+    assert sorted(r for r in after if r[2] not in devices) == sorted(
+        r for r in before if r[2] not in devices
+    ), "the other hours untouched"

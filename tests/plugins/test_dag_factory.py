@@ -42,8 +42,10 @@ def test_each_job_gets_the_dag_of_its_mode_and_the_registry_gets_oncall_and_clea
         "clicks__supervisor",
         "hubflow__cleanup",
         "orders__available_now",
+        "orders__backfill",
         "replay__available_now",
         "returns__available_now",
+        "returns__backfill",
     ]
     supervisor = dags["clicks__supervisor"]
     assert _edges(supervisor) == {("ensure_running", "check_health")}
@@ -382,25 +384,45 @@ def test_the_deadline_example_of_the_runbook_builds_its_deadline_alert(tmp_path:
     assert alert.callback.kwargs == {"job_name": "landing_orders", "finish_within": "45m"}
 
 
-def test_a_streaming_job_gets_a_backfill_dag_of_hours_the_scheduler_never_runs(tmp_path: Path) -> None:
-    """``<job>__backfill``: hourly partitions whose keys hubflow reads back; scheduled runs are
-    impossible (``end_date`` before the first hour); a run without an hour fails (``interval_only``)."""
+def test_a_job_that_can_backfill_gets_a_backfill_dag_of_hours_the_scheduler_never_runs(
+    tmp_path: Path,
+) -> None:
+    """``<job>__backfill``, for streaming and scheduled jobs alike: hourly partitions whose keys
+    hubflow reads back; scheduled runs are impossible (``end_date`` before the first hour); a run
+    without an hour fails (``interval_only``). A job that cannot backfill gets none."""
     from airflow.sdk import AssetAlias, CronPartitionTimetable
 
     from hubflow.lake_assets import alias_name
     from hubflow.partitions import KEY_FORMAT
 
-    jobs = [landing_job(tmp_path, "clicks", streaming=True), landing_job(tmp_path, "orders")]
+    jobs = [
+        landing_job(tmp_path, "clicks", streaming=True),
+        landing_job(tmp_path, "orders"),
+        {
+            "name": "replay",
+            "application": "lake_to_eventhubs",  # cannot backfill
+            "config": str(tmp_path / "replay.yaml"),
+            "mode": "scheduled",
+            "schedule": "@hourly",
+        },
+    ]
     dags = build_dags(load_registry(write_registry(tmp_path, jobs)))
 
-    backfill = dags["clicks__backfill"]
-    assert "orders__backfill" not in dags, "a scheduled job backfills through its own DAG's intervals"
-    assert backfill.timetable == CronPartitionTimetable("0 * * * *", timezone="UTC", key_format=KEY_FORMAT)
-    assert backfill.end_date is not None and backfill.end_date <= backfill.start_date
-    assert backfill.allowed_run_types is None, "the UI's Backfill is in the Trigger dialog"
-    assert backfill.max_active_runs == 1
-    run = backfill.get_task("run_job")
-    assert run.interval_only and run.outlets == [AssetAlias(alias_name("clicks"))]
+    assert "replay__backfill" not in dags
+    for job in ("clicks", "orders"):
+        backfill = dags[f"{job}__backfill"]
+        assert backfill.timetable == CronPartitionTimetable(
+            "0 * * * *", timezone="UTC", key_format=KEY_FORMAT
+        )
+        assert backfill.end_date is not None and backfill.end_date <= backfill.start_date
+        assert backfill.allowed_run_types is None, "the UI's Backfill is in the Trigger dialog"
+        assert backfill.max_active_runs == 1
+        run = backfill.get_task("run_job")
+        assert run.interval_only and run.outlets == [AssetAlias(alias_name(job))]
+    assert (
+        dags["orders__backfill"].default_args["retries"]
+        == dags["orders__available_now"].default_args["retries"]
+    ), "a scheduled job's retries, as its own DAG's"
 
 
 def test_a_job_on_tables_follows_their_partitioned_events_with_a_second_dag(tmp_path: Path) -> None:
