@@ -253,6 +253,34 @@ def test_a_dead_job_whose_config_changed_starts_without_waiting_for_the_backoff(
     assert held.steps == (Step.REPORT_HOLD,), "a held job is not restarted for a change"
 
 
+def test_a_version_whose_upgrade_failed_is_no_change_to_start_at_once() -> None:
+    """The previous version a rollback left running keeps the backoff and the quarantine: the
+    version deployed meanwhile, whose upgrade failed, is not a fix (the supervisor never starts it)."""
+    quarantining = RestartPolicy(
+        backoff_seconds=30, max_backoff_seconds=240, healthy_after_seconds=600, quarantine_after=3
+    )
+    rolled_back = {
+        "started_fingerprint": "a" * 64,
+        "fingerprint": "b" * 64,
+        "fingerprint_failed_upgrade": True,
+    }
+    waiting = _decide("ensure_running", alive=False, held=False, restarts=_ago(10), **rolled_back)
+    assert waiting.steps == (Step.WAIT_BACKOFF,) and waiting.next_start_at == NOW + timedelta(seconds=20)
+    assert not waiting.reset_backoff
+    looping = _decide(
+        "ensure_running",
+        alive=False,
+        held=False,
+        restarts=_ago(900, 600, 300),
+        policy=quarantining,
+        **rolled_back,
+    )
+    assert looping.steps == (Step.QUARANTINE,), looping
+    alive = _decide("ensure_running", alive=True, held=False, restarts=_ago(10), **rolled_back)
+    assert alive.steps == (Step.ALREADY_RUNNING,) and not alive.reset_backoff, "no reset at every run"
+    assert not alive.adopt_fingerprint
+
+
 def test_the_fingerprint_covers_the_config_and_a_pipelines_module(tmp_path: Path) -> None:
     config = tmp_path / "job.yaml"
     config.write_text("name: hot\n")

@@ -410,3 +410,33 @@ _act(Path(sys.argv[1]))
 def test_the_plan_and_failure_records_are_json(job_dir: Path) -> None:
     _started_v1(job_dir)
     json.dumps(_state(job_dir))  # what the status page and hubflow status read
+
+
+def _kill_driver(base: Path) -> None:
+    os.kill(_folder(base).status()["pid"], 9)
+    wait_until(lambda: not _folder(base).liveness(30).alive, 30, "the driver is found dead")
+
+
+def test_the_previous_version_after_a_rollback_restarts_with_the_backoff(job_dir: Path) -> None:
+    """Flink's way: the rollback starts the previous version at once; its later deaths follow the
+    restart backoff (and count towards quarantine) like any dead job's, the new version deployed
+    meanwhile is not a change to start at once."""
+    _write_registry(job_dir, restart_backoff="1 hour", max_restart_backoff="2 hours", quarantine_after=3)
+    v1 = _started_v1(job_dir)
+    _deploy(job_dir, "die", "version 2")
+    with pytest.raises(UpgradeRolledBack):
+        _act(job_dir)
+    assert _starts(job_dir) == ["commit -", "die -", "die -", "commit -"], "the rollback starts v1 at once"
+
+    _kill_driver(job_dir)  # the first death after the rollback: started at once, as for any job
+    counted = len(_folder(job_dir).read_json("restarts.json")["restarts"])
+    first = _act(job_dir)
+    assert first["done"][-1].startswith("started job clicks"), first
+    assert len(_starts(job_dir)) == 5 and _state(job_dir)["fingerprint"]["digest"] == v1
+    assert len(_folder(job_dir).read_json("restarts.json")["restarts"]) == counted + 1, "a restart"
+
+    _kill_driver(job_dir)  # the second: inside the backoff's pause, nothing starts
+    waiting = _act(job_dir)
+    assert len(_starts(job_dir)) == 5, waiting
+    assert waiting.get("next_start_at") is not None, waiting
+    assert ") is 1 h: the next start is due at " in waiting["done"][-1], waiting

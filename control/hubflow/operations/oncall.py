@@ -278,6 +278,7 @@ class OnCall:
             last_alive_at=parse_time(status.get("heartbeat")),
             started_fingerprint=started.get("digest") if isinstance(started, dict) else None,
             fingerprint=fingerprint["digest"],
+            fingerprint_failed_upgrade=failed_upgrade(state, fingerprint["digest"]) is not None,
         )
 
     def _carry_out_decision(self, decision: Decision, live: Liveness, fingerprint: dict) -> dict[str, Any]:
@@ -309,7 +310,10 @@ class OnCall:
         if decision.note:
             self.log("%s", decision.note)
             done.append(decision.note)
-        if Step.START in decision.steps and self._changed_version(fingerprint):
+        # A start of another version is an upgrade; so is a live job's ensure_running whose deployed
+        # version failed its upgrade (``_upgrade`` says the job keeps the version last started).
+        kept = Step.ALREADY_RUNNING in decision.steps and request.action == "ensure_running"
+        if (Step.START in decision.steps or kept) and self._changed_version(fingerprint):
             return {**base, "done": done + self._upgrade(decision, live, fingerprint)}
         for step in decision.steps:  # each said as it is done: a stop can take minutes
             if step == Step.QUARANTINE:

@@ -30,6 +30,10 @@ The rules:
   already restarted that often in the last hour is refused (:attr:`Decision.refusal`: the run
   fails, a person must start it).
 * A dead job whose fingerprint changed (a fix was deployed) is started at once, backoff reset.
+* Unless that fingerprint is a version whose upgrade failed (refused, or rolled back): the
+  supervisor keeps the version last started, which is no change, so its deaths follow the backoff
+  and count towards ``quarantine_after`` like any job's (Flink's operator: a rolled-back job is
+  redeployed once, then its failures follow the normal restart strategy).
 * Only the supervisor's restarts of a dead job count towards the backoff and the hourly limit;
   any other start (on-call, a restart for a changed config) resets the backoff.
 * ``stop``: hold the job first (so no supervisor run starts it meanwhile), then stop it if alive.
@@ -223,12 +227,15 @@ def decide(
     last_alive_at: datetime | None = None,
     started_fingerprint: str | None = None,
     fingerprint: str | None = None,
+    fingerprint_failed_upgrade: bool = False,
 ) -> Decision:
     """The steps of ``action`` for a job found ``alive`` (or not) and ``held`` (or not).
 
     ``restarts``: the supervisor's restarts (restarts.json); ``started_fingerprint``: what the job
     was last started with (None: not recorded); ``fingerprint``: what it would run now (None: not
-    known, no config-change rule). Raises ValueError for ``rewind`` and unknown actions.
+    known, no config-change rule); ``fingerprint_failed_upgrade``: that version's upgrade failed, so
+    the supervisor keeps the one last started (no config-change rule either). Raises ValueError for
+    ``rewind`` and unknown actions.
     """
     if action == "ensure_running":
         return _ensure_running(
@@ -240,7 +247,7 @@ def decide(
             backoff_reset_at=backoff_reset_at,
             last_alive_at=last_alive_at,
             started_fingerprint=started_fingerprint,
-            fingerprint=fingerprint,
+            fingerprint=None if fingerprint_failed_upgrade else fingerprint,
         )
     release = (Step.RELEASE_HOLD,) if held else ()
     if action == "stop":
