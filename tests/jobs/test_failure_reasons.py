@@ -32,3 +32,24 @@ def test_a_py4j_error_is_reported_with_its_innermost_java_cause(spark: Any) -> N
 
 def test_other_errors_keep_their_first_line() -> None:
     assert one_line(ValueError("bad value\nmore detail")) == "ValueError: bad value"
+
+
+def test_a_state_schema_error_says_what_changed_once() -> None:
+    """Spark's state schema check (its message as Spark 4.2 writes it): the line naming the stored
+    schema and the new one is kept; a cause that repeats the first line is not told again."""
+    message = (
+        "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match existing state key "
+        "schema.\n"
+        "Please check number and type of fields.\n"
+        "Existing key_schema=StructType(StructField(id,LongType,true)) and new "
+        "key_schema=StructType(StructField(id,LongType,true),StructField(name,StringType,true)).\n"
+        "If you want to force running the query without schema validation, please set "
+        "spark.sql.streaming.stateStore.stateSchemaCheck to false."
+    )
+    error = RuntimeError(message)
+    error._cause = RuntimeError(message)  # type: ignore[attr-defined]  # as pyspark captures it
+    assert one_line(error) == (
+        "RuntimeError: [STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match "
+        "existing state key schema. Existing key_schema=StructType(StructField(id,LongType,true)) and "
+        "new key_schema=StructType(StructField(id,LongType,true),StructField(name,StringType,true))."
+    )

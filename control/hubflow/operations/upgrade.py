@@ -59,6 +59,9 @@ StartVersion = Callable[[DeployedVersion | None, dict[str, Any], dict[str, str]]
 Log = Callable[..., None]
 #: How often readiness is looked at while a new version starts.
 POLL_SECONDS = 3.0
+#: How much of a driver log's last line a failure's record quotes: the driver's own failure line
+#: (up to 600 characters, with what changed for a state schema error) and its log prefix.
+LOG_LINE_CHARS = 700
 
 
 class UpgradeRefused(RuntimeError):
@@ -337,7 +340,7 @@ class Upgrade:
         reason = self.control.liveness().reason
         tail = (self.control.folder.driver_log_tail(4096) or b"").decode("utf-8", "replace").strip()
         last = [line for line in tail.splitlines() if line.strip()][-1:]
-        return redact(f"{reason}; driver log: {last[0][:300]}" if last else reason) or reason
+        return redact(f"{reason}; driver log: {last[0][:LOG_LINE_CHARS]}" if last else reason) or reason
 
     def _record(self, record: UpgradeRecord, previous: Any = None) -> None:
         state = self.control.supervisor_state()
@@ -459,7 +462,7 @@ def _failure_line(exc: BaseException) -> str:
     lines = [line for line in str(exc).strip().splitlines() if line.strip()]
     text = lines[0] if lines else type(exc).__name__
     if len(lines) > 1:
-        text += f"; driver log: {lines[-1][:300]}"
+        text += f"; driver log: {lines[-1][:LOG_LINE_CHARS]}"
     return redact(text) or text
 
 

@@ -393,21 +393,36 @@ def _runtime_origin() -> str:
     return str(Path(hubflow_jobs.__file__).parent)
 
 
+#: The starts of the lines of Spark's state errors that name what changed (the schema or the
+#: operators the checkpoint's state has, and the query's): told after the first line, so a version
+#: whose state no longer fits its checkpoint (a failed upgrade) says what changed.
+STATE_CHANGE_LINES = ("Existing key_schema=", "Existing value_schema=", "Stateful operators in the metadata:")
+
+
 def one_line(error: BaseException, limit: int = 600) -> str:
     """The first line of an error's message, prefixed with its type, for the run's last log line.
 
     Spark's messages often continue with the offending SQL and a caret line; the full text goes to
-    status.json and to the log above.
+    status.json and to the log above. A state error's line naming what changed
+    (:data:`STATE_CHANGE_LINES`) is kept, and the innermost cause is added unless it says the same.
     """
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    lines = _lines(str(error))
     text = f"{type(error).__name__}: {lines[0] if lines else repr(error)}"
-    cause = _java_root_cause(error)
-    if cause:
-        text = f"{text} {cause}"
+    cause = _root_cause(error)
+    cause_lines = _lines(cause) if cause else []
+    changed = next((line for line in lines + cause_lines if line.startswith(STATE_CHANGE_LINES)), None)
+    if changed:
+        text = f"{text} {changed}"
+    if cause_lines and cause_lines[0] not in lines[:1]:
+        text = f"{text} caused by {cause_lines[0]}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _java_root_cause(error: BaseException) -> str | None:
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _root_cause(error: BaseException) -> str | None:
     """For a Py4JJavaError (whose first line is only "An error occurred while calling o204.load."):
     the innermost Java cause's class and message, e.g. hadoop-azure's token refusal, or None. The
     same for a captured Spark error with causes (a StreamingQueryException's first line can be only
@@ -422,7 +437,7 @@ def _java_root_cause(error: BaseException) -> str | None:
         text = str(cause.toString()).strip()
     except Exception:  # the JVM is gone: the first line is all there is
         return None
-    return f"caused by {text.splitlines()[0]}" if text else None
+    return text or None
 
 
 def _captured_root_cause(error: BaseException) -> str | None:
@@ -433,8 +448,7 @@ def _captured_root_cause(error: BaseException) -> str | None:
         cause, seen = cause._cause, seen + 1  # type: ignore[attr-defined]
     if seen == 0:
         return None
-    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
-    return f"caused by {lines[0]}" if lines else None
+    return str(cause).strip() or None
 
 
 def _stop_session_quietly(spark: Any) -> None:

@@ -153,6 +153,19 @@ def _landed(spark: Any, base: Path, ids: set[int], what: str) -> None:
     wait_until(lambda: ids <= set(_table_ids(spark, base)), LANDED_WITHIN, what, interval=2)
 
 
+def set_up_job(base: Path, monkeypatch: pytest.MonkeyPatch, source: str, **registry: Any) -> StatusFolder:
+    """The job under ``base`` running the pipeline module ``source``, spark-submit on local[1], and its
+    status folder (``registry``: more keys of its registry entry)."""
+    _local_spark(monkeypatch)
+    (base / "landing").mkdir()
+    (base / "pipelines").mkdir()
+    monkeypatch.setenv(PIPELINES_DIR_ENV, str(base / "pipelines"))
+    monkeypatch.setenv("HUBFLOW_REGISTRY", str(_registry(base, **registry)))
+    _deploy(base, source)
+    _write_config(base)
+    return StatusFolder(str(base / "status" / JOB))
+
+
 def _kill_drivers(folder: StatusFolder) -> None:
     status = folder.status() or {}
     for pid in (status.get("jvm_pid"), status.get("pid")):
@@ -168,15 +181,8 @@ def _cmdline(pid: int) -> str:
 def test_an_upgrade_a_refusal_and_a_rollback_keep_every_record_once_in_delta(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _local_spark(monkeypatch)
-    (tmp_path / "landing").mkdir()
-    (tmp_path / "pipelines").mkdir()
-    monkeypatch.setenv(PIPELINES_DIR_ENV, str(tmp_path / "pipelines"))
-    monkeypatch.setenv("HUBFLOW_REGISTRY", str(_registry(tmp_path)))
-    _deploy(tmp_path, VERSION_1)
-    _write_config(tmp_path)
+    folder = set_up_job(tmp_path, monkeypatch, VERSION_1)
     landing = tmp_path / "landing"
-    folder = StatusFolder(str(tmp_path / "status" / JOB))
     backups = tmp_path / "checkpoints" / "_backups" / JOB
 
     def state() -> dict[str, Any]:
