@@ -19,6 +19,7 @@ sinks' rows are then all that is left of them). Runs on the driver.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -64,6 +65,26 @@ def may_hold(added: AddedFile, column: str, start: datetime, end: datetime) -> b
     return low < end and high + _STATS_PRECISION > start
 
 
+@dataclass(frozen=True)
+class _IntervalRead:
+    """What a backfill read: the interval ``[start, end)`` of ``source``'s ``column`` (written in the
+    config as ``key``) at table version ``version``; ``subject`` names the backfill in messages."""
+
+    source: DeltaSource
+    column: str
+    key: str
+    version: int
+    start: datetime
+    end: datetime
+    subject: str
+
+    def versions_adding_rows(self, first: int, last: int) -> list[int]:
+        """The table versions from ``first`` to ``last`` whose added files may hold rows of the
+        interval (by their partition values or statistics of the column)."""
+        added_files = appended_files(self.source.path, first, last)
+        return sorted({a.version for a in added_files if may_hold(a, self.column, self.start, self.end)})
+
+
 def backfill_delta_interval(
     spark: Any, config: PipelineConfig, binding: Binding, start: datetime, end: datetime
 ) -> dict[str, int]:
@@ -95,47 +116,34 @@ def backfill_delta_interval(
             binding.call({name: rows}, config.params, spark), binding.reference, list(config.sinks)
         )
         writes = sink_writes(config, binding, frames, (column,), f"the source's interval column ({key})")
+        interval = _IntervalRead(source, column, key, version, start, end, subject)
         for sink_name, sink in config.sinks.items():
             if sink.kind == "delta":
-                _refuse_unless_read(config, sink_name, source, column, key, version, start, end, subject)
+                _refuse_unless_read(config, sink_name, interval)
         counts = {"read": read, **write_interval(writes, predicate, start, subject)}
         if any(sink.kind == "delta" for sink in config.sinks.values()):
-            _refuse_if_rows_came(spark, source, column, key, version, start, end, subject)
+            _refuse_if_rows_came(spark, interval)
     finally:
         rows.unpersist()
     log.info("%s: version %d; %s", subject, version, ", ".join(f"{k} {n}" for k, n in counts.items()))
     return counts
 
 
-def _refuse_if_rows_came(
-    spark: Any,
-    source: DeltaSource,
-    column: str,
-    key: str,
-    version: int,
-    start: datetime,
-    end: datetime,
-    subject: str,
-) -> None:
-    """Fail when commits after ``version`` (the one read) added rows of the interval: a sink's query
-    may have landed some before the replacement committed, which then removed them. Rerunning the
-    backfill once the job has read them replaces the interval with all its rows."""
+def _refuse_if_rows_came(spark: Any, interval: _IntervalRead) -> None:
+    """Fail when commits after the version read added rows of the interval: a sink's query may have
+    landed some before the replacement committed, which then removed them. Rerunning the backfill
+    once the job has read them replaces the interval with all its rows."""
     from delta.tables import DeltaTable
 
+    source, version = interval.source, interval.version
     latest = int(DeltaTable.forPath(spark, source.path).history(1).first()["version"])
-    came = sorted(
-        {
-            added.version
-            for added in appended_files(source.path, version + 1, latest)
-            if may_hold(added, column, start, end)
-        }
-    )
+    came = interval.versions_adding_rows(version + 1, latest)
     if came:
         raise BackfillRefused(
-            f"{subject}: versions {came} of {source.path} added rows of this interval (by {key}: "
-            f"{column}) while the backfill wrote what it had read of version {version}; a sink's query "
-            "may have landed some of them before the replacement, which removed them. Run the backfill "
-            "of this interval again once the job has read them (a retry does)."
+            f"{interval.subject}: versions {came} of {source.path} added rows of this interval (by "
+            f"{interval.key}: {interval.column}) while the backfill wrote what it had read of version "
+            f"{version}; a sink's query may have landed some of them before the replacement, which removed "
+            "them. Run the backfill of this interval again once the job has read them (a retry does)."
         )
 
 
@@ -154,22 +162,13 @@ def _check_column(table: Any, column: str, key: str, job: str, path: str) -> Non
         )
 
 
-def _refuse_unless_read(
-    config: PipelineConfig,
-    sink: str,
-    source: DeltaSource,
-    column: str,
-    key: str,
-    version: int,
-    start: datetime,
-    end: datetime,
-    subject: str,
-) -> None:
-    """Refuse unless the query of ``sink`` has read every commit up to ``version`` that adds rows of the
-    interval (those after its last committed batch, by their files' statistics of ``column``)."""
+def _refuse_unless_read(config: PipelineConfig, sink: str, interval: _IntervalRead) -> None:
+    """Refuse unless the query of ``sink`` has read every commit up to the version read that adds rows
+    of the interval (those after its last committed batch, by their files' statistics of the column)."""
     checkpoint = config.sink_checkpoint(sink)
     position = committed_delta_position(checkpoint)
-    where = f"{subject}: sink {sink!r}"
+    source = interval.source
+    where = f"{interval.subject}: sink {sink!r}"
     if position is None:
         raise BackfillRefused(
             f"{where}: its query has not committed a batch yet ({checkpoint}); its first run reads this "
@@ -182,13 +181,7 @@ def _refuse_unless_read(
             "them twice. Backfill this interval once the job has caught up."
         )
     try:
-        pending = sorted(
-            {
-                added.version
-                for added in appended_files(source.path, position.first_unread_version, version)
-                if may_hold(added, column, start, end)
-            }
-        )
+        pending = interval.versions_adding_rows(position.first_unread_version, interval.version)
     except FileNotFoundError as exc:
         raise BackfillRefused(
             f"{where}: a commit its query has not read is gone from the table's log ({exc}); the job "
@@ -197,6 +190,6 @@ def _refuse_unless_read(
     if pending:
         raise BackfillRefused(
             f"{where}: its query has not yet read versions {pending} of {source.path}, which add rows "
-            f"of this interval (by {key}: {column}); it will land them itself, so a backfill now would "
-            "write them twice. Backfill this interval once the job has read them."
+            f"of this interval (by {interval.key}: {interval.column}); it will land them itself, so a "
+            "backfill now would write them twice. Backfill this interval once the job has read them."
         )
