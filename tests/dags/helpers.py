@@ -263,3 +263,16 @@ def kill_job(base: Path, job: str) -> None:
     for pid in (status.get("jvm_pid"), status.get("pid")):
         if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def simple_auth_user(env: dict[str, str], folder: Path, user: str) -> str:
+    """Airflow's simple auth manager with one admin, ``user``, in ``env``: the UI's login page, and
+    the runs the user triggers carry the name. Returns the user's (random) password."""
+    import secrets
+
+    password = secrets.token_urlsafe(12)
+    passwords = folder / "passwords.json"
+    passwords.write_text(json.dumps({user: password}), encoding="utf-8")
+    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{user}:admin"
+    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(passwords)
+    return password

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from tests.dags.helpers import (
     query_db,
     run_airflow,
     run_snapshot,
+    simple_auth_user,
     start_airflow_services,
     start_service,
     stop_service,
@@ -163,11 +163,7 @@ def deployment(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         env["HUBFLOW_PIPELINES_DIR"] = str(PIPELINES)
         # The simple auth manager with one named user: the UI's login page, and the runs she
         # triggers carry her name (the hold says who).
-        password = secrets.token_urlsafe(12)
-        passwords = base / "passwords.json"
-        passwords.write_text(json.dumps({USER: password}), encoding="utf-8")
-        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{USER}:admin"
-        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(passwords)
+        password = simple_auth_user(env, base, USER)
         dags = base / "dags"
         dags.mkdir()
         (dags / "hubflow_dags.py").symlink_to(REPO_ROOT / "dags" / "hubflow_dags.py")

@@ -37,6 +37,7 @@ from tests.dags.helpers import (
     query_db,
     run_airflow,
     run_snapshot,
+    simple_auth_user,
     start_airflow_services,
     write_registry,
 )
@@ -88,7 +89,6 @@ class Lake:
 
 @pytest.fixture(scope="module")
 def lake(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
-    import secrets
 
     base = tmp_path_factory.mktemp("follow")
     emulator = start_test_emulator(base, telemetry=2)
@@ -152,11 +152,7 @@ def lake(airflow_home, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lak
         env["HUBFLOW_PIPELINES_DIR"] = str(PIPELINES)
         env["AIRFLOW_CONN_EVENTHUBS_DEFAULT"] = json.dumps({"conn_type": "generic", "password": conn})
         env["AIRFLOW__SCHEDULER__PARSING_CLEANUP_INTERVAL"] = "5"  # a new table's asset active soon
-        password = secrets.token_urlsafe(12)
-        passwords = base / "passwords.json"
-        passwords.write_text(json.dumps({USER: password}), encoding="utf-8")
-        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{USER}:admin"
-        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(passwords)
+        password = simple_auth_user(env, base, USER)
         assert run_airflow(env, "dags", "reserialize").returncode == 0
         processes, env = start_airflow_services(env, base / "airflow-logs")
         yield Lake(
@@ -289,7 +285,6 @@ def test_a_backfilled_bronze_hour_is_replaced_once_in_silver_and_other_hours_sta
     )
     gold_before = _rows(spark, lake.gold, GOLD_COLUMNS)
     assert sorted(r[:3] for r in gold_before) == sorted(r[:3] for r in before), "gold holds silver's rows"
-    gold_incremental_runs = len(run_snapshot(airflow_home, GOLD_INCREMENTAL_DAG))
 
     # Backfill bronze's first hour from the UI: one run, the hour as its partition key.
     with browser(lake.url, lake.base / "ui-artifacts") as ui:
@@ -364,6 +359,9 @@ def test_a_backfilled_bronze_hour_is_replaced_once_in_silver_and_other_hours_sta
     )
     gold_after_chain = _rows(spark, lake.gold, GOLD_COLUMNS)
     _assert_hour_replaced(gold_before, gold_after_chain, devices_of_first)
+    # The scheduler creates the runs one event queues in one loop: had silver's partitioned event
+    # queued gold's incremental DAG, its run would exist beside the follow run by now.
+    assert len(run_snapshot(airflow_home, GOLD_INCREMENTAL_DAG)) == 1, "only ordinary events run it"
 
     # The partitioned event ran no incremental run; the next ordinary one skips bronze's replacement.
     assert len(run_snapshot(airflow_home, INCREMENTAL_DAG)) == incremental_runs
@@ -415,9 +413,6 @@ def test_a_backfilled_bronze_hour_is_replaced_once_in_silver_and_other_hours_sta
         ("asset_triggered", partition_key(second)),
     ], gold_follows
     _assert_hour_replaced(gold_after_chain, _rows(spark, lake.gold, GOLD_COLUMNS), devices_of_second)
-    assert len(run_snapshot(airflow_home, GOLD_INCREMENTAL_DAG)) == gold_incremental_runs, (
-        "no partitioned event ran gold's incremental DAG"
-    )
 
 
 def _assert_hour_replaced(before: list[tuple], after: list[tuple], devices: set[str]) -> None:

@@ -15,8 +15,6 @@ in headless Chromium: the Required Actions page of its question, the reason fill
 
 from __future__ import annotations
 
-import json
-import secrets
 import shutil
 import time
 from pathlib import Path
@@ -34,6 +32,7 @@ from tests.dags.helpers import (
     pid_alive,
     run_airflow,
     run_snapshot,
+    simple_auth_user,
     start_airflow_services,
     write_registry,
 )
@@ -84,11 +83,7 @@ def test_a_crash_looping_job_is_quarantined_and_resumed_by_the_oncall_user_who_a
     for job in JOBS:  # the driver refuses to start without its landing folder
         shutil.rmtree(tmp_path / job / "landing", ignore_errors=True)
     env = airflow_env(airflow_home, registry)
-    password = secrets.token_urlsafe(12)
-    passwords = tmp_path / "passwords.json"
-    passwords.write_text(json.dumps({USER: password}), encoding="utf-8")
-    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{USER}:admin"
-    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(passwords)
+    password = simple_auth_user(env, tmp_path, USER)
     assert run_airflow(env, "dags", "reserialize").returncode == 0
     processes: list = []
     try:
