@@ -20,9 +20,8 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from hubflow.checkpoints.spark_logs import committed_file_entries, join, list_batch_ids, read_offsets
+from hubflow.checkpoints.file_source_log import files_taken
 from hubflow.config import archive_root, join_path
-from hubflow.storage.azure import url_to_fs
 from hubflow_jobs.backfill_window import BackfillRefused, folders_of_window
 from hubflow_jobs.lake.tables import delta_table_exists, sql_string
 from hubflow_jobs.landing_area import (
@@ -138,17 +137,7 @@ def _backfill_once(
 def committed_files(checkpoint: str) -> set[str]:
     """Every file the file sources of the query at ``checkpoint`` took in its committed batches, spelled
     as ``_metadata.file_path`` spells it; empty before its first commit."""
-    fs, root = url_to_fs(checkpoint)
-    commits = list_batch_ids(fs, join(root, "commits"))
-    if not commits:
-        return set()
-    taken: set[str] = set()
-    for source in read_offsets(fs, root, commits[-1]).sources:
-        if source.file_log_offset is not None:
-            log_dir = join(root, "sources", source.source)
-            entries = committed_file_entries(fs, log_dir, source.file_log_offset)
-            taken |= {without_empty_authority(entry.path) for entry in entries}
-    return taken
+    return {without_empty_authority(path) for path in files_taken(checkpoint)}
 
 
 def _refuse_unless_processed(checkpoint: str, landing_files: set[str], subject: str, sink: str) -> None:
