@@ -179,15 +179,23 @@ def test_what_cannot_backfill_is_named_before_spark_starts(tmp_path: Path) -> No
     parquet_source = {"orders": {"kind": "parquet", "path": str(tmp_path / "t"), "schema": "id long"}}
     problem = backfill_problem(_config(tmp_path, sources=parquet_source), bind(_orders, "m:f", ["orders"]))
     assert problem == (
-        "job p: a pipeline backfills an interval of one source of kind eventhubs, eventhubs_kafka, "
-        "files or delta; its sources are orders (parquet)"
+        "job p: sources.orders.interval_column is not set, so a backfill cannot tell which of the table's "
+        "rows belong to an interval; set it to the table's time column (timestamp or date; the interval's "
+        "rows are start <= column < end, in the table and in each Delta sink, which keeps it), e.g. "
+        "interval_column: enqueuedTime"
     )
+    parquet_source["orders"]["interval_column"] = "at"
+    parquet_config = _config(tmp_path, sources=parquet_source)
+    assert backfill_problem(parquet_config, bind(_orders, "m:f", ["orders"])) is None
     two = {
         "telemetry": {"kind": "eventhubs", "connection_string_env": ENV_VAR},
         "orders": files["orders"],
     }
     problem = backfill_problem(_config(tmp_path, sources=two), bind(_two, "m:f", ["telemetry", "orders"]))
-    assert problem is not None and "its sources are telemetry (eventhubs), orders (files)" in problem
+    assert problem == (
+        "job p: a pipeline backfills an interval of one source of kind eventhubs, eventhubs_kafka, "
+        "files, delta or parquet; its sources are telemetry (eventhubs), orders (files)"
+    )
     parquet = {"out": {"kind": "parquet", "output_path": str(tmp_path / "out")}}
     assert backfill_problem(_config(tmp_path, sinks=parquet), bind(_telemetry, "m:f", ["telemetry"])) is None
     hub = {"out": {"kind": "eventhubs", "connection_string_env": ENV_VAR}}

@@ -13,6 +13,8 @@ function works on batch DataFrames as on streams):
 * a ``delta`` source with ``interval_column``: the table's rows whose time column lies in the
   interval, refused when the sinks' queries have not read every commit adding such rows or keep
   state across batches (:mod:`.delta_backfill`).
+* a ``parquet`` source (a table written by Spark's file sink) with ``interval_column``: the same,
+  of the files its ``_spark_metadata`` log lists (:mod:`.parquet_backfill`).
 
 How the rows are written (Delta ``replaceWhere``, parquet side tables): :mod:`.interval_writes`.
 A rerun replaces the interval's rows again, never adds to them. Runs on the driver.
@@ -32,11 +34,13 @@ from hubflow_jobs.pipeline.declarations import (
     EventHubsKafkaSource,
     EventHubsSource,
     FilesSource,
+    ParquetSource,
     PipelineConfig,
 )
 from hubflow_jobs.pipeline.delta_backfill import backfill_delta_interval, stateful_sinks
 from hubflow_jobs.pipeline.eventhubs_backfill import backfill_events_interval
 from hubflow_jobs.pipeline.files_backfill import backfill_files_interval
+from hubflow_jobs.pipeline.parquet_backfill import backfill_parquet_interval
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +53,12 @@ def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
             "run it on an interval; backfill is for functions that return DataFrames"
         )
     kinds = {name: source.kind for name, source in config.sources.items()}
-    backfills = EventHubsSource | EventHubsKafkaSource | FilesSource | DeltaSource
+    backfills = EventHubsSource | EventHubsKafkaSource | FilesSource | DeltaSource | ParquetSource
     if len(kinds) != 1 or not isinstance(next(iter(config.sources.values())), backfills):
         declared = ", ".join(f"{name} ({kind})" for name, kind in kinds.items())
         return (
             f"job {config.name}: a pipeline backfills an interval of one source of kind eventhubs, "
-            f"eventhubs_kafka, files or delta; its sources are {declared}"
+            f"eventhubs_kafka, files, delta or parquet; its sources are {declared}"
         )
     (name, source), *_ = config.sources.items()
     if isinstance(source, FilesSource) and source.interval_folder is None:
@@ -63,8 +67,8 @@ def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
             f"job {config.name}: {key} is not set, so a backfill cannot tell which landing folder holds "
             "an interval's files; set it to the landing layout, e.g. %Y/%m/%d/%H"
         )
-    if isinstance(source, DeltaSource):
-        problem = _delta_problem(config, binding, name, source)
+    if isinstance(source, DeltaSource | ParquetSource):
+        problem = _table_problem(config, binding, name, source)
         if problem:
             return problem
     hubs = [(name, sink) for name, sink in config.sinks.items() if isinstance(sink, HUB_SINKS)]
@@ -77,8 +81,10 @@ def backfill_problem(config: PipelineConfig, binding: Binding) -> str | None:
     return None
 
 
-def _delta_problem(config: PipelineConfig, binding: Binding, name: str, source: DeltaSource) -> str | None:
-    """Why a pipeline reading the Delta table ``source`` cannot backfill, or None."""
+def _table_problem(
+    config: PipelineConfig, binding: Binding, name: str, source: DeltaSource | ParquetSource
+) -> str | None:
+    """Why a pipeline reading the lake table ``source`` (Delta or parquet) cannot backfill, or None."""
     if source.interval_column is None:
         key = config.key_as_written("sources", name, "interval_column")
         return (
@@ -118,4 +124,6 @@ def backfill_pipeline(
         return backfill_files_interval(spark, config, binding, start, end)
     if isinstance(source, DeltaSource):
         return backfill_delta_interval(spark, config, binding, start, end)
+    if isinstance(source, ParquetSource):
+        return backfill_parquet_interval(spark, config, binding, start, end)
     return backfill_events_interval(spark, config, binding, start, end)

@@ -62,16 +62,20 @@ class EventHubsKafkaSource(EventHubsKafkaSourceConfig):
     kind: Literal["eventhubs_kafka"]
 
 
-class DeltaSource(DeltaSourceConfig):
-    """``kind: delta``: the rows each commit of a Delta table added.
+class IntervalColumnKey(StrictModel):
+    """``interval_column`` of a lake table source (``delta``, ``parquet``): the table's time column
+    (timestamp or date) by which a backfill selects an interval's rows, ``start <= column < end``, in
+    the table and in every Delta sink (which keeps it); needed by backfills only
+    (:mod:`.delta_backfill`, :mod:`.parquet_backfill`)."""
 
-    ``interval_column`` names the table's time column (timestamp or date) by which a backfill selects
-    an interval's rows, ``start <= column < end``, in the table and in every Delta sink (which keeps
-    it); needed by backfills only (:mod:`.delta_backfill`).
-    """
+    interval_column: str | None = Field(default=None, min_length=1)
+
+
+class DeltaSource(DeltaSourceConfig, IntervalColumnKey):
+    """``kind: delta``: the rows each commit of a Delta table added (``interval_column``:
+    :class:`IntervalColumnKey`)."""
 
     kind: Literal["delta"]
-    interval_column: str | None = Field(default=None, min_length=1)
 
 
 #: Reader options hubflow sets itself; a files source may not override them through ``options``.
@@ -132,9 +136,10 @@ class FilesSource(LandingFilesKeys):
     archive_dir: str | None = Field(default=None, min_length=1)
 
 
-class ParquetSource(StrictModel):
+class ParquetSource(IntervalColumnKey):
     """``kind: parquet``: a parquet lake table written by Spark's file sink (a ``kind: parquet`` sink),
-    read through its ``_spark_metadata`` log, so only committed files, with the declared schema."""
+    read through its ``_spark_metadata`` log, so only committed files, with the declared schema
+    (``interval_column``: :class:`IntervalColumnKey`)."""
 
     kind: Literal["parquet"]
     path: str = Field(min_length=1)
