@@ -259,3 +259,26 @@ def test_a_job_on_tables_that_cannot_follow_a_backfilled_hour_gets_a_note_naming
         f"note: application lake_to_eventhubs cannot backfill, so hours backfilled upstream are not "
         f"replaced in {PUBLISHER}'s tables (no {PUBLISHER}__follow DAG)"
     ) in _job_lines(result.stdout, PUBLISHER)
+
+
+def test_a_job_on_a_parquet_table_without_interval_column_gets_a_note_naming_the_key(tmp_path: Path) -> None:
+    """``schedule: asset(...)`` on a parquet table: a pipeline whose ``kind: parquet`` source names no
+    ``interval_column`` cannot follow its backfilled hours (a note naming the key); with one it can."""
+    table = tmp_path / "lake" / "orders_parquet"
+    table.mkdir(parents=True)
+    on_table = {"schedule": "asset(orders_parquet)"}
+    jobs = []
+    for name, column in (("unset", {}), ("timed", {"interval_column": "at"})):
+        source = {"kind": "parquet", "path": str(table), "schema": "id BIGINT, at TIMESTAMP", **column}
+        jobs.append({**add_pipeline(tmp_path, name, sources={"orders": source}), **on_table})
+    registry = write_registry(tmp_path / "registry.yaml", jobs)
+
+    result = hubflow("check", "--registry", registry, pipelines=tmp_path / "pipelines")
+
+    assert result.returncode == 0, output(result)
+    assert (
+        "note: unset__follow runs will fail, so backfilled hours upstream are not followed: job unset: "
+        "sources.orders.interval_column is not set, so a backfill cannot tell which of the table's rows "
+        "belong to an interval"
+    ) in " ".join(_job_lines(result.stdout, "unset").split()), result.stdout
+    assert "note:" not in _job_lines(result.stdout, "timed"), result.stdout
