@@ -3,7 +3,7 @@ source: Spark's file sink's table).
 
 As for a Delta table (:mod:`.delta_backfill`, whose rules this shares): the interval's rows are the
 table's rows whose time column (``sources.<name>.interval_column``) lies in ``[start, end)``, read
-as one batch of the files the sink's ``_spark_metadata`` log lists now (never a file it does not
+as one batch of the files the table's ``_spark_metadata`` log lists now (never a file it does not
 list) and passed to the user's function; each sink's rows of the interval are replaced
 (:mod:`.interval_writes`).
 
