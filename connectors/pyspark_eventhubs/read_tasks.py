@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from . import worker_gc
 from .offsets import PartitionRange, pack_ranges, plan_ranges
 from .options import EventHubsOptions
 
@@ -58,3 +59,4 @@ def read_task(options: EventHubsOptions, task: EventHubsReadTask) -> Iterator[pa
     RECEIVERS.open_ahead(options, later.items())
     for partition_id, from_seq, until_seq in task.ranges:
         yield from read_range(options, partition_id, from_seq, until_seq)
+    worker_gc.settle()

@@ -34,6 +34,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from . import worker_gc
 from .errors import EventHubsOptionError
 from .options import EventHubsOptions
 from .producer_cache import PRODUCERS, SinkProducer
@@ -288,6 +289,7 @@ def _send_records(
         return EventHubsCommitMessage(events=sender.events, batches=sender.batches)
     finally:
         sender.close(succeeded)
+        worker_gc.settle()
 
 
 def _write_rows(
@@ -336,6 +338,7 @@ class _EventSender:
     def __init__(self, options: EventHubsOptions, schema: StructType) -> None:
         self.options = options
         self.columns = sink_columns(schema)
+        worker_gc.settle()  # in the write planner and the commit runner, both reused Python workers
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         """Executor: send this task's rows, which Spark hands over as Arrow record batches."""
