@@ -82,6 +82,13 @@ from urllib.parse import unquote, urlparse
 sys.path.insert(0, str(Path(__file__).parents[1] / "jobs"))
 
 from harness import connector_spark
+from streaming_measures import (
+    DURATIONS,
+    measured_batches,
+    median_durations,
+    percentile,
+    process_cpu_seconds,
+)
 
 from eventhubs_emulator import EmulatorConfig
 from eventhubs_emulator.launcher import start_emulator_process
@@ -149,14 +156,6 @@ def committed_latencies(out: Path, not_before_ms: float) -> list[float]:
     return latencies
 
 
-def emulator_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of the emulator process so far."""
-    import psutil
-
-    times = psutil.Process(pid).cpu_times()
-    return times.user + times.system
-
-
 def run_side(
     spark: Any, side: str, conn: str, args: argparse.Namespace, workdir: Path, emulator: tuple[int, str]
 ) -> dict[str, Any]:
@@ -194,7 +193,7 @@ def run_side(
         )
     out, ckpt = workdir / f"{side}-out", workdir / f"{side}-ckpt"
     load_before = os.getloadavg()[0]
-    cpu_before, wall_before = emulator_cpu_seconds(emulator_pid), time.monotonic()
+    cpu_before, wall_before = process_cpu_seconds(emulator_pid), time.monotonic()
     query = (
         df.writeStream.format("parquet")
         .option("path", str(out))
@@ -218,12 +217,7 @@ def run_side(
         # least 3 batches that started inside the window were committed (or 2 minutes more).
         extra_deadline = time.monotonic() + 120
         while (
-            sum(
-                1
-                for p in query.recentProgress
-                if p["numInputRows"] > 0 and _epoch_ms(p["timestamp"]) >= measured_from
-            )
-            < 3
+            len(measured_batches(query.recentProgress, measured_from)) < 3
             and query.isActive
             and time.monotonic() < extra_deadline
         ):
@@ -231,29 +225,20 @@ def run_side(
     finally:
         query.stop()
     load_after = os.getloadavg()[0]
-    emulator_cpu = (emulator_cpu_seconds(emulator_pid) - cpu_before) / (time.monotonic() - wall_before)
+    emulator_cpu = (process_cpu_seconds(emulator_pid) - cpu_before) / (time.monotonic() - wall_before)
     if query.exception() is not None:
         raise RuntimeError(f"{side} query failed: {query.exception()}")
-    batches = [
-        p
-        for p in query.recentProgress
-        if p["numInputRows"] > 0 and _epoch_ms(p["timestamp"]) >= measured_from
-    ]
+    batches = measured_batches(query.recentProgress, measured_from)
     latencies = sorted(committed_latencies(out, measured_from))
     if not latencies or not batches:
         raise RuntimeError(f"{side}: nothing was committed in the measured window")
 
-    def median_duration(key: str) -> float:
-        return statistics.median(p["durationMs"].get(key, 0) for p in batches)
-
     return {
         "rows": len(latencies),
         "batches": len(batches),
-        "p50": _percentile(latencies, 0.50),
-        "p99": _percentile(latencies, 0.99),
-        "latestOffset": median_duration("latestOffset"),
-        "addBatch": median_duration("addBatch"),
-        "triggerExecution": median_duration("triggerExecution"),
+        "p50": percentile(latencies, 0.50),
+        "p99": percentile(latencies, 0.99),
+        **median_durations(batches, ("latestOffset", "addBatch", "triggerExecution")),
         "emulatorCpu": 100 * emulator_cpu,
         "load": (load_before + load_after) / 2,
     }
@@ -304,17 +289,6 @@ def available_now_overhead(spark: Any, conn: str, workdir: Path, runs: int) -> l
             flush=True,
         )
     return outcomes
-
-
-def _epoch_ms(iso: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
-
-
-def _percentile(sorted_values: list[float], q: float) -> float:
-    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
-    return sorted_values[index]
 
 
 METRICS = [
@@ -490,7 +464,7 @@ def run_hub_to_hub_side(
     """One measured run of one side: latency percentiles, per-batch durations, delivery check."""
     server_pid = servers["emulator_pid" if side == "eventhubs" else "broker_pid"]
     load_before = os.getloadavg()[0]
-    cpu_before, wall_before = emulator_cpu_seconds(server_pid), time.monotonic()
+    cpu_before, wall_before = process_cpu_seconds(server_pid), time.monotonic()
     query = hub_to_hub_query(spark, side, servers, workdir)
     try:
         first_deadline = time.monotonic() + 300
@@ -505,12 +479,7 @@ def run_hub_to_hub_side(
         measured_to = time.time() * 1000
         extra_deadline = time.monotonic() + 120
         while (
-            sum(
-                1
-                for p in query.recentProgress
-                if p["numInputRows"] > 0 and _epoch_ms(p["timestamp"]) >= measured_from
-            )
-            < 3
+            len(measured_batches(query.recentProgress, measured_from)) < 3
             and query.isActive
             and time.monotonic() < extra_deadline
         ):
@@ -519,7 +488,7 @@ def run_hub_to_hub_side(
     finally:
         query.stop()
     load_after = os.getloadavg()[0]
-    server_cpu = (emulator_cpu_seconds(server_pid) - cpu_before) / (time.monotonic() - wall_before)
+    server_cpu = (process_cpu_seconds(server_pid) - cpu_before) / (time.monotonic() - wall_before)
     if query.exception() is not None:
         raise RuntimeError(f"{side} query failed: {query.exception()}")
     if side == "eventhubs":
@@ -535,23 +504,16 @@ def run_hub_to_hub_side(
             latencies.append((out_ms - in_us / 1000) / 1000)
             delivered[body] = delivered.get(body, 0) + 1
     latencies.sort()
-    batches = [
-        p
-        for p in query.recentProgress
-        if p["numInputRows"] > 0 and _epoch_ms(p["timestamp"]) >= measured_from
-    ]
+    batches = measured_batches(query.recentProgress, measured_from)
     if not latencies or not batches:
         raise RuntimeError(f"{side}: nothing reached the output in the measured window")
-
-    def median_duration(key: str) -> float:
-        return statistics.median(p["durationMs"].get(key, 0) for p in batches)
 
     return {
         "rows": len(latencies),
         "batches": len(batches),
-        "p50": _percentile(latencies, 0.50),
-        "p99": _percentile(latencies, 0.99),
-        **{key: median_duration(key) for key in DURATIONS},
+        "p50": percentile(latencies, 0.50),
+        "p99": percentile(latencies, 0.99),
+        **median_durations(batches),
         "serverCpu": 100 * server_cpu,
         "load": (load_before + load_after) / 2,
         "loads": (load_before, load_after),
@@ -633,21 +595,14 @@ def run_floor_side(
         query.stop()
     if query.exception() is not None:
         raise RuntimeError(f"{side} query failed: {query.exception()}")
-    batches = [
-        p
-        for p in query.recentProgress
-        if p["numInputRows"] > 0 and _epoch_ms(p["timestamp"]) >= measured_from
-    ]
+    batches = measured_batches(query.recentProgress, measured_from)
     if not batches:
         raise RuntimeError(f"{side}: no batch in the measured window")
     return {
         "batches": len(batches),
         "load": (load_before + os.getloadavg()[0]) / 2,
-        **{key: statistics.median(p["durationMs"].get(key, 0) for p in batches) for key in DURATIONS},
+        **median_durations(batches),
     }
-
-
-DURATIONS = ("latestOffset", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
 
 
 def summarize_durations(results: dict[str, list[dict[str, Any]]]) -> str:

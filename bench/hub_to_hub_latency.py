@@ -41,8 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "jobs"))
 
-from connector_latency import _percentile, emulator_cpu_seconds
 from harness import connector_spark
+from streaming_measures import DURATIONS, measured_batches, median_durations, percentile, process_cpu_seconds
 
 from eventhubs_emulator import EmulatorConfig
 from eventhubs_emulator.launcher import start_emulator_process
@@ -162,7 +162,7 @@ def run_side(
     """One window of one side: start (Spark sides), wait for the output's first event, warm up,
     measure; returns the window (epoch s), per-batch durations and the emulator's CPU share."""
     load_before = os.getloadavg()[0]
-    cpu_before, wall_before = emulator_cpu_seconds(servers["emulator_pid"]), time.monotonic()
+    cpu_before, wall_before = process_cpu_seconds(servers["emulator_pid"]), time.monotonic()
     query = None if side == "floor" else start_query(spark, side, servers, args, workdir)
     try:
         deadline = time.monotonic() + 300
@@ -181,20 +181,13 @@ def run_side(
             query.stop()
     if query is not None and query.exception() is not None:
         raise RuntimeError(f"{side} query failed: {query.exception()}")
-    batches = [
-        p
-        for p in (query.recentProgress if query is not None else [])
-        if p["numInputRows"] > 0 and _epoch_s(p["timestamp"]) >= measured_from
-    ]
+    batches = measured_batches(query.recentProgress if query is not None else [], measured_from * 1000)
     return {
         "window": (measured_from, measured_to),
         "batches": len(batches),
-        **{
-            key: statistics.median(p["durationMs"].get(key, 0) for p in batches) if batches else None
-            for key in ("addBatch", "triggerExecution")
-        },
+        **(median_durations(batches) if batches else dict.fromkeys(DURATIONS)),
         "emulatorCpu": 100
-        * (emulator_cpu_seconds(servers["emulator_pid"]) - cpu_before)
+        * (process_cpu_seconds(servers["emulator_pid"]) - cpu_before)
         / (time.monotonic() - wall_before),
         "loads": (load_before, os.getloadavg()[0]),
     }
@@ -216,17 +209,11 @@ def latencies(
         raise RuntimeError(f"{side}: no event sent in the window reached {out_hub(side)}")
     return {
         "rows": len(values),
-        **{f"p{q}": 1000 * _percentile(values, q / 100) for q in (50, 90, 99)},
+        **{f"p{q}": 1000 * percentile(values, q / 100) for q in (50, 90, 99)},
         "inWindow": len(in_window),
         "missing": len(in_window - set(seen)),
         "duplicates": sum(n - 1 for n in seen.values()),
     }
-
-
-def _epoch_s(iso: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def summarize(results: dict[str, list[dict[str, Any]]]) -> str:
@@ -238,9 +225,10 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> str:
         "eventhubs": "hubflow connector source+sink, micro-batch 0 s",
     }
     lines = [
-        "| way | p50 (ms) | p90 (ms) | p99 (ms) | events | missing | duplicated | addBatch (ms) | "
-        "triggerExecution (ms) | emulator CPU (% of a core) | load |",
-        "|---" * 11 + "|",
+        "| way | p50 (ms) | p90 (ms) | p99 (ms) | events | missing | duplicated | "
+        + " | ".join(f"{key} (ms)" for key in DURATIONS)
+        + " | emulator CPU (% of a core) | load |",
+        "|---" * (9 + len(DURATIONS)) + "|",
     ]
 
     def cell(side: str, key: str, fmt: str = "{:.0f}") -> str:
@@ -262,7 +250,8 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> str:
             f"| {names[side]} | {cell(side, 'p50', '{:.1f}')} | {cell(side, 'p90', '{:.1f}')} | "
             f"{cell(side, 'p99', '{:.1f}')} | {sum(r['rows'] for r in runs)} | "
             f"{sum(r['missing'] for r in runs)} | {sum(r['duplicates'] for r in runs)} | "
-            f"{cell(side, 'addBatch')} | {cell(side, 'triggerExecution')} | {cell(side, 'emulatorCpu')} | "
+            + "".join(f"{cell(side, key)} | " for key in DURATIONS)
+            + f"{cell(side, 'emulatorCpu')} | "
             f"{loads} |"
         )
     if results.get("eventhubs") and results.get("kafka"):
