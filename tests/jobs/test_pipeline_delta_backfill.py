@@ -279,21 +279,21 @@ def test_rows_of_the_interval_added_while_the_backfill_writes_fail_it_and_a_reru
     """Late rows of the interval committed to the table, and landed by the job, while the backfill
     writes what it read before: the replacement removes them, so the backfill fails saying to run it
     again; the rerun puts every row of the interval back once."""
-    import hubflow_jobs.pipeline.delta_backfill as delta_backfill
+    import hubflow_jobs.pipeline.table_backfill as table_backfill
 
     write_module(pipelines, "scaled_readings", SCALED)
     upstream = tmp_path / "upstream"
     _append(spark, upstream, range(0, 120), T0)
     path = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 1))
     assert run_on_session(spark, "scaled_readings:scaled", path)[0] == EXIT_OK
-    real = delta_backfill.write_interval
+    real = table_backfill.write_interval
 
     def late_rows_landed_first(*args: Any) -> dict[str, int]:
         _append(spark, upstream, range(900, 910), T0 - 14 * HOUR)  # hour 1
         assert run_on_session(spark, "scaled_readings:scaled", path)[0] == EXIT_OK
         return real(*args)
 
-    monkeypatch.setattr(delta_backfill, "write_interval", late_rows_landed_first)
+    monkeypatch.setattr(table_backfill, "write_interval", late_rows_landed_first)
     version = _version(upstream) + 1
     with pytest.raises(BackfillRefused) as info:
         _backfill("scaled_readings:scaled", path, T0 + HOUR, T0 + 2 * HOUR, spark)
@@ -307,7 +307,7 @@ def test_rows_of_the_interval_added_while_the_backfill_writes_fail_it_and_a_reru
     landed = {n for n, _, _ in _rows(spark, output) + _rows(spark, quarantine)}
     assert not landed & set(range(900, 910)), "the late rows the replacement removed"
 
-    monkeypatch.setattr(delta_backfill, "write_interval", real)
+    monkeypatch.setattr(table_backfill, "write_interval", real)
     assert _backfill("scaled_readings:scaled", path, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 70
     every = Counter(n for n, _, _ in _rows(spark, output) + _rows(spark, quarantine))
     assert sorted(every) == [*range(120), *range(900, 910)] and set(every.values()) == {1}

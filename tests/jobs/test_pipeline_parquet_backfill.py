@@ -88,7 +88,7 @@ def _backfill(name: str, path: Path, start: datetime, end: datetime, spark: Any)
 def test_a_parquet_backfill_replaces_exactly_its_hour_once_and_waits_for_files_of_that_hour(
     spark: Any, pipelines: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hubflow_jobs.pipeline.parquet_backfill as parquet_backfill
+    import hubflow_jobs.pipeline.table_backfill as table_backfill
 
     write_module(pipelines, "scaled_readings", SCALED)
     upstream = tmp_path / "upstream"
@@ -137,14 +137,14 @@ def test_a_parquet_backfill_replaces_exactly_its_hour_once_and_waits_for_files_o
 
     # Late rows of hour 1 committed, and landed by the job, while the backfill writes what it read:
     # the replacement removes them, so it fails saying to run it again; the rerun puts them back.
-    real = parquet_backfill.write_interval
+    real = table_backfill.write_interval
 
     def late_rows_landed_first(*args: Any) -> dict[str, int]:
         _commit(spark, upstream, 4, range(960, 970), T0 - 15 * HOUR)  # 960 // 60 = 16 -> hour 1
         assert run_on_session(spark, SCALED_READINGS, v10)[0] == EXIT_OK
         return real(*args)
 
-    monkeypatch.setattr(parquet_backfill, "write_interval", late_rows_landed_first)
+    monkeypatch.setattr(table_backfill, "write_interval", late_rows_landed_first)
     with pytest.raises(BackfillRefused) as info:
         _backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)
     assert (
@@ -154,7 +154,7 @@ def test_a_parquet_backfill_replaces_exactly_its_hour_once_and_waits_for_files_o
     assert "Run the backfill of this interval again" in str(info.value)
     landed = {n for n, _, _ in _rows(spark, output) + _rows(spark, quarantine)}
     assert not landed & set(range(960, 970)), "the late rows the replacement removed"
-    monkeypatch.setattr(parquet_backfill, "write_interval", real)
+    monkeypatch.setattr(table_backfill, "write_interval", real)
     assert _backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 130
     every = Counter(n for n, _, _ in _rows(spark, output) + _rows(spark, quarantine))
     assert sorted(every) == [*range(240), *range(900, 970)] and set(every.values()) == {1}

@@ -17,7 +17,7 @@ committed meanwhile. An interval without rows in the table changes nothing. Runs
 
 from __future__ import annotations
 
-import logging
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 from urllib.parse import unquote
@@ -28,12 +28,10 @@ from hubflow.checkpoints.file_source_log import files_taken
 from hubflow.storage.azure import url_to_fs
 from hubflow_jobs.backfill_window import BackfillRefused
 from hubflow_jobs.landing_area import without_empty_authority
-from hubflow_jobs.pipeline.binding import Binding, PipelineError, sink_frames
+from hubflow_jobs.pipeline.binding import Binding
 from hubflow_jobs.pipeline.declarations import ParquetSource, PipelineConfig
-from hubflow_jobs.pipeline.delta_backfill import INTERVAL_TYPES, may_hold
-from hubflow_jobs.pipeline.interval_writes import interval_predicate, sink_writes, write_interval
-
-log = logging.getLogger(__name__)
+from hubflow_jobs.pipeline.delta_backfill import check_interval_column, may_hold
+from hubflow_jobs.pipeline.table_backfill import Interval, interval_of, replace_interval
 
 #: The directory name Spark gives a partition whose value is null.
 _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -42,48 +40,68 @@ _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 def backfill_parquet_interval(
     spark: Any, config: PipelineConfig, binding: Binding, start: datetime, end: datetime
 ) -> dict[str, int]:
-    """The backfill of a pipeline reading one parquet lake table: its rows of ``[start, end)``."""
-    ((name, source),) = config.sources.items()
-    assert isinstance(source, ParquetSource) and source.interval_column
-    key = config.key_as_written("sources", name, "interval_column")
-    column = source.interval_column
-    subject = f"job {config.name} backfill [{start.isoformat()}, {end.isoformat()})"
+    """The backfill of a pipeline reading one parquet lake table: its rows of ``[start, end)``, read
+    from the files the table's log lists now."""
+    interval = interval_of(config, start, end)
+    source = config.sources[interval.name]
+    assert isinstance(source, ParquetSource)
     files = committed_files(source.path)
-    last = max(files.values(), default=None)
     table = _read(spark, source, list(files))
-    _check_column(table, column, key, config.name, source.path)
-    predicate = interval_predicate(column, start, end)
-    rows = table.where(predicate).persist()
-    try:
-        read = rows.count()
-        if not read:
-            log.warning(
-                "%s: %s (%d files, up to batch %s) has no rows with %s in the interval; nothing changed",
-                subject,
-                source.path,
-                len(files),
-                last,
-                column,
+    check_interval_column(table, interval.column, interval.key, config.name, source.path, kind="parquet")
+    return replace_interval(spark, config, binding, interval, table, ParquetRead(source, interval, files))
+
+
+@dataclass(frozen=True)
+class ParquetRead:
+    """A backfill's read of ``source``'s committed ``files`` (URI -> batch id), a
+    :class:`~.table_backfill.TableRead`."""
+
+    source: ParquetSource
+    interval: Interval
+    files: dict[str, int]
+
+    def describe(self) -> str:
+        return f"{self.source.path} ({len(self.files)} files, up to batch {self.last_batch})"
+
+    @property
+    def last_batch(self) -> int | None:
+        return max(self.files.values(), default=None)
+
+    def holding(self, files: dict[str, int]) -> list[int]:
+        """The batches of ``files`` whose files may hold rows of the interval."""
+        i = self.interval
+        return sorted({b for file, b in files.items() if file_may_hold(file, i.column, i.start, i.end)})
+
+    def refuse_unless_read(self, config: PipelineConfig, sink: str) -> None:
+        """Refuse unless the query of ``sink`` has read every file the backfill read that may hold
+        rows of the interval."""
+        i = self.interval
+        taken = {without_empty_authority(file) for file in files_taken(config.sink_checkpoint(sink))}
+        unread = {f: b for f, b in self.files.items() if without_empty_authority(f) not in taken}
+        pending = self.holding(unread)
+        if pending:
+            raise BackfillRefused(
+                f"{i.subject}: sink {sink!r}: its query has not yet read batches {pending} of "
+                f"{self.source.path}, which add rows of this interval (by {i.key}: {i.column}); it will "
+                "land them itself, so a backfill now would write them twice. Backfill this interval once "
+                "the job has read them."
             )
-            return {"read": 0, "written": 0, "quarantined": 0}
-        frames = sink_frames(
-            binding.call({name: rows}, config.params, spark), binding.reference, list(config.sinks)
-        )
-        writes = sink_writes(config, binding, frames, (column,), f"the source's interval column ({key})")
-        for sink_name, sink in config.sinks.items():
-            if sink.kind == "delta":
-                _refuse_unless_read(config, sink_name, source, files, column, key, start, end, subject)
-        counts = {"read": read, **write_interval(writes, predicate, start, subject)}
-        if any(sink.kind == "delta" for sink in config.sinks.values()):
-            _refuse_if_rows_came(source, files, last, column, key, start, end, subject)
-    finally:
-        rows.unpersist()
-    log.info("%s: %d files up to batch %s; %s", subject, len(files), last, _counts(counts))
-    return counts
 
-
-def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{k} {n}" for k, n in counts.items())
+    def refuse_if_rows_came(self) -> None:
+        """Fail when files committed after the backfill listed the table hold rows of the interval: a
+        sink's query may have landed some before the replacement committed, which then removed them.
+        Rerunning the backfill once the job has read them replaces the interval with all its rows."""
+        i = self.interval
+        now = committed_files(self.source.path)
+        came = self.holding({f: b for f, b in now.items() if f not in self.files})
+        if came:
+            raise BackfillRefused(
+                f"{i.subject}: batches {came} of {self.source.path} added rows of this interval (by "
+                f"{i.key}: {i.column}) while the backfill wrote what it had read up to batch "
+                f"{self.last_batch}; a sink's query may have landed some of them before the replacement, "
+                "which removed them. Run the backfill of this interval again once the job has read them "
+                "(a retry does)."
+            )
 
 
 def _read(spark: Any, source: ParquetSource, files: list[str]) -> Any:
@@ -93,21 +111,6 @@ def _read(spark: Any, source: ParquetSource, files: list[str]) -> Any:
         return spark.createDataFrame([], source.schema_ddl)
     reader = spark.read.format("parquet").schema(source.schema_ddl).option("basePath", source.path)
     return reader.load([unquote(file) for file in files])
-
-
-def _check_column(table: Any, column: str, key: str, job: str, path: str) -> None:
-    """PipelineError naming ``key`` unless ``column`` is a timestamp or date column of ``table``."""
-    field = next((f for f in table.schema.fields if f.name == column), None)
-    if field is None:
-        raise PipelineError(
-            f"job {job}: {key}: {column!r} is not a column of the parquet table {path}; its columns are "
-            f"{', '.join(table.columns)}. Name its time column (timestamp or date)"
-        )
-    if field.dataType.typeName() not in INTERVAL_TYPES:
-        raise PipelineError(
-            f"job {job}: {key}: the column {column!r} of {path} is {field.dataType.simpleString()}; a "
-            "backfill selects an interval's rows by a timestamp or date column: name one"
-        )
 
 
 def file_may_hold(file: str, column: str, start: datetime, end: datetime) -> bool:
@@ -174,56 +177,3 @@ def _utc(value: Any) -> datetime | None:
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day, tzinfo=UTC)
     return None
-
-
-def _holding(files: dict[str, int], column: str, start: datetime, end: datetime) -> list[int]:
-    """The batches of ``files`` whose files may hold rows of the interval."""
-    return sorted({batch for file, batch in files.items() if file_may_hold(file, column, start, end)})
-
-
-def _refuse_unless_read(
-    config: PipelineConfig,
-    sink: str,
-    source: ParquetSource,
-    files: dict[str, int],
-    column: str,
-    key: str,
-    start: datetime,
-    end: datetime,
-    subject: str,
-) -> None:
-    """Refuse unless the query of ``sink`` has read every file of ``files`` (the committed files the
-    backfill read) that may hold rows of the interval."""
-    taken = {without_empty_authority(file) for file in files_taken(config.sink_checkpoint(sink))}
-    unread = {file: batch for file, batch in files.items() if without_empty_authority(file) not in taken}
-    pending = _holding(unread, column, start, end)
-    if pending:
-        raise BackfillRefused(
-            f"{subject}: sink {sink!r}: its query has not yet read batches {pending} of {source.path}, "
-            f"which add rows of this interval (by {key}: {column}); it will land them itself, so a "
-            "backfill now would write them twice. Backfill this interval once the job has read them."
-        )
-
-
-def _refuse_if_rows_came(
-    source: ParquetSource,
-    files: dict[str, int],
-    last: int | None,
-    column: str,
-    key: str,
-    start: datetime,
-    end: datetime,
-    subject: str,
-) -> None:
-    """Fail when files committed after the backfill listed the table hold rows of the interval: a
-    sink's query may have landed some before the replacement committed, which then removed them.
-    Rerunning the backfill once the job has read them replaces the interval with all its rows."""
-    now = committed_files(source.path)
-    came = _holding({f: b for f, b in now.items() if f not in files}, column, start, end)
-    if came:
-        raise BackfillRefused(
-            f"{subject}: batches {came} of {source.path} added rows of this interval (by {key}: "
-            f"{column}) while the backfill wrote what it had read up to batch {last}; a sink's query "
-            "may have landed some of them before the replacement, which removed them. Run the backfill "
-            "of this interval again once the job has read them (a retry does)."
-        )
