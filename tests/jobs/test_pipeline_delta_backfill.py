@@ -207,7 +207,15 @@ def test_what_a_delta_backfill_cannot_do_is_refused_naming_the_key(
     assert not (tmp_path / "lake").exists(), "nothing written"
 
     # A function that keeps state across batches (dropDuplicates on the stream).
-    sections = {**_sections(tmp_path, 1), "params": {}}
+    refuses_a_stateful_function(spark, tmp_path, _sections(tmp_path, 1), start, end)
+
+
+def refuses_a_stateful_function(
+    spark: Any, tmp_path: Path, sections: dict[str, Any], start: datetime, end: datetime
+) -> None:
+    """A ``distinct_ids`` job (dropDuplicates on the stream) over the source of ``sections`` runs,
+    and its backfill is refused before reading: its checkpoint keeps state across batches."""
+    sections = {**sections, "params": {}}
     sections["sinks"] = {"ids": {"kind": "delta", "output_path": str(tmp_path / "lake" / "ids")}}
     stateful = pipeline_config(tmp_path, "ids", **sections)
     assert run_on_session(spark, "scaled_readings:distinct_ids", stateful)[0] == EXIT_OK

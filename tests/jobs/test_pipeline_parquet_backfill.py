@@ -28,7 +28,14 @@ from hubflow_jobs.pipeline.job import load_pipeline
 from tests.support.lake import spark_rows
 
 from .pipelines_support import pipeline_config, run_on_session, write_module
-from .test_pipeline_delta_backfill import HOUR, SCALED, T0, UPSTREAM_SCHEMA, _expected
+from .test_pipeline_delta_backfill import (
+    HOUR,
+    SCALED,
+    T0,
+    UPSTREAM_SCHEMA,
+    _expected,
+    refuses_a_stateful_function,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -196,14 +203,4 @@ def test_what_a_parquet_backfill_cannot_do_is_refused_naming_the_key(
     assert not (tmp_path / "lake").exists(), "nothing written"
 
     # A function that keeps state across batches (dropDuplicates on the stream).
-    sections = {**_sections(tmp_path, 1), "params": {}}
-    sections["sinks"] = {"ids": {"kind": "delta", "output_path": str(tmp_path / "lake" / "ids")}}
-    stateful = pipeline_config(tmp_path, "ids", **sections)
-    assert run_on_session(spark, "scaled_readings:distinct_ids", stateful)[0] == EXIT_OK
-    with pytest.raises(PipelineError) as info:
-        _backfill("scaled_readings:distinct_ids", stateful, start, end, spark)
-    assert str(info.value).startswith(
-        f"job ids: pipeline 'scaled_readings:distinct_ids' keeps state across batches "
-        f"({tmp_path / 'checkpoints' / 'ids' / 'state'}: an aggregation, dropDuplicates or a "
-        "stream-stream join)"
-    )
+    refuses_a_stateful_function(spark, tmp_path, _sections(tmp_path, 1), start, end)
