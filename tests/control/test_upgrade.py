@@ -440,3 +440,61 @@ def test_the_previous_version_after_a_rollback_restarts_with_the_backoff(job_dir
     assert len(_starts(job_dir)) == 5, waiting
     assert waiting.get("next_start_at") is not None, waiting
     assert ") is 1 h: the next start is due at " in waiting["done"][-1], waiting
+
+
+def _supervise_until(base: Path, done: Any, what: str) -> dict[str, Any]:
+    """Supervisor runs, 0.3 s apart, until one's last line satisfies ``done`` (runs inside the
+    backoff's pause start nothing)."""
+    results: list[dict[str, Any]] = []
+
+    def ran() -> bool:
+        results.append(_act(base))
+        if done(results[-1]["done"][-1]):
+            return True
+        time.sleep(0.3)
+        return False
+
+    wait_until(ran, 60, what)
+    return results[-1]
+
+
+def test_a_rolled_back_version_is_quarantined_when_the_previous_one_keeps_dying(job_dir: Path) -> None:
+    """The rollback's version followed to its quarantine through real drivers and supervisor runs:
+    the first death restarts at once, the next after the backoff's pause, the third is held; the
+    version whose upgrade failed is never started again by the supervisor."""
+    _write_registry(
+        job_dir,
+        restart_backoff="1 second",
+        max_restart_backoff="2 seconds",
+        healthy_after="1 hour",
+        quarantine_after=2,
+    )
+    v1 = _started_v1(job_dir)
+    _deploy(job_dir, "die", "version 2")
+    with pytest.raises(UpgradeRolledBack):
+        _act(job_dir)
+    assert _starts(job_dir) == ["commit -", "die -", "die -", "commit -"]
+    restarts = _folder(job_dir).read_json("restarts.json")["restarts"]
+
+    for death in (1, 2):  # restarted by the supervisor: at once, then once the 1 s pause is over
+        _kill_driver(job_dir)
+        started = _supervise_until(
+            job_dir, lambda line: line.startswith("started job clicks"), f"start {death}"
+        )
+        assert _starts(job_dir)[-1] == "commit -", f"death {death}: version 1 again, not the rolled-back one"
+    assert len(_folder(job_dir).read_json("restarts.json")["restarts"]) == len(restarts) + 2, started
+
+    _kill_driver(job_dir)  # the third death: its streak has quarantine_after restarts
+    held = _supervise_until(job_dir, lambda line: "for a quarantine" in line, "the quarantine")
+    assert held["done"][-1].startswith("held job clicks by supervisor (test) at "), held
+    hold = _folder(job_dir).hold()
+    assert hold is not None and hold.kind == HoldKind.QUARANTINE
+    assert "crash-looping: restarted 2 times since " in hold.reason and "(quarantine_after: 2)" in hold.reason
+    assert len(_starts(job_dir)) == 6 and not _folder(job_dir).liveness(30).alive
+
+    again = _act(job_dir)  # held: reported, nothing started, the failed upgrade stays recorded
+    assert again["done"][-1].startswith("job clicks is held by supervisor (test)"), again
+    assert len(_starts(job_dir)) == 6
+    state = _state(job_dir)
+    assert state["fingerprint"]["digest"] == v1 and state["upgrade"]["outcome"] == "rolled-back"
+    assert [e.action for e in read_audit(_folder(job_dir))][-3:] == ["ensure_running"] * 3
