@@ -498,3 +498,39 @@ def test_a_rolled_back_version_is_quarantined_when_the_previous_one_keeps_dying(
     state = _state(job_dir)
     assert state["fingerprint"]["digest"] == v1 and state["upgrade"]["outcome"] == "rolled-back"
     assert [e.action for e in read_audit(_folder(job_dir))][-3:] == ["ensure_running"] * 3
+
+
+def test_a_version_ready_while_idle_that_dies_at_its_first_batch_is_rolled_back(job_dir: Path) -> None:
+    """Ready while idle is on probation: the new version's first batch (once data comes) fails it
+    (a state schema change, which Spark checks only when it plans a batch), and the next supervisor
+    run judges the upgrade again instead of restarting that version by the backoff: started again
+    (max_upgrade_failures), then rolled back, the planned batch kept and run by version 1."""
+    v1 = _started_v1(job_dir)
+    _deploy(job_dir, "idle_then_die", "version 2")
+    upgraded = _act(job_dir)
+    v2 = _state(job_dir)["fingerprint"]["digest"]
+    assert upgraded["done"][-1] == (
+        f"job clicks: upgraded from version {v1[:12]} to {v2[:12]}; the new version is ready while idle "
+        "(nothing to read): until it commits its first batch, its death is a failed upgrade"
+    ), upgraded
+    assert _state(job_dir)["upgrade"]["first_batch_pending"] is True
+    assert _act(job_dir)["done"] == ["already running; nothing to do"], "alive and idle: left alone"
+
+    (job_dir / "landing" / "a.json").write_text('{"id": 1}\n', encoding="utf-8")  # data comes
+    wait_until(lambda: not _folder(job_dir).liveness(30).alive, 30, "version 2 dies at its first batch")
+    assert _batches(job_dir, "offsets") == [0, 1] and _batches(job_dir, "commits") == [0]
+
+    with pytest.raises(UpgradeRolledBack) as rolled:
+        _act(job_dir)
+    text = str(rolled.value)
+    assert (
+        f"the upgrade from version {v1[:12]} to {v2[:12]} was rolled back because it failed 2 times" in text
+    )
+    assert "ready while idle (nothing to read), then died at its first batch, before committing it" in text
+    assert "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match" in text, text
+    assert "kept the job's query batch 1" in text, text
+    assert _starts(job_dir) == ["commit -", "idle_then_die -", "idle_then_die -", "commit -"]
+    wait_until(lambda: _batches(job_dir, "commits") == [0, 1], 30, "version 1 commits the planned batch 1")
+    state = _state(job_dir)
+    assert state["fingerprint"]["digest"] == v1 and state["upgrade"]["outcome"] == "rolled-back"
+    assert _act(job_dir)["done"][-1] == f"job clicks keeps running version {v1[:12]}"

@@ -20,6 +20,9 @@ from hubflow.supervision.upgrades import (
     Readiness,
     UpgradeMode,
     UpgradeRecord,
+    committed_since,
+    first_batch_failed,
+    on_probation,
     parse_upgrade_from,
     plan_changes,
     plan_of,
@@ -95,7 +98,7 @@ def _record(**changes: object) -> UpgradeRecord:
         (8, "running", None, 1, Readiness.READY),  # a batch committed after the backup's newest
         (7, "running", None, 1, Readiness.WAITING),  # nothing new yet
         (None, "running", None, 1, Readiness.WAITING),
-        (7, "idle", (T0 + timedelta(seconds=30)).isoformat(), 1, Readiness.READY),  # nothing to read
+        (7, "idle", (T0 + timedelta(seconds=30)).isoformat(), 1, Readiness.IDLE),  # nothing to read
         (7, "idle", (T0 - timedelta(seconds=30)).isoformat(), 1, Readiness.WAITING),  # the old driver's
         (7, "running", None, 10, Readiness.LATE),
         (8, "running", None, 11, Readiness.READY),  # a commit counts even when judged late
@@ -104,6 +107,22 @@ def _record(**changes: object) -> UpgradeRecord:
 def test_readiness(committed, state, heartbeat, minutes, found) -> None:
     now = T0 + timedelta(minutes=minutes)
     assert readiness(_record(), now=now, committed=committed, state=state, heartbeat=heartbeat) == found
+
+
+def test_ready_while_idle_is_on_probation_until_a_batch_commits() -> None:
+    idle = _record(outcome="ready", first_batch_pending=True)
+    state = {"upgrade": {**idle.to_dict(), "previous_fingerprint": {"digest": "a" * 64}}}
+    assert on_probation(state, "b" * 64) == idle
+    assert on_probation(state, "c" * 64) is None, "another version deployed since"
+    assert on_probation({"upgrade": {**state["upgrade"], "first_batch_pending": False}}, "b" * 64) is None
+    assert committed_since(idle, 8) and not committed_since(idle, 7) and not committed_since(idle, None)
+
+    now = T0 + timedelta(days=2)  # long after ready_within: the death is judged, not found late
+    again = first_batch_failed(idle, now=now, ready_within=timedelta(minutes=10))
+    assert again.outcome == "in-progress" and not again.first_batch_pending
+    assert again.ready_by == (now + timedelta(minutes=10)).isoformat()
+    assert again.history[-1].startswith("ready while idle (nothing to read), then died at its first batch")
+    assert readiness(again, now=now, committed=7, state=None, heartbeat=None) == Readiness.WAITING
 
 
 def test_readiness_of_a_new_checkpoint_is_its_first_commit() -> None:

@@ -10,7 +10,10 @@ Reads its job's status folder and checkpoint from CONFIG (a pipeline config) and
   the first batch ``0``) and keep reporting; exit 0 on the STOP marker;
 * ``hang``: report running, plan a batch (``offsets/N``) and never commit it;
 * ``die``: report running, plan a batch, then exit 1;
-* ``crash``: exit 1 at once, before it reports anything (a start that fails).
+* ``crash``: exit 1 at once, before it reports anything (a start that fails);
+* ``idle_then_die``: report idle while its source's folder is empty and no batch is planned; then
+  plan a batch and exit 1 naming a state schema change, as Spark fails a stateful query's first
+  batch on a checkpoint whose state was kept by another schema (again at each start).
 
 It writes status.json the way the real runtime does (:class:`~hubflow.status.JobStatus`, with this
 process's identity), so liveness, stops and kills treat it like a driver; it takes no lease.
@@ -32,6 +35,30 @@ from hubflow.repository import PIPELINES_DIR_ENV
 from hubflow.status import STOP_MARKER, JobState, JobStatus, StatusFolder
 from hubflow.status.process_identity import process_fields
 from hubflow.supervision.upgrades import STARTING_POSITION_ENV
+
+#: What ``idle_then_die`` fails with: Spark's words for a state kept by another key schema.
+STATE_SCHEMA_ERROR = (
+    "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match existing state key "
+    "schema. Existing key_schema=StructType(StructField(id,LongType,true)) and new key_schema="
+    "StructType(StructField(id,LongType,true),StructField(name,StringType,true))."
+)
+
+
+def _idle_until_data(config: dict, checkpoint: Path, folder: StatusFolder, status: JobStatus) -> None:
+    """Report idle until a file lands in the first source's folder (or a batch is planned already);
+    exit 0 on the STOP marker meanwhile."""
+    landing = Path(next(iter(config["sources"].values()))["path"])
+    planned = _next_batch(checkpoint) in _ids(checkpoint / "offsets")
+    while not planned and not any(landing.iterdir()):
+        if folder.exists(STOP_MARKER):
+            status.update(state=JobState.STOPPED)
+            sys.exit(0)
+        status.update(state=JobState.IDLE)
+        time.sleep(0.5)
+
+
+def _ids(folder: Path) -> list[int]:
+    return [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
 
 
 def _behaviour(module: str) -> str:
@@ -67,6 +94,8 @@ def main() -> int:
         return 1
     status = JobStatus(folder, name)
     status.update(state=JobState.RUNNING, **process_fields(os.getpid()))
+    if behaviour == "idle_then_die":
+        _idle_until_data(config, checkpoint, folder, status)
     batch = _next_batch(checkpoint)
     (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
     (checkpoint / "offsets" / str(batch)).write_text(f'v1\n{{}}\n{{"logOffset":{batch}}}', encoding="utf-8")
@@ -74,6 +103,11 @@ def main() -> int:
         time.sleep(0.5)
         status.update(state=JobState.FAILED, exception="RuntimeError: this version is broken")
         print("RuntimeError: this version is broken", flush=True)
+        return 1
+    if behaviour == "idle_then_die":
+        time.sleep(0.5)
+        status.update(state=JobState.FAILED, exception=STATE_SCHEMA_ERROR)
+        print(STATE_SCHEMA_ERROR, flush=True)
         return 1
     if behaviour == "commit":
         (checkpoint / "commits").mkdir(parents=True, exist_ok=True)

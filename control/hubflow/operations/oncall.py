@@ -48,6 +48,7 @@ from hubflow.supervision.upgrades import (
     UPGRADE_KEY,
     DeployedVersion,
     deployed_file,
+    on_probation,
     plan_of,
     stale_deployed_files,
 )
@@ -214,6 +215,12 @@ class OnCall:
         if pending is not None and not self.request.dry_run:
             audit.wanted = True
             return self._locked_supervisor(lambda again: self._resume_upgrade(pending, again, fingerprint))
+        probation = on_probation(self.control.supervisor_state(), fingerprint["digest"])
+        if probation is not None and not self.request.dry_run and live.hold is None:
+            if not live.alive:
+                audit.wanted = True
+                return self._locked_supervisor(lambda again: self._probation(probation, again, fingerprint))
+            self._upgrade_of(fingerprint).judge_probation(probation, alive=True)
         self._forget_undeployed_failure(fingerprint)
         decision = self._decide(live, fingerprint)
         starts = Step.START in decision.steps and decision.refusal is None
@@ -520,6 +527,20 @@ class OnCall:
         except Exception:
             self._told_failed_upgrade()
             raise
+
+    def _probation(self, record: Any, live: Liveness, fingerprint: dict) -> dict[str, Any]:
+        """The new version, ready while idle, found dead: if it died before its first batch
+        committed, the upgrade is judged again (started again, or rolled back); else the usual rules."""
+        base = {"job": self.job.name, "action": self.request.action, "dry_run": False}
+        if live.hold is None:
+            try:
+                done = self._upgrade_of(fingerprint).judge_probation(record, alive=live.alive)
+            except Exception:
+                self._told_failed_upgrade()
+                raise
+            if done is not None:
+                return {**base, "done": done}
+        return self._carry_out_decision(self._decide(live, fingerprint), live, fingerprint)
 
     def _forget_undeployed_failure(self, fingerprint: dict) -> None:
         """A failed upgrade to a version no longer deployed is over (its alert resolves)."""

@@ -10,7 +10,8 @@ version other than the one last started (the supervisor's, or on-call's start an
 2. the old driver is stopped and its lease waited out; the checkpoint is copied (``last-state``) or
    set aside (``stateless``, ``fresh``) into its backups folder;
 3. the new version starts; it has ``ready_within`` to commit a batch (or report idle), and
-   ``max_upgrade_failures`` starts;
+   ``max_upgrade_failures`` starts; ready while idle, its death before its first batch commits is
+   still a failure (:meth:`Upgrade.judge_probation`, at a later supervisor run);
 4. else the rollback: the new driver is stopped, the backup is put back (a batch the new version
    planned but did not commit is kept, so the previous version runs that batch again with the same
    offsets, and an idempotent sink writes it once), and the previous version starts from its
@@ -45,7 +46,9 @@ from hubflow.supervision.upgrades import (
     UpgradeMode,
     UpgradeOutcome,
     UpgradeRecord,
+    committed_since,
     deployed_file,
+    first_batch_failed,
     plan_changes,
     readiness,
     ready_by,
@@ -188,6 +191,24 @@ class Upgrade:
         previous = (self.control.supervisor_state().get(UPGRADE_KEY) or {}).get("previous_fingerprint")
         return self._see_ready(record, previous, start=False)
 
+    def judge_probation(self, record: UpgradeRecord, alive: bool) -> list[str] | None:
+        """A supervisor run that finds ``record`` ready while idle (:func:`on_probation`): once the new
+        version committed a batch the upgrade is over; when it died before, the upgrade is judged
+        again as failed once (:func:`first_batch_failed`): started again or rolled back. None when
+        the job is left to the supervisor's usual rules."""
+        previous = (self.control.supervisor_state().get(UPGRADE_KEY) or {}).get("previous_fingerprint")
+        if committed_since(record, _committed(self.job)):
+            record.first_batch_pending = False
+            self._record(record, previous)
+            self.log("job %s: the new version committed its first batch", self.job.name)
+            return None
+        if alive:
+            return None
+        record = first_batch_failed(record, now=datetime.now(UTC), ready_within=self.job.ready_within_delta)
+        self._record(record, previous)
+        self.warn("job %s: %s", self.job.name, record.history[-1])
+        return self._see_ready(record, previous, start=False)
+
     def _see_ready(self, record: UpgradeRecord, previous: Any, *, start: bool) -> list[str]:
         done: list[str] = []
         while True:
@@ -210,11 +231,17 @@ class Upgrade:
                     continue
             start = False
             found = self._readiness(record)
-            if found == Readiness.READY:
+            if found in (Readiness.READY, Readiness.IDLE):
                 record.outcome = UpgradeOutcome.READY
+                record.first_batch_pending = found == Readiness.IDLE
                 record.text = (
                     f"job {self.job.name}: upgraded {record.versions_text()}; the new version is ready"
                 )
+                if record.first_batch_pending:
+                    record.text += (
+                        " while idle (nothing to read): until it commits its first batch, its death is a "
+                        "failed upgrade"
+                    )
                 self._record(record, previous)
                 done.append(record.text)
                 self.log("%s", done[-1])
@@ -242,11 +269,12 @@ class Upgrade:
 
     def _readiness(self, record: UpgradeRecord) -> Readiness:
         status = self.control.folder.status() or {}
+        alive = self.control.liveness().alive  # a killed driver's status.json may still say idle
         return readiness(
             record,
             now=datetime.now(UTC),
             committed=_committed(self.job),
-            state=status.get("state"),
+            state=status.get("state") if alive else None,
             heartbeat=status.get("heartbeat"),
         )
 

@@ -22,6 +22,12 @@ committed since it started, or reporting idle with nothing to read. A version th
 ``max_upgrade_failures`` times first, or is not ready in time, is rolled back
 (:mod:`hubflow.operations.upgrade`): the backup is put back and the previous version starts from its
 deployed copy (:class:`DeployedVersion`, kept in the status folder at each start).
+
+Ready while idle is ready on probation (:attr:`UpgradeRecord.first_batch_pending`): Spark checks a
+state schema only when it plans a batch, so a version with nothing to read has proven nothing yet.
+Until it commits its first batch, a death is a failure of the upgrade, judged again
+(:func:`first_batch_failed`), like Flink's operator, which rolls back a new spec that never becomes
+stable instead of restarting it by the job's restart strategy.
 """
 
 from __future__ import annotations
@@ -274,6 +280,8 @@ class UpgradeRecord:
     outcome: str = UpgradeOutcome.IN_PROGRESS
     text: str = ""
     history: list[str] = field(default_factory=list)
+    #: Ready while idle, no batch committed since the upgrade yet: a death is still its failure.
+    first_batch_pending: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -298,7 +306,8 @@ class UpgradeRecord:
 class Readiness(StrEnum):
     """What :func:`readiness` found of a new version."""
 
-    READY = "ready"
+    READY = "ready"  # a batch committed since the upgrade
+    IDLE = "idle"  # nothing to read: ready on probation until its first batch commits
     WAITING = "waiting"
     LATE = "late"  # ready_within passed without a commit: roll back
 
@@ -312,13 +321,14 @@ def readiness(
     heartbeat: str | None,
 ) -> Readiness:
     """Whether the new version is ready: a batch committed after ``record.committed_before`` (the
-    checkpoint's newest commit ``committed``), or its driver reports ``idle`` (nothing to read) with a
-    heartbeat after the upgrade started. Else late once ``ready_by`` passed, waiting before."""
-    if committed is not None and (record.committed_before is None or committed > record.committed_before):
+    checkpoint's newest commit ``committed``), or (``IDLE``) its driver reports ``idle`` (nothing to
+    read) with a heartbeat after the upgrade started. Else late once ``ready_by`` passed, waiting
+    before."""
+    if committed_since(record, committed):
         return Readiness.READY
     started, beat = utc_time(record.started_at), utc_time(heartbeat) if heartbeat else None
     if state == "idle" and beat is not None and started is not None and beat > started:
-        return Readiness.READY
+        return Readiness.IDLE
     ready_by = utc_time(record.ready_by)
     if ready_by is not None and now >= ready_by:
         return Readiness.LATE
@@ -327,3 +337,34 @@ def readiness(
 
 def ready_by(now: datetime, ready_within: timedelta) -> str:
     return (now + ready_within).isoformat()
+
+
+def committed_since(record: UpgradeRecord, committed: int | None) -> bool:
+    """Whether the checkpoint's newest commit ``committed`` is a batch the new version ran."""
+    return committed is not None and (record.committed_before is None or committed > record.committed_before)
+
+
+def on_probation(state: dict[str, Any], digest: str) -> UpgradeRecord | None:
+    """The upgrade to version ``digest`` judged ready while idle, before its first batch committed."""
+    record = UpgradeRecord.from_dict(state.get(UPGRADE_KEY))
+    if record is None or record.after != digest or record.outcome != UpgradeOutcome.READY:
+        return None
+    return record if record.first_batch_pending else None
+
+
+def first_batch_failed(record: UpgradeRecord, *, now: datetime, ready_within: timedelta) -> UpgradeRecord:
+    """The upgrade on probation whose new version died before committing a batch, in progress again:
+    the death is judged as a failure of the upgrade (counted by ``max_upgrade_failures``, quoted in
+    the rollback's message), with a new ``ready_within`` from ``now``."""
+    return UpgradeRecord(
+        **{
+            **record.to_dict(),
+            "outcome": UpgradeOutcome.IN_PROGRESS,
+            "ready_by": ready_by(now, ready_within),
+            "first_batch_pending": False,
+            "history": [
+                *record.history,
+                "ready while idle (nothing to read), then died at its first batch, before committing it",
+            ],
+        }
+    )
