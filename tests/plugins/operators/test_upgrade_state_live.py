@@ -5,11 +5,18 @@ local[1]: the plan check passes (same sources and sinks), Spark's state schema c
 batch, and the upgrade is rolled back (docs/operations.md, "Upgrades"): the message names the state
 schema that changed, the checkpoint is restored with the batch the new version planned, and the
 previous version runs it, so every landed record is in the table once. Three driver starts: version
-1, the new version, version 1 again. The other upgrade paths on Spark: test_upgrade_live.py.
+1, the new version, version 1 again.
+
+The same change deployed while no data arrives: the new version has no batch to plan, reports idle
+and is ready on probation; data then fails its first batch, and the next supervisor run judges the
+upgrade again instead of restarting that version forever: rolled back the same way, the message
+naming the state schema, every record once. Three driver starts too. The other upgrade paths on
+Spark: test_upgrade_live.py.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import threading
@@ -19,6 +26,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
+from hubflow.status import StatusFolder
 from tests.dags.helpers import pid_alive
 from tests.jobs.helpers import log_ids, write_json_landing_file
 from tests.plugins.operators.test_upgrade_live import (
@@ -128,3 +136,79 @@ def test_a_new_state_schema_is_rolled_back_naming_it_and_nothing_is_lost(
             if v1:
                 for copy in Path(tempfile.gettempdir()).glob(f"hubflow-version-{v1[:SHORT]}"):
                     shutil.rmtree(copy, ignore_errors=True)
+
+
+#: Spark's words for the state schema change, as the rollback's message quotes them.
+KEY_SCHEMA_CHANGE = (
+    "Existing key_schema=StructType(StructField(id,LongType,true)) and new key_schema="
+    "StructType(StructField(id,LongType,true),StructField(name,StringType,true))."
+)
+
+
+def _stop_and_clean(folder: StatusFolder, version: str) -> None:
+    try:
+        _supervise("stop")
+    finally:
+        _kill_drivers(folder)
+        if version:
+            for copy in Path(tempfile.gettempdir()).glob(f"hubflow-version-{version[:SHORT]}"):
+                shutil.rmtree(copy, ignore_errors=True)
+
+
+@pytest.mark.timeout(1800)
+def test_a_new_state_schema_deployed_while_no_data_arrives_is_rolled_back_at_its_first_batch(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = set_up_job(
+        tmp_path, monkeypatch, DEDUPLICATED_BY_ID, max_upgrade_failures=1, ready_within="5 minutes"
+    )
+    landing = tmp_path / "landing"
+    checkpoint = tmp_path / "checkpoints" / JOB
+
+    def state() -> dict[str, Any]:
+        return folder.read_json("supervisor.json") or {}
+
+    v1 = ""
+    try:
+        expected = write_json_landing_file(landing, "a.json", 0, good=20, bad=0)
+        _supervise()
+        v1 = state()["fingerprint"]["digest"]
+        _landed(spark, tmp_path, expected, "file a in the table (version 1)")
+
+        # Nothing lands during the upgrade: the new version plans no batch, so Spark checks no state.
+        _deploy(tmp_path, DEDUPLICATED_BY_ID_AND_NAME)
+        upgraded = _supervise()
+        v2 = state()["fingerprint"]["digest"]
+        assert upgraded["done"][-1].endswith(
+            "the new version is ready while idle (nothing to read): until it commits its first batch, "
+            "its death is a failed upgrade"
+        ), upgraded
+        assert state()["upgrade"]["first_batch_pending"] is True
+        new_driver = folder.status()["pid"]
+
+        # Data comes: the new version's first batch fails on the state's schema, and its driver exits.
+        expected |= write_json_landing_file(landing, "b.json", 1000, good=20, bad=0)
+        wait_until(lambda: not pid_alive(new_driver), 300, "the new version dies at its first batch")
+        wait_until(lambda: not folder.liveness(30).alive, 60, "the new version found dead")
+
+        with pytest.raises(AirflowFailException) as rolled:  # not restarted: judged as an upgrade
+            _supervise()
+        text = str(rolled.value)
+        assert f"from version {v1[:SHORT]} to {v2[:SHORT]} was rolled back because it failed 1 " in text
+        record = state()["upgrade"]
+        assert record["outcome"] == "rolled-back" and not record["first_batch_pending"], record
+        idle, died = record["history"]
+        assert idle.startswith("ready while idle (nothing to read), then died at its first batch"), idle
+        assert "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match" in died, died
+        assert KEY_SCHEMA_CHANGE in died and died in text, "the user reads why, in Spark's words"
+
+        _landed(spark, tmp_path, expected, "file b in the table (version 1 ran it)")
+        ids = _table_ids(spark, tmp_path)
+        assert sorted(ids) == sorted(expected), "every landed record once"
+        assert state()["fingerprint"]["digest"] == v1, "version 1 runs again"
+        planned = re.search(r"kept the job's query batch (\d+)", text)
+        assert planned, f"the batch the new version planned is kept: {text}"
+        assert log_ids(checkpoint / "commits")[-1] == int(planned.group(1)), "version 1 ran that batch"
+        assert _supervise()["done"][-1] == f"job {JOB} keeps running version {v1[:SHORT]}"
+    finally:
+        _stop_and_clean(folder, v1)
