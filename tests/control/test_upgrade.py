@@ -534,3 +534,21 @@ def test_a_version_ready_while_idle_that_dies_at_its_first_batch_is_rolled_back(
     state = _state(job_dir)
     assert state["fingerprint"]["digest"] == v1 and state["upgrade"]["outcome"] == "rolled-back"
     assert _act(job_dir)["done"][-1] == f"job clicks keeps running version {v1[:12]}"
+
+
+def test_the_probation_ends_with_the_first_committed_batch(job_dir: Path) -> None:
+    """A version ready while idle that then commits its first batch is upgraded for good: a later
+    death is restarted like any job's, not judged as a failed upgrade."""
+    _started_v1(job_dir)
+    _deploy(job_dir, "idle_then_commit", "version 2")
+    assert _act(job_dir)["done"][-1].endswith("its death is a failed upgrade")
+    (job_dir / "landing" / "a.json").write_text('{"id": 1}\n', encoding="utf-8")
+    wait_until(lambda: _batches(job_dir, "commits") == [0, 1], 30, "version 2 commits its first batch")
+    assert _act(job_dir)["done"] == ["already running; nothing to do"]
+    record = _state(job_dir)["upgrade"]
+    assert record["outcome"] == "ready" and record["first_batch_pending"] is False, record
+
+    _kill_driver(job_dir)
+    restarted = _act(job_dir)
+    assert restarted["done"][-1].startswith("started job clicks"), restarted
+    assert _starts(job_dir)[-1] == "idle_then_commit -" and _state(job_dir)["upgrade"]["outcome"] == "ready"

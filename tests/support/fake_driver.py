@@ -13,7 +13,8 @@ Reads its job's status folder and checkpoint from CONFIG (a pipeline config) and
 * ``crash``: exit 1 at once, before it reports anything (a start that fails);
 * ``idle_then_die``: report idle while its source's folder is empty and no batch is planned; then
   plan a batch and exit 1 naming a state schema change, as Spark fails a stateful query's first
-  batch on a checkpoint whose state was kept by another schema (again at each start).
+  batch on a checkpoint whose state was kept by another schema (again at each start);
+* ``idle_then_commit``: the same idle start, then ``commit``.
 
 It writes status.json the way the real runtime does (:class:`~hubflow.status.JobStatus`, with this
 process's identity), so liveness, stops and kills treat it like a driver; it takes no lease.
@@ -94,7 +95,7 @@ def main() -> int:
         return 1
     status = JobStatus(folder, name)
     status.update(state=JobState.RUNNING, **process_fields(os.getpid()))
-    if behaviour == "idle_then_die":
+    if behaviour in ("idle_then_die", "idle_then_commit"):
         _idle_until_data(config, checkpoint, folder, status)
     batch = _next_batch(checkpoint)
     (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
@@ -109,7 +110,7 @@ def main() -> int:
         status.update(state=JobState.FAILED, exception=STATE_SCHEMA_ERROR)
         print(STATE_SCHEMA_ERROR, flush=True)
         return 1
-    if behaviour == "commit":
+    if behaviour in ("commit", "idle_then_commit"):
         (checkpoint / "commits").mkdir(parents=True, exist_ok=True)
         (checkpoint / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}', encoding="utf-8")
     while not folder.exists(STOP_MARKER):
