@@ -514,6 +514,10 @@ def test_a_version_ready_while_idle_that_dies_at_its_first_batch_is_rolled_back(
         "(nothing to read): until it commits its first batch, its death is a failed upgrade"
     ), upgraded
     assert _state(job_dir)["upgrade"]["first_batch_pending"] is True
+    shown = job_version(str(job_dir / "status" / "clicks"))["text"]  # the status page, hubflow status
+    assert shown.endswith(
+        f"; upgrade from version {v1[:12]} to {v2[:12]}: ready while idle, on probation until its first batch"
+    ), shown
     assert _act(job_dir)["done"] == ["already running; nothing to do"], "alive and idle: left alone"
 
     (job_dir / "landing" / "a.json").write_text('{"id": 1}\n', encoding="utf-8")  # data comes

@@ -246,6 +246,8 @@ def job_version(status_dir: str) -> dict[str, Any] | None:
     record = UpgradeRecord.from_dict(state.get(UPGRADE_KEY))
     if record is not None and record.outcome != UpgradeOutcome.READY:
         text += f"; upgrade {record.versions_text()}: {record.outcome} (since {record.started_at})"
+    elif record is not None and record.first_batch_pending:
+        text += f"; upgrade {record.versions_text()}: ready while idle, on probation until its first batch"
     return {
         "current": current.to_dict(),
         "previous": previous.to_dict() if previous is not None else None,
