@@ -30,9 +30,11 @@ def start_emulator(workdir: Path, hubs: dict[str, int]) -> EmulatorProcess:
 
 
 def connector_spark(master: str, conf: dict[str, str] | None = None) -> Any:
-    """A local SparkSession (UI and console progress off, log level ERROR) with ``format("eventhubs")``."""
+    """A local SparkSession (UI and console progress off, log level ERROR) with ``format("eventhubs")``
+    and the Python worker settings every hubflow job gets (``PYTHON_WORKER_CONF``); ``conf`` wins."""
     from pyspark.sql import SparkSession
 
+    from hubflow_jobs.runtime.session import PYTHON_WORKER_CONF
     from pyspark_eventhubs import DefaultSource, register_data_source
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers run this interpreter
@@ -42,12 +44,22 @@ def connector_spark(master: str, conf: dict[str, str] | None = None) -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    for key, value in (conf or {}).items():
+    for key, value in {**PYTHON_WORKER_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register_data_source(spark, DefaultSource)
     return spark
+
+
+def add_conf_argument(parser: Any) -> None:
+    """``--conf key=value`` (repeatable): Spark settings over a bench's own, e.g. for an A/B run."""
+    parser.add_argument("--conf", action="append", default=[], help="a Spark setting key=value (repeatable)")
+
+
+def conf_from(args: Any) -> dict[str, str]:
+    """The ``--conf`` settings of ``args`` as a dict."""
+    return dict(setting.split("=", 1) for setting in args.conf)
 
 
 def run_in_processes(

@@ -16,6 +16,10 @@ events *sent* in the window count), the order rotating each repetition:
 * ``eventhubs``: hubflow's connector source and sink (``format("eventhubs")`` both ways, AMQP),
   ``processingTime="0 seconds"``.
 
+Two more ways, chosen with ``--sides``, split the connector's cost between its two halves:
+``eh-to-kafka`` (the connector's source, Spark's Kafka sink on the Kafka endpoint) and
+``kafka-to-eh`` (Spark's Kafka source, the connector's sink).
+
 Every side selects ``body`` and ``properties`` and writes to an output hub of its own. Each event sent
 in a window is checked at the output (missing and duplicated are counted). ``local[2]``; real-time
 mode runs one task per source partition for the whole checkpoint interval, so it needs a core per
@@ -41,13 +45,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "jobs"))
 
-from harness import connector_spark
+from harness import add_conf_argument, conf_from, connector_spark
 from streaming_measures import DURATIONS, measured_batches, median_durations, percentile, process_cpu_seconds
 
 from eventhubs_emulator import EmulatorConfig
 from eventhubs_emulator.launcher import start_emulator_process
 
-SIDES = ("floor", "real-time", "kafka", "eventhubs")
+SIDES = ("floor", "real-time", "kafka", "eventhubs", "eh-to-kafka", "kafka-to-eh")
+ISSUE_SIDES = SIDES[:4]
 HUB_IN = "send-in"
 HEAD = 12 + 16  # an event's number, then its send time in µs, as digits
 
@@ -118,6 +123,10 @@ def has_events(conn: str) -> bool:
     return any(end[pid] > start[pid] for pid in start)
 
 
+CONNECTOR_SOURCE = ("eventhubs", "eh-to-kafka")
+CONNECTOR_SINK = ("eventhubs", "kafka-to-eh")
+
+
 def start_query(
     spark: Any, side: str, servers: dict[str, Any], args: argparse.Namespace, workdir: Path
 ) -> Any:
@@ -126,15 +135,9 @@ def start_query(
     from hubflow_jobs.eventhubs_kafka_sink import kafka_rows
 
     checkpoint = str(workdir / f"{side}-ckpt")
-    if side == "eventhubs":
-        writer = (
-            spark.readStream.format("eventhubs")
-            .option("eventhubs.connectionString", servers[HUB_IN])
-            .load()
-            .select("body", "properties")
-            .writeStream.format("eventhubs")
-            .option("eventhubs.connectionString", servers[out_hub(side)])
-        )
+    if side in CONNECTOR_SOURCE:
+        rows = spark.readStream.format("eventhubs").option("eventhubs.connectionString", servers[HUB_IN])
+        rows = rows.load()
     else:
         rows = as_eventhubs_rows(
             spark.readStream.format("kafka")
@@ -144,8 +147,14 @@ def start_query(
             .option("includeHeaders", "true")
             .load()
         )
+    rows = rows.select("body", "properties")
+    if side in CONNECTOR_SINK:
+        writer = rows.writeStream.format("eventhubs").option(
+            "eventhubs.connectionString", servers[out_hub(side)]
+        )
+    else:
         writer = (
-            kafka_rows(rows.select("body", "properties"))
+            kafka_rows(rows)
             .writeStream.format("kafka")
             .options(**client_options(servers[out_hub(side)], servers["bootstrap"]))
             .option("topic", out_hub(side))
@@ -223,6 +232,8 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> str:
         "real-time": "Spark Kafka source+sink, real-time mode",
         "kafka": "Spark Kafka source+sink, micro-batch 0 s",
         "eventhubs": "hubflow connector source+sink, micro-batch 0 s",
+        "eh-to-kafka": "connector source, Kafka sink",
+        "kafka-to-eh": "Kafka source, connector sink",
     }
     lines = [
         "| way | p50 (ms) | p90 (ms) | p99 (ms) | events | missing | duplicated | "
@@ -273,8 +284,9 @@ def main() -> None:
         "--real-time-interval", default="30 seconds", help="real-time mode's checkpoint interval"
     )
     parser.add_argument(
-        "--sides", default=",".join(SIDES), help="comma-separated subset of " + ",".join(SIDES)
+        "--sides", default=",".join(ISSUE_SIDES), help="comma-separated subset of " + ",".join(SIDES)
     )
+    add_conf_argument(parser)
     args = parser.parse_args()
     sides = tuple(s for s in args.sides.split(",") if s)
     if unknown := set(sides) - set(SIDES):
@@ -306,6 +318,7 @@ def main() -> None:
                     "spark.sql.shuffle.partitions": "2",
                     "spark.sql.streaming.numRecentProgressUpdates": "10000",
                     "spark.python.authenticate.socketTimeout": "120s",
+                    **conf_from(args),
                 },
             )
             for rep in range(args.reps):

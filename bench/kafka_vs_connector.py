@@ -30,12 +30,15 @@ of all records, the order rotating each repetition:
   client settings and ``includeHeaders``;
 * ``mapped``: the same, mapped by :func:`hubflow_jobs.eventhubs_kafka.as_eventhubs_rows`, what
   ``kind: eventhubs_kafka`` reads (issue #49 item 3);
-* ``amqp``: ``format("eventhubs")`` on the emulator, what ``kind: eventhubs`` reads (issue #49 item 4).
+* ``amqp``: ``format("eventhubs")`` on the emulator, what ``kind: eventhubs`` reads (issue #49 item 4);
+* ``ceiling``: ``format("arrow_replay")`` (``replay_source.py``), a Python source handing Spark the
+  connector's own Arrow batches of the same events, captured once from the emulator, with no
+  network and no decoding: what any Python source costs in Spark, the bound of ``amqp``.
 
 Rows are checked by distinct (partition, offset / sequenceNumber). Besides rows/s, the Spark JVM's
 CPU time per run (user + system, with its Python workers; the broker's and the emulator's not
 counted) is given per record, and for ``amqp`` the Python workers' share: with other load on the
-machine CPU time moves less than the wall clock. The summary gives amqp/own and amqp/mapped.
+machine CPU time moves less than the wall clock. The summary gives amqp/own, amqp/mapped and ceiling/own.
 
 Usage: ``.venv/bin/python bench/kafka_vs_connector.py [--events 1000000] [--size 200] [--reps 3]``
 ``[--broker]``
@@ -60,6 +63,8 @@ sys.path.insert(0, str(Path(__file__).parents[1]))  # tests.support.kafka_broker
 from connector_catchup import CATCHUP_CONF, PARTITIONS, fill_hub, workload_line
 from connector_throughput import PROPERTIES
 from harness import connector_spark, run_until_done, spread
+from replay_source import capture
+from replay_source import register as register_replay
 
 from eventhubs_emulator import EmulatorConfig
 from eventhubs_emulator.launcher import EmulatorProcess, start_emulator_process
@@ -115,27 +120,33 @@ def reader(spark: Any, side: str, conn: str, bootstrap: str, events: int) -> Any
     )
 
 
-def run(
-    spark: Any, side: str, conn: str, bootstrap: str, events: int, workdir: Path, tag: str, emulator_pid: int
-) -> tuple[float, float]:
-    """(rows/s, emulator CPU seconds) of one availableNow query of ``side``; checks what landed."""
+def land(spark: Any, frame: Any, side: str, events: int, workdir: Path, tag: str, offset: str) -> float:
+    """Seconds of one availableNow query of ``frame`` into parquet; checks that exactly ``events``
+    distinct (partition, ``offset``) rows landed."""
     out, checkpoint = workdir / f"{tag}-out", workdir / f"{tag}-ckpt"
-    cpu_before = cpu_seconds(emulator_pid)
     elapsed, _ = run_until_done(
-        reader(spark, side, conn, bootstrap, events)
-        .writeStream.format("parquet")
+        frame.writeStream.format("parquet")
         .option("path", str(out))
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True),
         side,
     )
-    cpu = cpu_seconds(emulator_pid) - cpu_before
     landed = spark.read.parquet(str(out))
     rows = landed.count()
-    distinct = landed.select("partition", "sequenceNumber").distinct().count()
+    distinct = landed.select("partition", offset).distinct().count()
     if rows != events or distinct != events:
         raise RuntimeError(f"{side}: {rows} rows ({distinct} distinct) in parquet, expected {events}")
-    return rows / elapsed, cpu
+    return elapsed
+
+
+def run(
+    spark: Any, side: str, conn: str, bootstrap: str, events: int, workdir: Path, tag: str, emulator_pid: int
+) -> tuple[float, float]:
+    """(rows/s, emulator CPU seconds) of one availableNow query of ``side``; checks what landed."""
+    cpu_before = cpu_seconds(emulator_pid)
+    frame = reader(spark, side, conn, bootstrap, events)
+    elapsed = land(spark, frame, side, events, workdir, tag, "sequenceNumber")
+    return events / elapsed, cpu_seconds(emulator_pid) - cpu_before
 
 
 def start(workdir: Path) -> tuple[EmulatorProcess, str]:
@@ -267,22 +278,9 @@ def broker_run(
     offset = "offset"
     if side == "mapped":
         frame, offset = as_eventhubs_rows(frame), "sequenceNumber"
-    out, checkpoint = workdir / f"{tag}-out", workdir / f"{tag}-ckpt"
     cpu_before = jvm_cpu_seconds(spark)
-    elapsed, _ = run_until_done(
-        frame.writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True),
-        side,
-    )
-    cpu = jvm_cpu_seconds(spark) - cpu_before
-    landed = spark.read.parquet(str(out))
-    rows = landed.count()
-    distinct = landed.select("partition", offset).distinct().count()
-    if rows != events or distinct != events:
-        raise RuntimeError(f"{side}: {rows} rows ({distinct} distinct) in parquet, expected {events}")
-    return rows / elapsed, cpu
+    elapsed = land(spark, frame, side, events, workdir, tag, offset)
+    return events / elapsed, jvm_cpu_seconds(spark) - cpu_before
 
 
 def broker_main(args: argparse.Namespace) -> None:
@@ -290,7 +288,7 @@ def broker_main(args: argparse.Namespace) -> None:
     reading the same events from the emulator over AMQP (issue #49 item 4), interleaved."""
     from tests.support.kafka_broker import KafkaBroker
 
-    sides = (*BROKER_SIDES, "amqp")
+    sides = (*BROKER_SIDES, "amqp", "ceiling")
     rates: dict[str, list[float]] = {side: [] for side in sides}
     cpu: dict[str, list[float]] = {side: [] for side in sides}
     loads: list[float] = []
@@ -312,7 +310,15 @@ def broker_main(args: argparse.Namespace) -> None:
             print(
                 f"sent {args.events:,} events over AMQP in {time.perf_counter() - started:.0f} s", flush=True
             )
+            started = time.perf_counter()
+            replay = {topic: workdir / f"replay-{topic}" for topic in ("bench", "warm")}
+            for topic, directory in replay.items():
+                capture(conns[topic], directory)
+            print(
+                f"captured the connector's Arrow batches in {time.perf_counter() - started:.0f} s", flush=True
+            )
             spark = connector_spark("local[2]", CATCHUP_CONF)
+            register_replay(spark)
             started = time.perf_counter()
             fill_topic(spark, options, "bench", args.events, args.size)
             fill_topic(spark, options, "warm", WARM_EVENTS, args.size)
@@ -324,6 +330,11 @@ def broker_main(args: argparse.Namespace) -> None:
                     rate, _ = run(spark, side, conns[topic], "", events, workdir, tag, emulator.process.pid)
                     python_cpu.append(python_cpu_seconds(spark) - python_before)
                     return rate, jvm_cpu_seconds(spark) - before
+                if side == "ceiling":
+                    before = jvm_cpu_seconds(spark)
+                    frame = spark.readStream.format("arrow_replay").option("path", str(replay[topic])).load()
+                    elapsed = land(spark, frame, side, events, workdir, tag, "sequenceNumber")
+                    return events / elapsed, jvm_cpu_seconds(spark) - before
                 return broker_run(spark, side, options, topic, events, workdir, tag)
 
             for side in sides:  # warm-up, not timed
@@ -343,6 +354,7 @@ def broker_main(args: argparse.Namespace) -> None:
                     )
                     + f", of which Python workers {python_cpu[-1]:.1f} s"
                     + f"; amqp/own {rates['amqp'][-1] / rates['own'][-1]:.2f}, "
+                    f"ceiling/own {rates['ceiling'][-1] / rates['own'][-1]:.2f}, "
                     f"amqp/mapped {rates['amqp'][-1] / rates['mapped'][-1]:.2f}; load {loads[-1]:.1f}",
                     flush=True,
                 )
@@ -362,6 +374,7 @@ def broker_main(args: argparse.Namespace) -> None:
         "own": "Spark's Kafka source (broker), its own columns",
         "mapped": "the same, `as_eventhubs_rows`",
         "amqp": "hubflow connector (emulator, AMQP)",
+        "ceiling": "a Python source replaying the connector's Arrow batches (`arrow_replay`)",
     }
     for side in sides:
         per_record = statistics.median(cpu[side]) / args.events * 1e6
@@ -370,10 +383,10 @@ def broker_main(args: argparse.Namespace) -> None:
     print(
         f"| of the connector's: its Python workers | | {spread(python_cpu[1:], '{:.1f}')} | {python_ms:.1f} |"
     )
-    for other in BROKER_SIDES:
-        ratios = [a / b for a, b in zip(rates["amqp"], rates[other], strict=True)]
-        cpu_ratios = [a / b for a, b in zip(cpu["amqp"], cpu[other], strict=True)]
-        print(f"| amqp / {other} | **{spread(ratios, '{:.2f}')}** | {spread(cpu_ratios, '{:.2f}')} | |")
+    for side, other in (("amqp", "own"), ("amqp", "mapped"), ("ceiling", "own")):
+        ratios = [a / b for a, b in zip(rates[side], rates[other], strict=True)]
+        cpu_ratios = [a / b for a, b in zip(cpu[side], cpu[other], strict=True)]
+        print(f"| {side} / {other} | **{spread(ratios, '{:.2f}')}** | {spread(cpu_ratios, '{:.2f}')} | |")
 
 
 def main() -> None:

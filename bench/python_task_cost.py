@@ -11,7 +11,15 @@ alternate (order rotated per repetition); the summary gives the median ``addBatc
 This is the measurement behind ``eventhubs.minEventsPerTask``: the difference between the
 1-task and the 4-task runs is what extra tasks of a Python source cost, whatever they read.
 
+Two more sides put the Python on the other end or in the middle of the rate source's query: ``rate
+-> python sink`` (a Python ``DataSourceStreamWriter`` that drops its rows: the write planner, the
+write worker and the commit runner of a Python sink, without any work) and ``rate -> mapInArrow``
+(an identity ``mapInArrow``: one Python worker in the task). With ``--sink noop`` (Spark's ``noop``
+format instead of parquet, for every side but the Python sink) the sides show what Python itself
+costs a micro-batch, with no file written; ``--rate-partitions 1`` gives them one task each.
+
 Usage: ``.venv/bin/python bench/python_task_cost.py [--rate 1000] [--seconds 30] [--reps 3]``
+``[--sink parquet|noop] [--sides rate,python 1,...]``
 """
 
 from __future__ import annotations
@@ -23,10 +31,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import connector_spark, spread
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from harness import add_conf_argument, conf_from, connector_spark, spread
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 TASKS = (1, 2, 4)
+SIDES = ("rate", *(f"python {n}" for n in TASKS), "rate -> python sink", "rate -> mapInArrow")
 
 
 class RowRange(InputPartition):
@@ -89,26 +104,56 @@ class InMemorySource(DataSource):
         return InMemoryStreamReader(int(self.options["rate"]), int(self.options["tasks"]))
 
 
+class DroppingWriter(DataSourceStreamWriter):
+    """Executor: reads its rows and keeps none; driver: commits nothing."""
+
+    def write(self, iterator: Any) -> WriterCommitMessage:
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages: Any, batchId: int) -> None:
+        """Nothing was kept."""
+
+    def abort(self, messages: Any, batchId: int) -> None:
+        """Nothing was kept."""
+
+
+class DroppingSink(DataSource):
+    """``format("dropping_sink")``: a Python streaming sink that does no work."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "dropping_sink"
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        return DroppingWriter()
+
+
+def _identity(batches: Any) -> Any:
+    yield from batches
+
+
 def run_side(spark: Any, side: str, args: argparse.Namespace, workdir: Path) -> dict[str, float]:
     """One query of one side; the medians of its batches' durations after the warm-up."""
-    if side == "rate":
+    if side.startswith("rate"):
         df = (
             spark.readStream.format("rate")
             .option("rowsPerSecond", args.rate)
-            .option("numPartitions", 4)
+            .option("numPartitions", args.rate_partitions)
             .load()
             .selectExpr("timestamp", "value", "cast(repeat('x', 100) AS binary) AS body")
         )
     else:
         tasks = side.split()[1]
         df = spark.readStream.format("in_memory_rows").option("rate", args.rate).option("tasks", tasks).load()
-    query = (
-        df.writeStream.format("parquet")
-        .option("path", str(workdir / "out"))
-        .option("checkpointLocation", str(workdir / "ckpt"))
-        .trigger(processingTime="0 seconds")
-        .start()
-    )
+    if side == "rate -> mapInArrow":
+        df = df.mapInArrow(_identity, df.schema)
+    sink = "dropping_sink" if side == "rate -> python sink" else args.sink
+    writer = df.writeStream.format(sink).option("checkpointLocation", str(workdir / "ckpt"))
+    if sink == "parquet":
+        writer = writer.option("path", str(workdir / "out"))
+    query = writer.trigger(processingTime="0 seconds").start()
     try:
         while not any(p["numInputRows"] for p in query.recentProgress) and query.isActive:
             time.sleep(0.2)
@@ -144,14 +189,29 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=10, help="seconds left out at each query start")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--sink", choices=("parquet", "noop"), default="parquet")
+    parser.add_argument("--rate-partitions", type=int, default=4, help="the rate source's partitions")
+    add_conf_argument(parser)
+    parser.add_argument(
+        "--sides", default=",".join(SIDES[:4]), help="comma-separated subset of " + ",".join(SIDES)
+    )
     args = parser.parse_args()
-    sides = ["rate", *(f"python {n}" for n in TASKS)]
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    if unknown := set(sides) - set(SIDES):
+        parser.error(f"--sides: unknown {sorted(unknown)}; choose from {', '.join(SIDES)}")
+    if "rate" not in sides:
+        parser.error("--sides must include rate (the reference)")
     results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     spark = connector_spark(
         "local[2]",
-        {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.numRecentProgressUpdates": "10000"},
+        {
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.streaming.numRecentProgressUpdates": "10000",
+            **conf_from(args),
+        },
     )
     spark.dataSource.register(InMemorySource)
+    spark.dataSource.register(DroppingSink)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for rep in range(args.reps):
@@ -160,7 +220,7 @@ def main() -> None:
                     got = run_side(spark, side, args, Path(tmp) / f"{rep}-{side.replace(' ', '')}")
                     results[side].append(got)
                     print(
-                        f"rep {rep + 1} {side:>9}: addBatch {got['addBatch']:.0f} ms, "
+                        f"rep {rep + 1} {side:>19}: addBatch {got['addBatch']:.0f} ms, "
                         f"triggerExecution {got['triggerExecution']:.0f} ms",
                         flush=True,
                     )
@@ -170,7 +230,8 @@ def main() -> None:
         key: statistics.median(r[key] for r in results["rate"]) for key in ("addBatch", "triggerExecution")
     }
     print(
-        f"\n{args.rate} rows/s, local[2], trigger 0 s, parquet sink, {args.reps} reps x {args.seconds:g} s\n"
+        f"\n{args.rate} rows/s, local[2], trigger 0 s, {args.sink} sink, rate source "
+        f"{args.rate_partitions} partition(s), {args.reps} reps x {args.seconds:g} s\n"
     )
     print("| side | addBatch ms | triggerExecution ms | triggerExecution / rate |")
     print("|---|---|---|---|")

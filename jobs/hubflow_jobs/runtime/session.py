@@ -17,8 +17,15 @@ DELTA_CONF = {
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
 
+#: Spark talks to its Python workers and planners over Unix domain sockets (Spark 4.1+), not TCP:
+#: over loopback TCP every Python data source read and write waits ~40 ms for the JVM's next small
+#: packet (Nagle's algorithm against delayed ACKs), per task and per batch; docs/benchmarks.md,
+#: "Python task cost". The sockets live in a private directory under the JVM's temp dir.
+PYTHON_WORKER_CONF = {"spark.python.unix.domain.socket.enabled": "true"}
+
 #: Defaults every job gets unless ``spark_conf`` overrides them.
 DEFAULT_CONF = {
+    **PYTHON_WORKER_CONF,
     # Dates such as ingest_date must not depend on the driver machine's time zone.
     "spark.sql.session.timeZone": "UTC",
     **DELTA_CONF,
