@@ -1,7 +1,7 @@
 """A job's session talks to its Python workers over Unix domain sockets (``PYTHON_WORKER_CONF``).
 
-Over loopback TCP each Python data source task and sink batch waited ~40 ms on Nagle's algorithm
-(docs/benchmarks.md, "Python task cost"). Real Spark in a child process: the session a job builds,
+Over loopback TCP each Python data source task and sink batch waited on Nagle's algorithm
+(docs/benchmarks.md, "The 40 ms per Python task"). Real Spark in a child process: the session a job builds,
 and a Python data source whose workers report how they were started.
 """
 

@@ -18,9 +18,9 @@ DELTA_CONF = {
 }
 
 #: Spark talks to its Python workers and planners over Unix domain sockets (Spark 4.1+), not TCP:
-#: over loopback TCP every Python data source read and write waits ~40 ms for the JVM's next small
-#: packet (Nagle's algorithm against delayed ACKs), per task and per batch; docs/benchmarks.md,
-#: "Python task cost". The sockets live in a private directory under the JVM's temp dir.
+#: over loopback TCP every Python data source read task and sink batch waits for the JVM's next
+#: small packet (Nagle's algorithm against delayed ACKs); docs/benchmarks.md, "The 40 ms per Python
+#: task". The sockets are files in the JVM's temp dir (docs/connector.md, "Installing").
 PYTHON_WORKER_CONF = {"spark.python.unix.domain.socket.enabled": "true"}
 
 #: Defaults every job gets unless ``spark_conf`` overrides them.
