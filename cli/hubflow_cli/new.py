@@ -199,7 +199,8 @@ def next_steps(plan: Plan, default_registry: bool) -> list[str]:
                 "the address the emulator prints"
             )
     else:
-        steps.append(f"# point sources.upstream.path of {plan.config} at a Delta table")
+        table = scaffold.TABLE_KINDS[plan.kind]
+        steps.append(f"# point sources.upstream.path of {plan.config} at {table}")
     run = (
         f"{env}hubflow run {plan.name}{registry}  # runs until stopped"
         if plan.real_time

@@ -1,10 +1,10 @@
 """The files ``hubflow new pipeline`` writes, as text: the module, its config, its unit test.
 
-One template per source kind (``files``, ``eventhubs``, ``eventhubs_kafka``, ``delta``), each a working
-example of the
-pipeline API (docs/pipelines.md): a function ``transform`` with one parameter per source and a
-``params`` model ``Params``, a config with that source and one Delta sink under a local data folder,
-and a unit test calling the function on a batch DataFrame. With the trigger ``realtime`` (an
+One template per source kind (``files``, ``eventhubs``, ``eventhubs_kafka``, ``delta``, ``parquet``;
+the two table kinds share theirs), each a working example of the pipeline API (docs/pipelines.md): a
+function ``transform`` with one parameter per source and a ``params`` model ``Params``, a config with
+that source and one Delta sink under a local data folder, and a unit test calling the function on a
+batch DataFrame. With the trigger ``realtime`` (an
 ``eventhubs_kafka`` source) the sink is a second hub, through its Kafka endpoint too, and the job is
 a streaming one in Spark's real-time mode (docs/pipelines.md, "Real-time pipelines"). The text is
 ruff-clean (check and format) as written; tests/cli/test_new.py checks it.
@@ -16,7 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 
-SOURCE_KINDS = ("files", "eventhubs", "eventhubs_kafka", "delta")
+SOURCE_KINDS = ("files", "eventhubs", "eventhubs_kafka", "delta", "parquet")
 #: ``hubflow new pipeline --trigger``: a scheduled availableNow job, or a real-time streaming one.
 TRIGGERS = ("available-now", "realtime")
 #: The only source kind (and sink kind) of a real-time scaffold.
@@ -27,8 +27,16 @@ REAL_TIME_INTERVAL = "30 seconds"
 _PLAIN = re.compile(r"^[A-Za-z0-9_./][A-Za-z0-9_./:-]*$")
 #: The sink every scaffold declares.
 SINK = "output"
-#: The time column a ``delta`` scaffold's source names for backfills (``interval_column``).
-DELTA_INTERVAL_COLUMN = "event_time"
+#: The source kinds reading a lake table another pipeline writes: one template, the kind's table
+#: as the comment of its ``path``.
+TABLE_KINDS = {
+    "delta": "a Delta table",
+    "parquet": "a parquet table Spark's file sink wrote (a `kind: parquet` sink's)",
+}
+#: The time column a table scaffold's source names for backfills (``interval_column``).
+INTERVAL_COLUMN = "event_time"
+#: The upstream table's columns in a table scaffold: a ``parquet`` source declares them (`schema`).
+UPSTREAM_SCHEMA = f"id BIGINT, {INTERVAL_COLUMN} TIMESTAMP, name STRING"
 
 _MODULE_HEAD = '''"""The pipeline {name} (docs/pipelines.md).
 
@@ -114,7 +122,7 @@ def transform({source}: DataFrame, params: Params) -> DataFrame:
     return kept.select("body", "partitionKey", "properties")
 '''
 
-_DELTA_MODULE = '''    #: The columns to keep (empty: every column of the upstream table). A backfill
+_TABLE_MODULE = '''    #: The columns to keep (empty: every column of the upstream table). A backfill
     #: finds an interval's rows in the output by the source's interval_column: keep it.
     columns: list[str] = Field(default_factory=list)
 
@@ -232,7 +240,7 @@ def test_forwards_the_events_whose_body_has_the_prefix(spark) -> None:
     assert [(bytes(row["body"]), row["partitionKey"]) for row in rows] == [(b"keep 1", "k1")]
 """
 
-_DELTA_TEST = """from {name} import Params, transform
+_TABLE_TEST = """from {name} import Params, transform
 
 
 def test_keeps_the_chosen_columns(spark) -> None:
@@ -306,7 +314,10 @@ KINDS = {
         _EVENTHUBS_TEST,
         '  prefix: ""',
     ),
-    "delta": Kind("upstream", "the rows added to a Delta table", _DELTA_MODULE, _DELTA_TEST, "  columns: []"),
+    **{
+        kind: Kind("upstream", f"the rows added to {table}", _TABLE_MODULE, _TABLE_TEST, "  columns: []")
+        for kind, table in TABLE_KINDS.items()
+    },
 }
 
 
@@ -321,8 +332,8 @@ def module_text(name: str, kind: str, real_time: bool = False) -> str:
     head = _MODULE_HEAD.format(
         name=name,
         what=spec.what + (",\nforwarded to another hub in real time" if real_time else ""),
-        pydantic_extra=", Field" if kind == "delta" else "",
-        functions_import="" if kind == "delta" else "\nfrom pyspark.sql import functions as F",
+        pydantic_extra=", Field" if kind in TABLE_KINDS else "",
+        functions_import="" if kind in TABLE_KINDS else "\nfrom pyspark.sql import functions as F",
     )
     return head + (_REAL_TIME_MODULE if real_time else spec.module).format(source=spec.source)
 
@@ -340,6 +351,22 @@ def connection_variable(name: str) -> str:
 def landing_folder(data: str, name: str) -> str:
     """The landing folder of a files scaffold (created with it, so its config validates)."""
     return f"{data}/landing/{name}"
+
+
+def upstream_table(data: str) -> str:
+    """The upstream table a ``delta`` or ``parquet`` scaffold's source follows (point it at yours)."""
+    return f"{data}/lake/upstream"
+
+
+def table_source_keys(kind: str, data: str) -> str:
+    """The source keys of a ``delta`` or ``parquet`` scaffold: the table, its time column for backfills."""
+    schema = f'    schema: "{UPSTREAM_SCHEMA}"  # the columns its files hold\n' if kind == "parquet" else ""
+    return (
+        f"    kind: {kind}\n    path: {_path(upstream_table(data))}  # {TABLE_KINDS[kind]}, to follow\n"
+        f"{schema}"
+        f"    interval_column: {INTERVAL_COLUMN}  # its time column (timestamp or date):"
+        " a backfill re-reads an interval's rows by it"
+    )
 
 
 def config_text(name: str, kind: str, data: str, real_time: bool = False) -> str:
@@ -373,11 +400,7 @@ def config_text(name: str, kind: str, data: str, real_time: bool = False) -> str
         )
         sink_extra = ""
     else:
-        source_keys = (
-            f"    kind: delta\n    path: {_path(f'{data}/lake/upstream')}  # the Delta table to follow\n"
-            f"    interval_column: {DELTA_INTERVAL_COLUMN}  # its time column (timestamp or date):"
-            " a backfill re-reads an interval's rows by it"
-        )
+        source_keys = table_source_keys(kind, data)
         sink_extra = ""
     common = {
         "name": name,

@@ -2,7 +2,7 @@
 it refuses, it refuses with nothing written.
 
 The installed executable writes into a temporary pipelines folder and registry (``--dir``,
-``--registry``). The generated unit tests start one local Spark (a single pytest run for all four).
+``--registry``). The generated unit tests start one local Spark (a single pytest run for them all).
 The ``eventhubs_kafka`` scaffold, its emulator line uncommented as it says, reads the emulator's
 events through Spark's Kafka source.
 """
@@ -34,7 +34,13 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
     registry.write_text(REGISTRY_HEAD, encoding="utf-8")
 
     printed = {}
-    kinds = (("orders", "files"), ("clicks", "eventhubs"), ("alerts", "eventhubs_kafka"), ("silver", "delta"))
+    kinds = (
+        ("orders", "files"),
+        ("clicks", "eventhubs"),
+        ("alerts", "eventhubs_kafka"),
+        ("silver", "delta"),
+        ("copied", "parquet"),
+    )
     for name, kind in kinds:
         result = _new(pipelines, registry, name, "--source-kind", kind)
         assert result.returncode == 0, output(result)
@@ -51,7 +57,7 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
     text = registry.read_text(encoding="utf-8")
     assert text.startswith("# the team's registry: keep this comment\njobs:\n")
     entries = {job["name"]: job for job in yaml.safe_load(text)["jobs"]}
-    assert list(entries) == ["orders", "clicks", "alerts", "silver", "fwd"]
+    assert list(entries) == ["orders", "clicks", "alerts", "silver", "copied", "fwd"]
     assert entries["fwd"]["mode"] == "streaming" and "schedule" not in entries["fwd"]
     real_time = yaml.safe_load((pipelines / "configs" / "fwd.yaml").read_text(encoding="utf-8"))
     assert real_time["trigger"] == {"realTime": "30 seconds"}
@@ -83,6 +89,7 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
     assert "warn  alerts" in checked.stdout and "ALERTS_EVENTHUBS_CONNECTION is not set" in checked.stdout
     assert "# against the emulator: uncomment kafka_bootstrap_servers" in printed["alerts"]
     assert "warn  silver" in checked.stdout and "is not a Delta table" in checked.stdout
+    assert "warn  copied" in checked.stdout and "upstream does not exist" in checked.stdout
     assert "warn  fwd" in checked.stdout and "FWD_OUTPUT_EVENTHUBS_CONNECTION is not set" in checked.stdout
 
     config_file = str(REPO_ROOT / "pyproject.toml")
@@ -104,7 +111,7 @@ def test_a_new_pipeline_of_each_kind_passes_check_ruff_and_its_unit_test(tmp_pat
         check=False,
     )
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
-    assert "5 passed" in tests.stdout
+    assert "6 passed" in tests.stdout
 
 
 def test_refusals_write_nothing(tmp_path: Path) -> None:
@@ -147,7 +154,7 @@ def test_a_source_kind_not_offered_is_refused_by_argparse_listing_the_choices(tm
     result = _new(tmp_path / "pipelines", tmp_path / "registry.yaml", "orders", "--source-kind", "kafka")
     assert result.returncode == 2, output(result)
     assert "argument --source-kind: invalid choice: 'kafka'" in result.stderr, output(result)
-    assert "'files', 'eventhubs', 'eventhubs_kafka', 'delta'" in result.stderr, output(result)
+    assert "'files', 'eventhubs', 'eventhubs_kafka', 'delta', 'parquet'" in result.stderr, output(result)
     assert not (tmp_path / "pipelines").exists()
 
 
@@ -205,32 +212,51 @@ def test_a_new_eventhubs_kafka_pipeline_reads_the_emulators_events_through_kafka
     assert {row["partition"] for row in rows} == {"0", "1"}
 
 
-@pytest.mark.integration
-def test_a_new_delta_pipeline_passes_check_runs_and_backfills_an_hour(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _write_delta(spark: Any, rows: list[tuple], path: str) -> None:
+    """The upstream Delta table: one commit of the rows."""
+    from hubflow_cli.scaffold import UPSTREAM_SCHEMA
+
+    spark.createDataFrame(rows, UPSTREAM_SCHEMA).write.format("delta").save(path)
+
+
+def _write_parquet(spark: Any, rows: list[tuple], path: str) -> None:
+    """The upstream parquet table as a streaming query writes it (Spark's file sink, its
+    ``_spark_metadata`` log): two batches, the second one straddling the hour."""
+    from hubflow_cli.scaffold import UPSTREAM_SCHEMA
+    from hubflow_jobs.lake.file_sink import ExactlyOnceFileSink
+
+    sink = ExactlyOnceFileSink(spark, path)
+    for batch, part in enumerate((rows[:80], rows[80:])):
+        sink.add_batch(batch, spark.createDataFrame(part, UPSTREAM_SCHEMA).repartition(2))
+    assert (Path(path) / "_spark_metadata" / "1").is_file()
+
+
+def _table_scaffold_runs_and_backfills_an_hour(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, write_upstream: Any
 ) -> None:
-    """The ``delta`` scaffold as written, on an upstream table with its ``interval_column``: ``hubflow
-    check`` is content, a run lands every row once, and the backfill of an hour replaces that hour's
-    rows (every one once, the other hour untouched) as ``jobs/backfill.py`` would."""
+    """The table scaffold ``kind`` as written, on an upstream table ``write_upstream`` writes with its
+    ``interval_column``: ``hubflow check`` is content, a run lands every row once, and the backfill
+    of an hour replaces that hour's rows (every one once, the other hour untouched) as
+    ``jobs/backfill.py`` would."""
     from datetime import UTC, datetime, timedelta
 
     from hubflow.repository import PIPELINES_DIR_ENV
     from hubflow.status.exit_codes import EXIT_OK
-    from hubflow_cli.scaffold import DELTA_INTERVAL_COLUMN
+    from hubflow_cli.scaffold import INTERVAL_COLUMN
     from hubflow_jobs.pipeline.backfill import backfill_pipeline, backfill_problem
     from hubflow_jobs.pipeline.job import load_pipeline
     from tests.jobs.pipelines_support import run_on_session
 
     pipelines, registry = tmp_path / "pipelines", tmp_path / "registry.yaml"
-    created = _new(pipelines, registry, "readings", "--source-kind", "delta")
+    created = _new(pipelines, registry, "readings", "--source-kind", kind)
     assert created.returncode == 0, output(created)
     config_path = pipelines / "configs" / "readings.yaml"
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    assert config["sources"]["upstream"]["interval_column"] == DELTA_INTERVAL_COLUMN
+    assert config["sources"]["upstream"]["kind"] == kind
+    assert config["sources"]["upstream"]["interval_column"] == INTERVAL_COLUMN
     t0 = datetime(2026, 11, 25, 10, tzinfo=UTC)
     rows = [(n, t0 + timedelta(minutes=n), f"r{n}") for n in range(120)]  # 0-59 at 10:xx, 60-119 at 11:xx
-    schema = f"id BIGINT, {DELTA_INTERVAL_COLUMN} TIMESTAMP, name STRING"
-    spark.createDataFrame(rows, schema).write.format("delta").save(config["sources"]["upstream"]["path"])
+    write_upstream(spark, rows, config["sources"]["upstream"]["path"])
 
     checked = hubflow("check", "--registry", registry, pipelines=pipelines)
     assert checked.returncode == 0, output(checked)
@@ -253,4 +279,19 @@ def test_a_new_delta_pipeline_passes_check_runs_and_backfills_an_hour(
     assert after == before, "the hour's rows replaced by the same rows, each once"
     history = spark.sql(f"DESCRIBE HISTORY delta.`{output_path}` LIMIT 1").first()
     assert history["operation"] == "WRITE", "a replaceWhere of the hour"
-    assert DELTA_INTERVAL_COLUMN in history["operationParameters"]["predicate"]
+    assert INTERVAL_COLUMN in history["operationParameters"]["predicate"]
+
+
+@pytest.mark.integration
+def test_a_new_delta_pipeline_passes_check_runs_and_backfills_an_hour(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _table_scaffold_runs_and_backfills_an_hour(spark, tmp_path, monkeypatch, "delta", _write_delta)
+
+
+@pytest.mark.integration
+def test_a_new_parquet_pipeline_passes_check_runs_and_backfills_an_hour(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a parquet table a streaming query wrote, ``_spark_metadata`` and all."""
+    _table_scaffold_runs_and_backfills_an_hour(spark, tmp_path, monkeypatch, "parquet", _write_parquet)
