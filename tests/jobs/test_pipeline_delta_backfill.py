@@ -6,114 +6,45 @@ function that keeps state, and by the key for a missing or wrong column."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
-import textwrap
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from hubflow.status.exit_codes import EXIT_OK
 from hubflow_jobs.backfill_window import BackfillRefused
 from hubflow_jobs.pipeline import PipelineError
-from hubflow_jobs.pipeline.backfill import backfill_pipeline, backfill_problem, check_window
-from hubflow_jobs.pipeline.job import load_pipeline
 from tests.support.lake import spark_rows
 
 from .pipelines_support import pipeline_config, run_on_session, write_module
+from .table_backfill_support import (
+    HOUR,
+    SCALED,
+    T0,
+    UPSTREAM_SCHEMA,
+    readings,
+    refuses_a_stateful_function,
+    sections,
+)
+from .table_backfill_support import backfill as _backfill
+from .table_backfill_support import expected as _expected
+from .table_backfill_support import table_rows as _rows
 
 pytestmark = pytest.mark.integration
 
-#: Readings scaled by ``params.factor``; a negative reading goes to the quarantine.
-SCALED = """
-from pyspark.sql import functions as F
-
-
-def scaled(readings, params):
-    reason = F.when(F.col("value") < 0, F.lit("negative"))
-    value = (F.col("value") * params["factor"]).alias("value")
-    return readings.select("id", "event_time", value, reason.alias("_quarantine_reason"))
-
-
-def without_time(readings):
-    return readings.select("id", "value")
-
-
-def distinct_ids(readings):
-    return readings.dropDuplicates(["id"])
-"""
-
-T0 = datetime(2026, 11, 25, 10, tzinfo=UTC)
-HOUR = timedelta(hours=1)
-UPSTREAM_SCHEMA = "id BIGINT, event_time TIMESTAMP, value BIGINT"
-
 
 def _append(spark: Any, table: Path, ids: range, at: datetime) -> None:
-    """One commit of the rows ``ids``: row ``n`` at ``n`` minutes after ``at``, value ``n`` (negative when
-    ``n`` ends in 7)."""
-    rows = [(n, at + timedelta(minutes=n), -n if n % 10 == 7 else n) for n in ids]
-    frame = spark.createDataFrame(rows, UPSTREAM_SCHEMA).repartition(2)
+    """One commit of the ``readings`` ``ids`` at ``at``."""
+    frame = spark.createDataFrame(readings(ids, at), UPSTREAM_SCHEMA).repartition(2)
     frame.write.format("delta").mode("append").save(str(table))
 
 
-def doc_sources() -> dict[str, Any]:
-    """The ``kind: delta`` source with ``interval_column`` of docs/pipelines.md "Backfill", as written."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "pipelines.md").read_text(encoding="utf-8")
-    blocks = [textwrap.dedent(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
-    block = next(b for b in blocks if "interval_column:" in b and b.startswith("sources:"))
-    return yaml.safe_load(block)["sources"]
-
-
 def _sections(base: Path, factor: int, column: str | None = "event_time", **extra: Any) -> dict[str, Any]:
-    sources = doc_sources()
-    assert sources["readings"]["interval_column"] == "event_time"
-    sources["readings"]["path"] = str(base / "upstream")
-    if column is None:
-        del sources["readings"]["interval_column"]
-    else:
-        sources["readings"]["interval_column"] = column
-    return {
-        "sources": sources,
-        "sinks": {
-            "scaled": {
-                "kind": "delta",
-                "output_path": str(base / "lake" / "scaled"),
-                "quarantine_path": str(base / "lake" / "scaled_quarantine"),
-            }
-        },
-        "params": {"factor": factor},
-        **extra,
-    }
-
-
-def _rows(spark: Any, table: Path) -> list[tuple[int, int, int]]:
-    """(id, hour, value) of every row of the table."""
-    got = spark_rows(spark, table, {"id": "value", "event_time": "timestamp", "value": "value"})
-    return sorted((n, (datetime.fromtimestamp(t / 1e6, UTC) - T0) // HOUR, v) for n, t, v in got)
-
-
-def _expected(ids: range, factor_of_hour: dict[int, int]) -> tuple[list[tuple[int, int, int]], ...]:
-    good, bad = [], []
-    for n in ids:
-        hour = n // 60
-        value = (-n if n % 10 == 7 else n) * factor_of_hour.get(hour, 1)
-        (bad if n % 10 == 7 else good).append((n, hour, value))
-    return sorted(good), sorted(bad)
-
-
-def _backfill(name: str, path: Path, start: datetime, end: datetime, spark: Any) -> dict[str, int]:
-    """The backfill as ``jobs/backfill.py`` runs it, on the shared session."""
-    config, binding = load_pipeline(name, str(path))
-    problem = backfill_problem(config, binding)
-    if problem:
-        raise PipelineError(problem)
-    check_window(config, start, end)
-    return backfill_pipeline(spark, config, binding, start, end)
+    return sections("delta", base, factor, column, **extra)
 
 
 def test_a_delta_backfill_replaces_exactly_its_hour_once_and_waits_for_commits_of_that_hour(
@@ -208,25 +139,6 @@ def test_what_a_delta_backfill_cannot_do_is_refused_naming_the_key(
 
     # A function that keeps state across batches (dropDuplicates on the stream).
     refuses_a_stateful_function(spark, tmp_path, _sections(tmp_path, 1), start, end)
-
-
-def refuses_a_stateful_function(
-    spark: Any, tmp_path: Path, sections: dict[str, Any], start: datetime, end: datetime
-) -> None:
-    """A ``distinct_ids`` job (dropDuplicates on the stream) over the source of ``sections`` runs,
-    and its backfill is refused before reading: its checkpoint keeps state across batches."""
-    sections = {**sections, "params": {}}
-    sections["sinks"] = {"ids": {"kind": "delta", "output_path": str(tmp_path / "lake" / "ids")}}
-    stateful = pipeline_config(tmp_path, "ids", **sections)
-    assert run_on_session(spark, "scaled_readings:distinct_ids", stateful)[0] == EXIT_OK
-    with pytest.raises(PipelineError) as info:
-        _backfill("scaled_readings:distinct_ids", stateful, start, end, spark)
-    assert str(info.value).startswith(
-        f"job ids: pipeline 'scaled_readings:distinct_ids' keeps state across batches "
-        f"({tmp_path / 'checkpoints' / 'ids' / 'state'}: an aggregation, dropDuplicates or a "
-        "stream-stream join)"
-    )
-    assert "backfill a stateless function" in str(info.value)
 
 
 def test_telemetry_silver_as_shipped_backfills_an_hour_through_the_backfill_script(

@@ -8,34 +8,32 @@ wrong column."""
 
 from __future__ import annotations
 
-import re
-import textwrap
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from hubflow.checkpoints.file_sink_log import committed_files
 from hubflow.status.exit_codes import EXIT_OK
 from hubflow_jobs.backfill_window import BackfillRefused
 from hubflow_jobs.lake.file_sink import ExactlyOnceFileSink
 from hubflow_jobs.pipeline import PipelineError
-from hubflow_jobs.pipeline.backfill import backfill_pipeline, backfill_problem, check_window
-from hubflow_jobs.pipeline.job import load_pipeline
-from tests.support.lake import spark_rows
 
 from .pipelines_support import pipeline_config, run_on_session, write_module
-from .test_pipeline_delta_backfill import (
+from .table_backfill_support import (
     HOUR,
     SCALED,
     T0,
     UPSTREAM_SCHEMA,
-    _expected,
+    readings,
     refuses_a_stateful_function,
+    sections,
 )
+from .table_backfill_support import backfill as _backfill
+from .table_backfill_support import expected as _expected
+from .table_backfill_support import table_rows as _rows
 
 pytestmark = pytest.mark.integration
 
@@ -43,53 +41,16 @@ SCALED_READINGS = "scaled_readings:scaled"
 
 
 def _commit(spark: Any, table: Path, batch: int, ids: range, at: datetime) -> None:
-    """File sink batch ``batch`` of the rows ``ids``: row ``n`` at ``n`` minutes after ``at``, value
-    ``n`` (negative when ``n`` ends in 7), in two files."""
-    rows = [(n, at + timedelta(minutes=n), -n if n % 10 == 7 else n) for n in ids]
+    """File sink batch ``batch`` of the ``readings`` ``ids`` at ``at``, in two files."""
     ExactlyOnceFileSink(spark, str(table)).add_batch(
-        batch, spark.createDataFrame(rows, UPSTREAM_SCHEMA).repartition(2)
+        batch, spark.createDataFrame(readings(ids, at), UPSTREAM_SCHEMA).repartition(2)
     )
 
 
-def doc_sources() -> dict[str, Any]:
-    """The ``kind: parquet`` source with ``interval_column`` of docs/pipelines.md "Backfill", as written."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "pipelines.md").read_text(encoding="utf-8")
-    blocks = [textwrap.dedent(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
-    block = next(b for b in blocks if "kind: parquet" in b and "interval_column:" in b)
-    return yaml.safe_load(block)["sources"]
-
-
 def _sections(base: Path, factor: int, column: str | None = "event_time") -> dict[str, Any]:
-    sources = doc_sources()
-    assert sources["readings"]["interval_column"] == "event_time"
-    assert sources["readings"]["schema"] == UPSTREAM_SCHEMA
-    sources["readings"]["path"] = str(base / "upstream")
-    if column is None:
-        del sources["readings"]["interval_column"]
-    else:
-        sources["readings"]["interval_column"] = column
-    sink = {
-        "kind": "delta",
-        "output_path": str(base / "lake" / "scaled"),
-        "quarantine_path": str(base / "lake" / "scaled_quarantine"),
-    }
-    return {"sources": sources, "sinks": {"scaled": sink}, "params": {"factor": factor}}
-
-
-def _rows(spark: Any, table: Path) -> list[tuple[int, int, int]]:
-    """(id, hour, value) of every row of the table."""
-    got = spark_rows(spark, table, {"id": "value", "event_time": "timestamp", "value": "value"})
-    return sorted((n, (datetime.fromtimestamp(t / 1e6, UTC) - T0) // HOUR, v) for n, t, v in got)
-
-
-def _backfill(name: str, path: Path, start: datetime, end: datetime, spark: Any) -> dict[str, int]:
-    """The backfill as ``jobs/backfill.py`` runs it, on the shared session."""
-    config, binding = load_pipeline(name, str(path))
-    problem = backfill_problem(config, binding)
-    if problem:
-        raise PipelineError(problem)
-    check_window(config, start, end)
-    return backfill_pipeline(spark, config, binding, start, end)
+    parquet = sections("parquet", base, factor, column)
+    assert parquet["sources"]["readings"]["schema"] == UPSTREAM_SCHEMA
+    return parquet
 
 
 def test_a_parquet_backfill_replaces_exactly_its_hour_once_and_waits_for_files_of_that_hour(
