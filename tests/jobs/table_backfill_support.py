@@ -84,7 +84,7 @@ def sections(
     }
 
 
-def table_rows(spark: Any, table: Path) -> list[tuple[int, int, int]]:
+def rows(spark: Any, table: Path) -> list[tuple[int, int, int]]:
     """(id, hour, value) of every row of the table."""
     got = spark_rows(spark, table, {"id": "value", "event_time": "timestamp", "value": "value"})
     return sorted((n, (datetime.fromtimestamp(t / 1e6, UTC) - T0) // HOUR, v) for n, t, v in got)

@@ -20,31 +20,21 @@ from hubflow_jobs.backfill_window import BackfillRefused
 from hubflow_jobs.pipeline import PipelineError
 from tests.support.lake import spark_rows
 
+from . import table_backfill_support as tables
 from .pipelines_support import pipeline_config, run_on_session, write_module
-from .table_backfill_support import (
-    HOUR,
-    SCALED,
-    T0,
-    UPSTREAM_SCHEMA,
-    readings,
-    refuses_a_stateful_function,
-    sections,
-)
-from .table_backfill_support import backfill as _backfill
-from .table_backfill_support import expected as _expected
-from .table_backfill_support import table_rows as _rows
+from .table_backfill_support import HOUR, SCALED, T0, UPSTREAM_SCHEMA
 
 pytestmark = pytest.mark.integration
 
 
 def _append(spark: Any, table: Path, ids: range, at: datetime) -> None:
     """One commit of the ``readings`` ``ids`` at ``at``."""
-    frame = spark.createDataFrame(readings(ids, at), UPSTREAM_SCHEMA).repartition(2)
+    frame = spark.createDataFrame(tables.readings(ids, at), UPSTREAM_SCHEMA).repartition(2)
     frame.write.format("delta").mode("append").save(str(table))
 
 
 def _sections(base: Path, factor: int, column: str | None = "event_time", **extra: Any) -> dict[str, Any]:
-    return sections("delta", base, factor, column, **extra)
+    return tables.sections("delta", base, factor, column, **extra)
 
 
 def test_a_delta_backfill_replaces_exactly_its_hour_once_and_waits_for_commits_of_that_hour(
@@ -59,37 +49,41 @@ def test_a_delta_backfill_replaces_exactly_its_hour_once_and_waits_for_commits_o
     assert run_on_session(spark, "scaled_readings:scaled", v1)[0] == EXIT_OK
     output, quarantine = tmp_path / "lake" / "scaled", tmp_path / "lake" / "scaled_quarantine"
     ids = range(180)
-    assert (_rows(spark, output), _rows(spark, quarantine)) == _expected(ids, {})
+    assert (tables.rows(spark, output), tables.rows(spark, quarantine)) == tables.expected(ids, {})
 
     # Factor 10: the backfill of hour 1 replaces its rows, in the sink and the quarantine, twice.
     v10 = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 10))
     for _ in range(2):
-        counts = _backfill("scaled_readings:scaled", v10, T0 + HOUR, T0 + 2 * HOUR, spark)
+        counts = tables.backfill("scaled_readings:scaled", v10, T0 + HOUR, T0 + 2 * HOUR, spark)
         assert counts["read"] == 60 and counts["written"] == 54 and counts["quarantined"] == 6
-        assert (_rows(spark, output), _rows(spark, quarantine)) == _expected(ids, {1: 10})
-    every = Counter(n for n, _, _ in _rows(spark, output) + _rows(spark, quarantine))
+        assert (tables.rows(spark, output), tables.rows(spark, quarantine)) == tables.expected(ids, {1: 10})
+    every = Counter(n for n, _, _ in tables.rows(spark, output) + tables.rows(spark, quarantine))
     assert sorted(every) == list(ids) and set(every.values()) == {1}, "every row once"
 
     # A commit the stream has not read yet, of hour 3 only: hour 1's backfill may go on (the
     # commit's statistics say it holds no row of hour 1).
     _append(spark, upstream, range(180, 240), T0)
-    assert _backfill("scaled_readings:scaled", v10, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 60
+    assert tables.backfill("scaled_readings:scaled", v10, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 60
     # Late rows of hour 1 the stream has not read: the backfill would write them twice.
     version = _version(upstream)
     _append(spark, upstream, range(900, 960), T0 - 14 * HOUR)  # 900 // 60 = 15 -> hour 1 below
     assert _version(upstream) == version + 1
     with pytest.raises(BackfillRefused) as info:
-        _backfill("scaled_readings:scaled", v10, T0 + HOUR, T0 + 2 * HOUR, spark)
+        tables.backfill("scaled_readings:scaled", v10, T0 + HOUR, T0 + 2 * HOUR, spark)
     assert (
         f"sink 'scaled': its query has not yet read versions [{version + 1}] of {upstream}, which add "
         "rows of this interval (by sources.readings.interval_column: event_time)"
     ) in str(info.value)
-    assert (_rows(spark, output), _rows(spark, quarantine)) == _expected(ids, {1: 10}), "nothing written"
+    assert (tables.rows(spark, output), tables.rows(spark, quarantine)) == tables.expected(ids, {1: 10}), (
+        "nothing written"
+    )
 
     # Once the stream has read them, the backfill replaces hour 1 with every row of it once.
     assert run_on_session(spark, "scaled_readings:scaled", v10)[0] == EXIT_OK
-    assert _backfill("scaled_readings:scaled", v10, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 120
-    hour_one = [(n, h, v) for n, h, v in _rows(spark, output) + _rows(spark, quarantine) if h == 1]
+    assert tables.backfill("scaled_readings:scaled", v10, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 120
+    hour_one = [
+        (n, h, v) for n, h, v in tables.rows(spark, output) + tables.rows(spark, quarantine) if h == 1
+    ]
     assert Counter(n for n, _, _ in hour_one) == Counter([*range(60, 120), *range(900, 960)])
     assert {v == (-n if n % 10 == 7 else n) * 10 for n, _, v in hour_one} == {True}
 
@@ -107,7 +101,7 @@ def test_what_a_delta_backfill_cannot_do_is_refused_naming_the_key(
 
     unset = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 1, column=None))
     with pytest.raises(PipelineError) as info:
-        _backfill("scaled_readings:scaled", unset, start, end, spark)
+        tables.backfill("scaled_readings:scaled", unset, start, end, spark)
     assert str(info.value) == (
         "job scaled: sources.readings.interval_column is not set, so a backfill cannot tell which of the "
         "table's rows belong to an interval; set it to the table's time column (timestamp or date; the "
@@ -116,7 +110,7 @@ def test_what_a_delta_backfill_cannot_do_is_refused_naming_the_key(
     )
     missing = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 1, column="eventTime"))
     with pytest.raises(PipelineError) as info:
-        _backfill("scaled_readings:scaled", missing, start, end, spark)
+        tables.backfill("scaled_readings:scaled", missing, start, end, spark)
     assert str(info.value) == (
         f"job scaled: sources.readings.interval_column: 'eventTime' is not a column of the Delta table "
         f"{tmp_path / 'upstream'}; its columns are id, event_time, value. Name its time column "
@@ -124,21 +118,21 @@ def test_what_a_delta_backfill_cannot_do_is_refused_naming_the_key(
     )
     wrong_type = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 1, column="id"))
     with pytest.raises(PipelineError, match=r"interval_column: the column 'id' of .* is bigint; a backfill"):
-        _backfill("scaled_readings:scaled", wrong_type, start, end, spark)
+        tables.backfill("scaled_readings:scaled", wrong_type, start, end, spark)
 
     # A sink that drops the column: its rows of the interval cannot be found.
     path = pipeline_config(tmp_path, "scaled", **{**_sections(tmp_path, 1), "params": {}})
     with pytest.raises(PipelineError, match="sink 'scaled' has no column event_time; a backfill finds"):
-        _backfill("scaled_readings:without_time", path, start, end, spark)
+        tables.backfill("scaled_readings:without_time", path, start, end, spark)
 
     # Before the job's first batch: its first run reads the interval itself.
     fine = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 1))
     with pytest.raises(BackfillRefused, match="sink 'scaled': its query has not committed a batch yet"):
-        _backfill("scaled_readings:scaled", fine, start, end, spark)
+        tables.backfill("scaled_readings:scaled", fine, start, end, spark)
     assert not (tmp_path / "lake").exists(), "nothing written"
 
     # A function that keeps state across batches (dropDuplicates on the stream).
-    refuses_a_stateful_function(spark, tmp_path, _sections(tmp_path, 1), start, end)
+    tables.refuses_a_stateful_function(spark, tmp_path, _sections(tmp_path, 1), start, end)
 
 
 def test_telemetry_silver_as_shipped_backfills_an_hour_through_the_backfill_script(
@@ -216,7 +210,7 @@ def test_rows_of_the_interval_added_while_the_backfill_writes_fail_it_and_a_reru
     monkeypatch.setattr(table_backfill, "write_interval", late_rows_landed_first)
     version = _version(upstream) + 1
     with pytest.raises(BackfillRefused) as info:
-        _backfill("scaled_readings:scaled", path, T0 + HOUR, T0 + 2 * HOUR, spark)
+        tables.backfill("scaled_readings:scaled", path, T0 + HOUR, T0 + 2 * HOUR, spark)
     assert (
         f"versions [{version}] of {upstream} added rows of this interval (by "
         "sources.readings.interval_column: event_time) while the backfill wrote what it had read of "
@@ -224,10 +218,10 @@ def test_rows_of_the_interval_added_while_the_backfill_writes_fail_it_and_a_reru
     ) in str(info.value)
     assert "Run the backfill of this interval again" in str(info.value)
     output, quarantine = tmp_path / "lake" / "scaled", tmp_path / "lake" / "scaled_quarantine"
-    landed = {n for n, _, _ in _rows(spark, output) + _rows(spark, quarantine)}
+    landed = {n for n, _, _ in tables.rows(spark, output) + tables.rows(spark, quarantine)}
     assert not landed & set(range(900, 910)), "the late rows the replacement removed"
 
     monkeypatch.setattr(table_backfill, "write_interval", real)
-    assert _backfill("scaled_readings:scaled", path, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 70
-    every = Counter(n for n, _, _ in _rows(spark, output) + _rows(spark, quarantine))
+    assert tables.backfill("scaled_readings:scaled", path, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 70
+    every = Counter(n for n, _, _ in tables.rows(spark, output) + tables.rows(spark, quarantine))
     assert sorted(every) == [*range(120), *range(900, 910)] and set(every.values()) == {1}

@@ -21,19 +21,9 @@ from hubflow_jobs.backfill_window import BackfillRefused
 from hubflow_jobs.lake.file_sink import ExactlyOnceFileSink
 from hubflow_jobs.pipeline import PipelineError
 
+from . import table_backfill_support as tables
 from .pipelines_support import pipeline_config, run_on_session, write_module
-from .table_backfill_support import (
-    HOUR,
-    SCALED,
-    T0,
-    UPSTREAM_SCHEMA,
-    readings,
-    refuses_a_stateful_function,
-    sections,
-)
-from .table_backfill_support import backfill as _backfill
-from .table_backfill_support import expected as _expected
-from .table_backfill_support import table_rows as _rows
+from .table_backfill_support import HOUR, SCALED, T0, UPSTREAM_SCHEMA
 
 pytestmark = pytest.mark.integration
 
@@ -43,12 +33,12 @@ SCALED_READINGS = "scaled_readings:scaled"
 def _commit(spark: Any, table: Path, batch: int, ids: range, at: datetime) -> None:
     """File sink batch ``batch`` of the ``readings`` ``ids`` at ``at``, in two files."""
     ExactlyOnceFileSink(spark, str(table)).add_batch(
-        batch, spark.createDataFrame(readings(ids, at), UPSTREAM_SCHEMA).repartition(2)
+        batch, spark.createDataFrame(tables.readings(ids, at), UPSTREAM_SCHEMA).repartition(2)
     )
 
 
 def _sections(base: Path, factor: int, column: str | None = "event_time") -> dict[str, Any]:
-    parquet = sections("parquet", base, factor, column)
+    parquet = tables.sections("parquet", base, factor, column)
     assert parquet["sources"]["readings"]["schema"] == UPSTREAM_SCHEMA
     return parquet
 
@@ -71,35 +61,39 @@ def test_a_parquet_backfill_replaces_exactly_its_hour_once_and_waits_for_files_o
     assert run_on_session(spark, SCALED_READINGS, v1)[0] == EXIT_OK
     output, quarantine = tmp_path / "lake" / "scaled", tmp_path / "lake" / "scaled_quarantine"
     ids = range(180)
-    assert (_rows(spark, output), _rows(spark, quarantine)) == _expected(ids, {})
+    assert (tables.rows(spark, output), tables.rows(spark, quarantine)) == tables.expected(ids, {})
 
     # Factor 10: the backfill of hour 1 replaces its rows, in the sink and the quarantine, twice.
     v10 = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 10))
     for _ in range(2):
-        counts = _backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)
+        counts = tables.backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)
         assert counts["read"] == 60 and counts["written"] == 54 and counts["quarantined"] == 6
-        assert (_rows(spark, output), _rows(spark, quarantine)) == _expected(ids, {1: 10})
-    every = Counter(n for n, _, _ in _rows(spark, output) + _rows(spark, quarantine))
+        assert (tables.rows(spark, output), tables.rows(spark, quarantine)) == tables.expected(ids, {1: 10})
+    every = Counter(n for n, _, _ in tables.rows(spark, output) + tables.rows(spark, quarantine))
     assert sorted(every) == list(ids) and set(every.values()) == {1}, "every row once, no stray one"
 
     # A batch the stream has not read yet, of hour 3 only: hour 1's backfill may go on (its files'
     # event_time values, INT96 without statistics, are read: none of hour 1).
     _commit(spark, upstream, 2, range(180, 240), T0)
-    assert _backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 60
+    assert tables.backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 60
     # Late rows of hour 1 the stream has not read: the backfill would write them twice.
     _commit(spark, upstream, 3, range(900, 960), T0 - 14 * HOUR)  # 900 // 60 = 15 -> hour 1 below
     with pytest.raises(BackfillRefused) as info:
-        _backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)
+        tables.backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)
     assert (
         f"sink 'scaled': its query has not yet read batches [3] of {upstream}, which add rows of this "
         "interval (by sources.readings.interval_column: event_time)"
     ) in str(info.value)
-    assert (_rows(spark, output), _rows(spark, quarantine)) == _expected(ids, {1: 10}), "nothing written"
+    assert (tables.rows(spark, output), tables.rows(spark, quarantine)) == tables.expected(ids, {1: 10}), (
+        "nothing written"
+    )
 
     # Once the stream has read them, the backfill replaces hour 1 with every row of it once.
     assert run_on_session(spark, SCALED_READINGS, v10)[0] == EXIT_OK
-    assert _backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 120
-    hour_one = [(n, h, v) for n, h, v in _rows(spark, output) + _rows(spark, quarantine) if h == 1]
+    assert tables.backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 120
+    hour_one = [
+        (n, h, v) for n, h, v in tables.rows(spark, output) + tables.rows(spark, quarantine) if h == 1
+    ]
     assert Counter(n for n, _, _ in hour_one) == Counter([*range(60, 120), *range(900, 960)])
     assert {v == (-n if n % 10 == 7 else n) * 10 for n, _, v in hour_one} == {True}
 
@@ -114,17 +108,17 @@ def test_a_parquet_backfill_replaces_exactly_its_hour_once_and_waits_for_files_o
 
     monkeypatch.setattr(table_backfill, "write_interval", late_rows_landed_first)
     with pytest.raises(BackfillRefused) as info:
-        _backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)
+        tables.backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)
     assert (
         f"batches [4] of {upstream} added rows of this interval (by sources.readings.interval_column: "
         "event_time) while the backfill wrote what it had read up to batch 3"
     ) in str(info.value)
     assert "Run the backfill of this interval again" in str(info.value)
-    landed = {n for n, _, _ in _rows(spark, output) + _rows(spark, quarantine)}
+    landed = {n for n, _, _ in tables.rows(spark, output) + tables.rows(spark, quarantine)}
     assert not landed & set(range(960, 970)), "the late rows the replacement removed"
     monkeypatch.setattr(table_backfill, "write_interval", real)
-    assert _backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 130
-    every = Counter(n for n, _, _ in _rows(spark, output) + _rows(spark, quarantine))
+    assert tables.backfill(SCALED_READINGS, v10, T0 + HOUR, T0 + 2 * HOUR, spark)["read"] == 130
+    every = Counter(n for n, _, _ in tables.rows(spark, output) + tables.rows(spark, quarantine))
     assert sorted(every) == [*range(240), *range(900, 970)] and set(every.values()) == {1}
     assert len(committed_files(str(upstream))) == 10, "two files a batch, the stray one not listed"
 
@@ -138,7 +132,7 @@ def test_what_a_parquet_backfill_cannot_do_is_refused_naming_the_key(
 
     unset = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 1, column=None))
     with pytest.raises(PipelineError) as info:
-        _backfill(SCALED_READINGS, unset, start, end, spark)
+        tables.backfill(SCALED_READINGS, unset, start, end, spark)
     assert str(info.value) == (
         "job scaled: sources.readings.interval_column is not set, so a backfill cannot tell which of the "
         "table's rows belong to an interval; set it to the table's time column (timestamp or date; the "
@@ -147,7 +141,7 @@ def test_what_a_parquet_backfill_cannot_do_is_refused_naming_the_key(
     )
     missing = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 1, column="eventTime"))
     with pytest.raises(PipelineError) as info:
-        _backfill(SCALED_READINGS, missing, start, end, spark)
+        tables.backfill(SCALED_READINGS, missing, start, end, spark)
     assert str(info.value) == (
         f"job scaled: sources.readings.interval_column: 'eventTime' is not a column of the parquet table "
         f"{tmp_path / 'upstream'}; its columns are id, event_time, value. Name its time column "
@@ -155,13 +149,13 @@ def test_what_a_parquet_backfill_cannot_do_is_refused_naming_the_key(
     )
     wrong_type = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 1, column="id"))
     with pytest.raises(PipelineError, match=r"interval_column: the column 'id' of .* is bigint; a backfill"):
-        _backfill(SCALED_READINGS, wrong_type, start, end, spark)
+        tables.backfill(SCALED_READINGS, wrong_type, start, end, spark)
 
     # Before the job's first batch: its first run reads the interval itself.
     fine = pipeline_config(tmp_path, "scaled", **_sections(tmp_path, 1))
     with pytest.raises(BackfillRefused, match=r"sink 'scaled': its query has not yet read batches \[0\]"):
-        _backfill(SCALED_READINGS, fine, start, end, spark)
+        tables.backfill(SCALED_READINGS, fine, start, end, spark)
     assert not (tmp_path / "lake").exists(), "nothing written"
 
     # A function that keeps state across batches (dropDuplicates on the stream).
-    refuses_a_stateful_function(spark, tmp_path, _sections(tmp_path, 1), start, end)
+    tables.refuses_a_stateful_function(spark, tmp_path, _sections(tmp_path, 1), start, end)
