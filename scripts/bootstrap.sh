@@ -36,8 +36,30 @@ check_java() {
 wanted_stamp() {
   cat "$root/requirements-uv.lock" "$root/requirements-build.lock" "$root/requirements-dev.lock" "$root"/connectors/pyproject.toml "$root"/emulator/pyproject.toml \
     "$root"/control/pyproject.toml "$root"/jobs/pyproject.toml "$root"/cli/pyproject.toml \
+    "$root"/connectors/setup.py "$root"/connectors/pyspark_eventhubs/_native.c \
     "$root/scripts/bootstrap.sh" "$root/jvm-deps.lock" "$root/scripts/jvm_deps.py" \
     2>/dev/null | sha256sum | cut -d' ' -f1
+}
+
+# A C compiler and the Python headers, for the connector's compiled hot loops
+# (connectors/pyspark_eventhubs/_native.c, built by the editable install below). Without them the
+# install still succeeds and the connector runs its pure-Python loops; the test that the compiled
+# loops are built says so.
+install_build_tools() {
+  local missing=()
+  command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+  python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || missing+=(python3-dev)
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "hubflow: installing ${missing[*]} (Debian packages) to build the connector's compiled loops" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}"; } >/dev/null 2>&1 \
+      || echo "hubflow: could not install ${missing[*]}; the connector will run its pure-Python loops" >&2
+  else
+    echo "hubflow: ${missing[*]} missing and not installable here (needs root and apt-get);" \
+      "the connector will run its pure-Python loops" >&2
+  fi
 }
 
 # Headless Chromium (status page browser tests) and docker-compose (validates docker-compose.yml
@@ -106,6 +128,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(wanted_stamp)" ] && [ -x "$venv/b
 fi
 
 echo "hubflow: preparing $venv from requirements-dev.lock" >&2
+install_build_tools
 if [ ! -x "$venv/bin/python" ]; then
   python3 -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 11) else 1)' || {
     echo "hubflow: Python 3.11 or newer is required (python3 is $(python3 --version 2>&1))." >&2
@@ -131,7 +154,8 @@ fi
 # publishes only an sdist, built here by the virtualenv's locked setuptools.
 "$venv/bin/uv" pip sync --quiet --require-hashes --no-build-isolation --compile-bytecode \
   --python "$venv/bin/python" "$root/requirements-dev.lock"
-# The project's own packages, editable, without touching their locked dependencies. "compat" mode
+# The project's own packages, editable, without touching their locked dependencies (the connector's
+# C extension is built in place here, by the locked setuptools: connectors/setup.py). "compat" mode
 # puts the folders on sys.path (a .pth file), so Spark's discovery of pyspark_* modules finds the
 # connector and registers format("eventhubs") by itself, and the Airflow side imports the jobs'
 # status-folder contract (hubflow.status) from the working copy. Built without isolation by the

@@ -23,12 +23,14 @@ path JSON-encodes such binary values). Runs in executor Python workers.
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from . import native
 from .amqp_binary import tag_binary_properties
 from .amqp_names import ENQUEUED_TIME, OFFSET, PARTITION_KEY, PUBLISHER, SEQUENCE_NUMBER
 from .arrow_columns import NULL, int64_array, repeated_string, spans_column, spans_map_column
@@ -140,15 +142,17 @@ class _Columns:
     number, enqueued ms, publisher start, publisher end, partition key start, partition key end,
     number of properties, number of system properties; :data:`MISSING` for an absent sequence
     number or time); ``props`` and ``sys`` hold 4 per map entry (key start, key end, value start,
-    value end). Flat lists of ints become numpy arrays in one conversion each.
+    value end). Flat lists (or, for the compiled loop, int64 arrays) of ints become numpy arrays in
+    one conversion each.
     """
 
-    def __init__(self, base: int) -> None:
+    def __init__(self, base: int, packed: bool = False) -> None:
         self.base = base  # converted text is placed after the received bytes
         self.extra = bytearray()
         self._cache: dict[Any, tuple[int, int]] = {}
-        self.rows: list[int] = []
-        self.props: list[int] = []
+        # int64 arrays for the compiled loop to append to; lists extend faster in Python
+        self.rows: list[int] | array = array("q") if packed else []
+        self.props: list[int] | array = array("q") if packed else []
         self.sys: list[int] = []
 
     def text(self, value: str | bytes | None) -> tuple[int, int]:
@@ -220,7 +224,7 @@ def decode_deliveries(
     The result equals ``schema.messages_to_record_batch(partition_id, [SDK-decoded messages])``
     value for value; that equality is what ``tests/connector/test_delivery_decoder.py`` checks.
     """
-    cols = _Columns(len(data))
+    cols = _Columns(len(data), packed=native.accel is not None)
     _decode_messages(data, starts, ends, cols)
     try:
         return cols.record_batch(data, partition_id)
@@ -297,8 +301,21 @@ def _decode_messages(
     startswith = buf.startswith
     builds_left = LAYOUT_BUILDS
     walked = 0  # messages walked since the last layout was made
-    for pos, end in zip(starts, ends, strict=True):
-        if layout is not None:
+    fast = native.accel
+    resume = 0  # with the compiled loop: the first message it has not decoded
+    for index, (pos, end) in enumerate(zip(starts, ends, strict=True)):
+        if index < resume:
+            continue
+        if fast is not None and layout is not None:
+            resume = fast.decode_laid_out(
+                buf, starts, ends, index, segments, layout.body_size_at, layout.body_wide,
+                layout.seq_at, layout.enq_at, *(layout.offset or (-1, -1)), layout.props,
+                MISSING, NULL, cols.rows, prop_list,
+            )  # fmt: skip
+            if resume > index:
+                builds_left = LAYOUT_BUILDS
+                continue
+        elif layout is not None:
             laid_out = True
             for at, constant in segments:
                 if not startswith(constant, pos + at):

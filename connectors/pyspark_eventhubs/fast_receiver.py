@@ -34,6 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from . import native
 from .client import partition_consumer
 from .delivery_decoder import DeliveryDecodeError, decode_deliveries, value_end
 from .options import EventHubsOptions
@@ -247,7 +248,8 @@ class FastPartitionReceiver(PartitionLink):
         """Find complete deliveries in the buffer (up to ``limit``); other frames go to the SDK.
 
         A transfer laid out as the last plain one on this link (:class:`_TransferLayout`) is taken
-        with two byte comparisons; any other frame is parsed field by field.
+        with three byte comparisons (by the compiled loop when :mod:`.native` has it); any other
+        frame is parsed field by field.
         """
         buf = self._buf
         size_total = len(buf)
@@ -255,7 +257,20 @@ class FastPartitionReceiver(PartitionLink):
         starts, ends = self._starts, self._ends
         frames = deliveries = 0
         layout = self._layout
+        fast = native.accel
         while len(starts) < limit and pos + 8 <= size_total:
+            if fast is not None and layout is not None and self._partial is None:
+                # the compiled layout check, up to the first frame it does not take
+                taken = len(starts)
+                pos = fast.scan_laid_out(
+                    buf, pos, limit - taken, layout.head, layout.tag_at, layout.tag_size,
+                    layout.tail_at, layout.tail, layout.payload_at, starts, ends,
+                )  # fmt: skip
+                taken = len(starts) - taken
+                frames += taken
+                deliveries += taken
+                if len(starts) >= limit or pos + 8 > size_total:
+                    break
             size = _U32(buf, pos)[0]
             end = pos + size
             if end > size_total:
@@ -427,7 +442,8 @@ class FastPartitionReceiver(PartitionLink):
                 ends[index] = len(data)
             block = bytes(data)
         else:
-            block = bytes(self._buf[:pos])
+            with memoryview(self._buf) as view:
+                block = view[:pos].tobytes()  # one copy (a bytearray slice would make two)
         del self._buf[:pos]
         self._scan_pos = 0
         self._starts, self._ends, self._assembled = [], [], []

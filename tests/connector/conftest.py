@@ -114,3 +114,24 @@ def eh_spark(spark: Any) -> Any:
 
     register_data_source(spark, DefaultSource)
     return spark
+
+
+@pytest.fixture(params=["compiled", "python"])
+def hot_loops(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Runs a test with the connector's compiled hot loops, then with the pure-Python ones (its own
+    patch, so a test's ``monkeypatch.undo()`` keeps the mode)."""
+    from pyspark_eventhubs import native
+
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "python":
+            patch.setattr(native, "accel", None)
+        else:
+            assert native.accel is not None, NATIVE_MISSING
+        yield request.param
+
+
+# Why the compiled loops can be missing where the suite runs (scripts/bootstrap.sh builds them).
+NATIVE_MISSING = (
+    "pyspark_eventhubs._native is not built: `make venv` builds it with gcc and the Python "
+    "headers (Debian: gcc python3-dev); see docs/connector.md, 'Installing'"
+)

@@ -99,7 +99,10 @@ def rich_hub(hub: Hub) -> Iterator[Hub]:
     yield hub
 
 
-def test_fast_and_sdk_paths_give_identical_batches(rich_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fast_and_sdk_paths_give_identical_batches(
+    rich_hub: Hub, monkeypatch: pytest.MonkeyPatch, hot_loops: str
+) -> None:
+    """The fast receiver, with its compiled loops and with the pure-Python ones, against the SDK."""
     # Small AMQP frames, as on Azure (64 KiB): the 300 kB events come in several transfer frames.
     from azure.eventhub._pyamqp import client as amqp_client
 
