@@ -137,7 +137,7 @@ def start_query(
     checkpoint = str(workdir / f"{side}-ckpt")
     if side in CONNECTOR_SOURCE:
         rows = spark.readStream.format("eventhubs").option("eventhubs.connectionString", servers[HUB_IN])
-        rows = rows.load()
+        rows = rows.options(**dict(args.eh_option)).load()
     else:
         rows = as_eventhubs_rows(
             spark.readStream.format("kafka")
@@ -152,6 +152,7 @@ def start_query(
         writer = rows.writeStream.format("eventhubs").option(
             "eventhubs.connectionString", servers[out_hub(side)]
         )
+        writer = writer.options(**dict(args.eh_option))
     else:
         writer = (
             kafka_rows(rows)
@@ -280,6 +281,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=10, help="seconds after the output's first event")
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--body", type=int, default=100, help="body bytes per event (at least 28)")
+    parser.add_argument(
+        "--eh-option",
+        action="append",
+        default=[],
+        type=lambda text: tuple(text.split("=", 1)),
+        help="an option key=value of the connector's source and sink (repeatable)",
+    )
     parser.add_argument(
         "--real-time-interval", default="30 seconds", help="real-time mode's checkpoint interval"
     )

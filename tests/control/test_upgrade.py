@@ -524,6 +524,13 @@ def test_a_version_ready_while_idle_that_dies_at_its_first_batch_is_rolled_back(
     wait_until(lambda: not _folder(job_dir).liveness(30).alive, 30, "version 2 dies at its first batch")
     assert _batches(job_dir, "offsets") == [0, 1] and _batches(job_dir, "commits") == [0]
 
+    dry = _act(job_dir, dry_run=True)  # says what the next run does, and changes nothing
+    assert dry["done"] == [
+        f"would start version {v2[:12]} of job clicks again: the new version, ready while idle, died "
+        "before committing its first batch (failure 1 of max_upgrade_failures 2)"
+    ], dry
+    assert len(_starts(job_dir)) == 2 and _state(job_dir)["upgrade"]["first_batch_pending"] is True
+
     with pytest.raises(UpgradeRolledBack) as rolled:
         _act(job_dir)
     text = str(rolled.value)
@@ -538,6 +545,25 @@ def test_a_version_ready_while_idle_that_dies_at_its_first_batch_is_rolled_back(
     state = _state(job_dir)
     assert state["fingerprint"]["digest"] == v1 and state["upgrade"]["outcome"] == "rolled-back"
     assert _act(job_dir)["done"][-1] == f"job clicks keeps running version {v1[:12]}"
+
+
+def test_a_dry_run_says_a_death_on_probation_at_the_last_allowed_failure_rolls_back(job_dir: Path) -> None:
+    _write_registry(job_dir, max_upgrade_failures=1)
+    v1 = _started_v1(job_dir)
+    _deploy(job_dir, "idle_then_die", "version 2")
+    _act(job_dir)
+    v2 = _state(job_dir)["fingerprint"]["digest"]
+    (job_dir / "landing" / "a.json").write_text('{"id": 1}\n', encoding="utf-8")
+    wait_until(lambda: not _folder(job_dir).liveness(30).alive, 30, "version 2 dies at its first batch")
+    dry = _act(job_dir, dry_run=True)
+    assert dry["done"] == [
+        f"would roll back job clicks from version {v1[:12]} to {v2[:12]}: the new version, ready while "
+        "idle, died before committing its first batch (failure 1 of max_upgrade_failures 1)"
+    ], dry
+    assert _state(job_dir)["upgrade"]["first_batch_pending"] is True and len(_starts(job_dir)) == 2
+    with pytest.raises(UpgradeRolledBack):  # and the real run does
+        _act(job_dir)
+    assert _starts(job_dir)[-1] == "commit -"
 
 
 def test_the_probation_ends_with_the_first_committed_batch(job_dir: Path) -> None:

@@ -216,11 +216,17 @@ class OnCall:
             audit.wanted = True
             return self._locked_supervisor(lambda again: self._resume_upgrade(pending, again, fingerprint))
         probation = on_probation(self.control.supervisor_state(), fingerprint["digest"])
-        if probation is not None and not self.request.dry_run and live.hold is None:
-            if not live.alive:
+        if probation is not None and live.hold is None:
+            if self.request.dry_run:
+                preview = self._upgrade_of(fingerprint).preview_probation(probation, alive=live.alive)
+                if preview is not None:
+                    job, action = self.job.name, self.request.action
+                    return {"job": job, "action": action, "dry_run": True, "done": preview}
+            elif not live.alive:
                 audit.wanted = True
                 return self._locked_supervisor(lambda again: self._probation(probation, again, fingerprint))
-            self._upgrade_of(fingerprint).judge_probation(probation, alive=True)
+            else:
+                self._upgrade_of(fingerprint).judge_probation(probation, alive=True)
         self._forget_undeployed_failure(fingerprint)
         decision = self._decide(live, fingerprint)
         starts = Step.START in decision.steps and decision.refusal is None

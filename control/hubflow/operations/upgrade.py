@@ -209,6 +209,20 @@ class Upgrade:
         self.warn("job %s: %s", self.job.name, record.history[-1])
         return self._see_ready(record, previous, start=False)
 
+    def preview_probation(self, record: UpgradeRecord, alive: bool) -> list[str] | None:
+        """What :meth:`judge_probation` would do, said for a dry run (nothing changes); None when
+        the job is left to the supervisor's usual rules."""
+        if alive or committed_since(record, _committed(self.job)):
+            return None
+        failures, limit = record.failures + 1, self.job.max_upgrade_failures
+        why = (
+            "the new version, ready while idle, died before committing its first batch "
+            f"(failure {failures} of max_upgrade_failures {limit})"
+        )
+        if failures >= limit:
+            return [f"would roll back job {self.job.name} {record.versions_text()}: {why}"]
+        return [f"would start version {record.after[:SHORT]} of job {self.job.name} again: {why}"]
+
     def _see_ready(self, record: UpgradeRecord, previous: Any, *, start: bool) -> list[str]:
         done: list[str] = []
         while True:
