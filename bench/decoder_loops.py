@@ -14,22 +14,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import struct
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import spread
 
 from eventhubs_emulator.codec import Described, Symbol, Timestamp, encode
 from pyspark_eventhubs import native
 from pyspark_eventhubs.delivery_decoder import decode_deliveries
-from pyspark_eventhubs.fast_receiver import FastPartitionReceiver
-
-CHANNEL, HANDLE = 1, 3
+from tests.support.amqp_frames import Scanner, transfer
 
 
 def messages(count: int) -> tuple[bytes, list[int], list[int]]:
@@ -50,33 +48,6 @@ def messages(count: int) -> tuple[bytes, list[int], list[int]]:
         data += message
         ends.append(len(data))
     return bytes(data), starts, ends
-
-
-def transfer(delivery_id: int, payload: bytes) -> bytes:
-    """A broker's single-frame transfer on CHANNEL/HANDLE (11 fields, list8)."""
-    fields = (
-        b"\x52" + bytes([HANDLE]) + b"\x70" + struct.pack(">I", delivery_id)
-        + b"\xa0\x08" + struct.pack(">Q", delivery_id) + b"\x43\x41\x42\x40\x40\x42\x42\x40"
-    )  # fmt: skip
-    body = b"\x00\x53\x14\xc0" + bytes([len(fields) + 1, 11]) + fields + payload
-    return struct.pack(">IBBH", 8 + len(body), 2, 0, CHANNEL) + body
-
-
-class _Scanner(FastPartitionReceiver):
-    """The receiver's scan state without a connection."""
-
-    def __init__(self, data: bytes) -> None:
-        self._buf = bytearray(data)
-        self._scan_pos = 0
-        self._starts: list[int] = []
-        self._ends: list[int] = []
-        self._assembled: list[tuple[int, bytes]] = []
-        self._partial = None
-        self._channel, self._handle = CHANNEL, HANDLE
-        self._layout = None
-
-    def _account(self, frames: int, deliveries: int) -> None:
-        pass
 
 
 def fastest(run: Callable[[], None], reps: int, events: int) -> float:
@@ -105,7 +76,8 @@ def main() -> None:
         decode_deliveries(data, starts, ends, "0")
 
     def scan() -> None:
-        scanner = _Scanner(frames)
+        scanner = Scanner()
+        scanner._buf += frames
         scanner._scan(args.events + 1)
         scanner._take_block()
 

@@ -50,15 +50,22 @@ install_build_tools() {
   command -v gcc >/dev/null 2>&1 || missing+=(gcc)
   python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
     || missing+=(python3-dev)
-  [ "${#missing[@]}" -eq 0 ] && return 0
+  apt_install "to build the connector's compiled loops" "the connector will run its pure-Python loops" "${missing[@]}"
+}
+
+# apt_install WHY WITHOUT PACKAGE...: install the Debian packages (as root with apt-get), saying WHY;
+# when they cannot be installed, say WITHOUT (what happens then) and go on.
+apt_install() {
+  local why="$1" without="$2"
+  shift 2
+  [ "$#" -eq 0 ] && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "hubflow: installing ${missing[*]} (Debian packages) to build the connector's compiled loops" >&2
+    echo "hubflow: installing $* (Debian packages) $why" >&2
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        "${missing[@]}"; } >/dev/null 2>&1 \
-      || echo "hubflow: could not install ${missing[*]}; the connector will run its pure-Python loops" >&2
+        "$@"; } >/dev/null 2>&1 \
+      || echo "hubflow: could not install $*; $without" >&2
   else
-    echo "hubflow: ${missing[*]} missing and not installable here (needs root and apt-get);" \
-      "the connector will run its pure-Python loops" >&2
+    echo "hubflow: $* missing and not installable here (needs root and apt-get); $without" >&2
   fi
 }
 
@@ -70,16 +77,7 @@ install_test_tools() {
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
   command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
-  [ "${#missing[@]}" -eq 0 ] && return 0
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "hubflow: installing ${missing[*]} (Debian packages) for the browser and compose tests" >&2
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        "${missing[@]}"; } >/dev/null 2>&1 \
-      || echo "hubflow: could not install ${missing[*]}; the tests that need them will be skipped" >&2
-  else
-    echo "hubflow: ${missing[*]} missing and not installable here (needs root and apt-get);" \
-      "the tests that need them will be skipped" >&2
-  fi
+  apt_install "for the browser and compose tests" "the tests that need them will be skipped" "${missing[@]}"
 }
 
 # Azurite, Microsoft's Azure Storage emulator (the Blob API the storage tests run against), from npm
