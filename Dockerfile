@@ -78,15 +78,24 @@ RUN set -eux; \
 # Event Hubs data source, the emulator, the control plane hubflow-control (which the plugins, the
 # jobs and the command import) and the jobs runtime hubflow-jobs. The virtualenv's own pip builds
 # them without isolation, with the locked setuptools already in the virtualenv, and --no-index: this
-# step fetches nothing. pip is then uninstalled: nothing at run time installs packages.
+# step fetches no Python package. The connector's compiled loops (pyspark_eventhubs/_native.c) are
+# built with Debian's gcc and Python headers, installed and purged in this same step, so no layer
+# keeps a compiler; the step fails if the extension did not build. pip is then uninstalled: nothing
+# at run time installs packages.
 COPY connectors /opt/hubflow/src/connectors
 COPY emulator /opt/hubflow/src/emulator
 COPY control /opt/hubflow/src/control
 COPY jobs /opt/hubflow/src/jobs
 RUN set -eux; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends gcc libc6-dev python3-dev; \
     pip install --no-cache-dir --disable-pip-version-check --no-deps --no-build-isolation --no-index \
         /opt/hubflow/src/connectors /opt/hubflow/src/emulator /opt/hubflow/src/control \
         /opt/hubflow/src/jobs; \
+    apt-get purge -y --auto-remove gcc libc6-dev python3-dev binutils; \
+    apt-get clean; \
+    rm -rf /var/lib/apt/lists/*; \
+    python -c "from pyspark_eventhubs import native; assert native.accel is not None, 'no compiled loops'"; \
     pip uninstall --yes --disable-pip-version-check pip; \
     rm -rf /tmp/hubflow-build
 

@@ -73,6 +73,8 @@ DRIVER_LOG = "/opt/hubflow/data/status/telemetry_bronze/driver.log"
 LANDING_DAG = "landing_orders__available_now"
 ONCALL = "telemetry_bronze__oncall"
 WORKERS = ("airflow-worker-1", "airflow-worker-2")
+#: Prints whether the connector in a container runs its compiled loops (pyspark_eventhubs.native).
+NATIVE_LOOPS = "from pyspark_eventhubs import native; print(native.accel is not None)"
 #: ``docker top``'s ps arguments: the pid column (docker top needs it) and whole command lines.
 #: Without ``-ww`` ps cuts each line at the width it finds (dockerd's ``COLUMNS``, 80 in some
 #: environments), and a driver's ``--pipeline tagged_events:tagged``, at the end of its line, is
@@ -575,6 +577,8 @@ def prove(stack: ComposeStack, api: AirflowApi) -> None:
         started_line = f"runs pipeline {TELEMETRY_PIPELINE} ({PIPELINE_MODULE})"
         driver_log = stack.exec("airflow-apiserver", "cat", DRIVER_LOG)
         assert started_line in driver_log, driver_log[-3000:]
+        # The image's connector runs its compiled loops (built by the Dockerfile, compiler removed).
+        assert stack.exec("spark-worker-1", "python", "-c", NATIVE_LOOPS).strip() == "True"
         # The Celery workers, where job code runs, hold none of Airflow's secrets: not the worker
         # (PID 1), not the task processes, not the running driver.
         assert_no_airflow_secret_reaches_job_code(stack, first_host)
