@@ -126,7 +126,9 @@ def teams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Teams]:
         for user, job in USERS.items():
             created = run_airflow(
                 env,
-                *("users", "create", "--username", user, "--password", passwords[user]),
+                # --password=VALUE: token_urlsafe may begin with "-", which argparse would read
+                # as an option after a separate --password (1 run in ~64 failed that way)
+                *("users", "create", "--username", user, f"--password={passwords[user]}"),
                 *("--role", f"{job}_oncall", "--email", f"{user}@example.com"),
                 *("--firstname", user.title(), "--lastname", "Oncall"),
             )
