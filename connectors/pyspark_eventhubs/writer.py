@@ -6,6 +6,8 @@ ignored. As in the Scala sink a row may set a key or an id, not both (a DataFram
 has both columns, and writes back as long as no row sets both). Every task packs its rows into
 ``EventDataBatch`` objects — one open batch per route (partition id, partition key, or
 round-robin), each up to the hub's maximum message size — and sends a batch when it is full.
+Events to a partition id or round-robin are encoded here (``event_encoding.py``), not one
+``EventData`` each.
 Sends are retried with exponential backoff on transient errors and throttling (server busy).
 
 Producers are not built per task: each executor Python worker keeps its producer of a hub across
@@ -36,6 +38,7 @@ from pyspark.sql.types import (
 
 from . import worker_gc
 from .errors import EventHubsOptionError
+from .event_encoding import add_encoded, direct_encoding, encode_event
 from .options import EventHubsOptions
 from .producer_cache import PRODUCERS, SinkProducer
 from .redaction import redact
@@ -146,6 +149,8 @@ class _BatchSender:
         # that cannot be built fails the task with its own error.
         self._producer: SinkProducer | None = PRODUCERS.borrow(options)
         self.open: dict[tuple[str, str], Any] = {}
+        # Per route, whether its batches take events encoded here (``event_encoding.direct_encoding``).
+        self.direct: dict[tuple[str, str], bool] = {}
         self.events = 0
         self.batches = 0
 
@@ -162,30 +167,49 @@ class _BatchSender:
             producer, self._producer = self._producer, None
             PRODUCERS.discard(producer)
 
-    def add(self, event: Any, route: tuple[str, str]) -> None:
+    def add(self, body: bytes | str, properties: dict[str, str] | None, route: tuple[str, str]) -> None:
+        """Pack one event into the open batch of its route; a full batch is sent first."""
         batch = self.open.get(route)
         if batch is None:
             batch = self._new_batch(route)
-        try:
-            batch.add(event)
-        except ValueError:  # batch full: send it, start a new one
-            if len(batch) == 0:
+        if not self._put(route, batch, body, properties):
+            if len(batch):
+                self._send(batch)
+                batch = self._new_batch(route)
+            if not self._put(route, batch, body, properties):
                 raise EventHubsOptionError(
                     "One event is larger than the hub's maximum message size; shrink 'body'."
-                ) from None
-            self._send(batch)
-            batch = self._new_batch(route)
-            batch.add(event)
+                )
         self.open[route] = batch
         if len(self.open) > MAX_OPEN_BATCHES:
             self.flush()
+
+    def _put(
+        self, route: tuple[str, str], batch: Any, body: bytes | str, properties: dict[str, str] | None
+    ) -> bool:
+        """Add the event to ``batch``, encoded here where the SDK would add nothing else to it
+        (``event_encoding.py``), else through ``EventDataBatch.add``; False when it does not fit."""
+        if self.direct[route]:
+            return add_encoded(batch, encode_event(body, properties))
+        from azure.eventhub import EventData
+
+        event = EventData(body)
+        if properties:
+            event.properties = properties
+        try:
+            batch.add(event)
+        except ValueError:  # the batch is full
+            return False
+        return True
 
     def _new_batch(self, route: tuple[str, str]) -> Any:
         kind, value = route
         kwargs = {"partition_id": value} if kind == "id" else {}
         if kind == "key":
             kwargs = {"partition_key": value}
-        return self._retrying(lambda: self.producer.create_batch(**kwargs))
+        batch = self._retrying(lambda: self.producer.create_batch(**kwargs))
+        self.direct[route] = direct_encoding(batch)
+        return batch
 
     def _send(self, batch: Any) -> None:
         count = len(batch)
@@ -255,35 +279,39 @@ class _BatchSender:
             PRODUCERS.discard(producer)
 
 
+def _add_record(sender: _BatchSender, columns: SinkColumns, record: tuple[Any, Any, Any, Any]) -> None:
+    """Executor: pack one ``(body, properties as (key, value) pairs, partition id, partition key)``
+    record into the sender's open batch of its route; ValueError names a bad row's column."""
+    body, props, pid, key = record
+    if body is None:
+        raise ValueError("Column 'body' is null in a row; every event needs a body.")
+    if props and any(k is None or v is None for k, v in props):
+        raise ValueError("Column 'properties' holds a null key or value.")
+    if pid is not None and key is not None:
+        raise ValueError(
+            f"A row sets both '{columns.partition_key}' ({key!r}) and "
+            f"'{columns.partition_id}' ({pid!r}); an event goes either to a partition key "
+            f"or to a partition id: set one of them to null in each row."
+        )
+    route = ("any", "")
+    if pid is not None:
+        route = ("id", str(pid))
+    elif key is not None:
+        route = ("key", str(key))
+    sender.add(
+        body if isinstance(body, (bytes, bytearray)) else str(body), dict(props) if props else None, route
+    )
+
+
 def _send_records(
     options: EventHubsOptions, columns: SinkColumns, records: Iterator[tuple[Any, Any, Any, Any]]
 ) -> EventHubsCommitMessage:
     """Executor: send ``(body, properties, partition id, partition key)`` records in batches per route."""
-    from azure.eventhub import EventData
-
     sender = _BatchSender(options)
     succeeded = False
     try:
-        for body, props, pid, key in records:
-            if body is None:
-                raise ValueError("Column 'body' is null in a row; every event needs a body.")
-            event = EventData(body if isinstance(body, (bytes, bytearray)) else str(body))
-            if props:
-                if any(k is None or v is None for k, v in props):
-                    raise ValueError("Column 'properties' holds a null key or value.")
-                event.properties = dict(props)
-            if pid is not None and key is not None:
-                raise ValueError(
-                    f"A row sets both '{columns.partition_key}' ({key!r}) and "
-                    f"'{columns.partition_id}' ({pid!r}); an event goes either to a partition key "
-                    f"or to a partition id: set one of them to null in each row."
-                )
-            route = ("any", "")
-            if pid is not None:
-                route = ("id", str(pid))
-            elif key is not None:
-                route = ("key", str(key))
-            sender.add(event, route)
+        for record in records:
+            _add_record(sender, columns, record)
         sender.flush()
         succeeded = True
         return EventHubsCommitMessage(events=sender.events, batches=sender.batches)
@@ -297,17 +325,18 @@ def _write_rows(
 ) -> EventHubsCommitMessage:
     """Executor: send rows (anything indexed by column name: Spark Rows, dicts)."""
 
-    def records() -> Iterator[tuple[Any, Any, Any, Any]]:
-        for row in rows:
-            props = row[columns.properties] if columns.properties is not None else None
-            yield (
-                row[columns.body],
-                list(props.items()) if props else None,
-                row[columns.partition_id] if columns.partition_id is not None else None,
-                row[columns.partition_key] if columns.partition_key is not None else None,
-            )
+    return _send_records(options, columns, (_row_record(columns, row) for row in rows))
 
-    return _send_records(options, columns, records())
+
+def _row_record(columns: SinkColumns, row: Any) -> tuple[Any, Any, Any, Any]:
+    """Executor: the ``_add_record`` record of one row (anything indexed by column name)."""
+    props = row[columns.properties] if columns.properties is not None else None
+    return (
+        row[columns.body],
+        list(props.items()) if props else None,
+        row[columns.partition_id] if columns.partition_id is not None else None,
+        row[columns.partition_key] if columns.partition_key is not None else None,
+    )
 
 
 def _write_batches(

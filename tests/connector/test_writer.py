@@ -244,3 +244,37 @@ def test_a_send_that_fails_drops_the_producer_and_the_retry_lands_on_a_new_one(
     assert sorted(b for b in _bodies(hub) if b.startswith(b"t")) == sorted(
         f"t{i}".encode() for i in range(40)
     )
+
+
+def test_events_encoded_by_the_sink_fill_batches_and_partition_keys_go_through_the_sdk(hub: Hub) -> None:
+    """Routes to a partition id or round-robin take events the sink encodes itself (``event_encoding``),
+    a partition key's the SDK's; either way each event lands once with its properties, and large
+    events fill several batches of the hub's maximum message size."""
+    from pyspark_eventhubs.writer import _add_record, _BatchSender
+
+    options = parse_options(hub.options())
+    columns = SinkColumns(body="body", partition_key="key", partition_id="pid", properties="props")
+    sender = _BatchSender(options)
+    records = [(f"big-{i}".encode() + b"x" * 100_000, [("n", str(i))], "0", None) for i in range(25)]
+    records += [(f"any-{i}", [("n", "é" * i)], None, None) for i in range(10)]
+    records += [(f"key-{i}", [("n", str(i))], None, "user-1") for i in range(10)]
+    for record in records:
+        _add_record(sender, columns, record)
+    assert sender.direct == {("id", "0"): True, ("any", ""): True, ("key", "user-1"): False}
+    sender.flush()
+    sender.close(succeeded=True)
+
+    assert sender.events == 45
+    assert sender.batches >= 5  # 2.5 MB of events to partition 0 need three batches of at most 1 MB
+    from pyspark_eventhubs.batch_reader import EventHubsBatchReader
+    from pyspark_eventhubs.receiver_cache import read_range
+
+    start, end = EventHubsBatchReader(options).resolve_ranges()
+    landed = []
+    for pid in start:
+        for batch in read_range(options, pid, start[pid], end[pid]):
+            landed += [(row["body"], dict(row["properties"]), pid) for row in batch.to_pylist()]
+    expected = {(body if isinstance(body, bytes) else body.encode()): dict(p) for body, p, *_ in records}
+    assert sorted(body for body, _, _ in landed) == sorted(expected)  # each event once
+    assert {body: properties for body, properties, _ in landed} == expected
+    assert {pid for body, _, pid in landed if body.startswith(b"big-")} == {"0"}
