@@ -11,11 +11,13 @@ alternate (order rotated per repetition); the summary gives the median ``addBatc
 This is the measurement behind ``eventhubs.minEventsPerTask``: the difference between the
 1-task and the 4-task runs is what extra tasks of a Python source cost, whatever they read.
 
-Two more sides put the Python on the other end or in the middle of the rate source's query: ``rate
+Three more sides put the Python on the other end or in the middle of the rate source's query: ``rate
 -> python sink`` (a Python ``DataSourceStreamWriter`` that drops its rows: the write planner, the
-write worker and the commit runner of a Python sink, without any work) and ``rate -> mapInArrow``
-(an identity ``mapInArrow``: one Python worker in the task). With ``--sink noop`` (Spark's ``noop``
-format instead of parquet, for every side but the Python sink) the sides show what Python itself
+write worker and the commit runner of a Python sink, without any work), ``rate -> python foreach``
+(Spark's ``foreach`` sink with a Python writer that drops its rows: the task's Python worker alone)
+and ``rate -> mapInArrow`` (an identity ``mapInArrow``: one Python worker in the task). With
+``--sink noop`` (Spark's ``noop`` format instead of parquet, for every side but the Python sinks)
+the sides show what Python itself
 costs a micro-batch, with no file written; ``--rate-partitions 1`` gives them one task each.
 
 Usage: ``.venv/bin/python bench/python_task_cost.py [--rate 1000] [--seconds 30] [--reps 3]``
@@ -41,7 +43,13 @@ from pyspark.sql.datasource import (
 )
 
 TASKS = (1, 2, 4)
-SIDES = ("rate", *(f"python {n}" for n in TASKS), "rate -> python sink", "rate -> mapInArrow")
+SIDES = (
+    "rate",
+    *(f"python {n}" for n in TASKS),
+    "rate -> python sink",
+    "rate -> python foreach",
+    "rate -> mapInArrow",
+)
 
 
 class RowRange(InputPartition):
@@ -130,6 +138,20 @@ class DroppingSink(DataSource):
         return DroppingWriter()
 
 
+class DroppingForeach:
+    """Executor: Spark's ``foreach`` sink with a Python writer that keeps no row (no write planner,
+    no commit runner: the sink's per-batch work is the task's Python worker alone)."""
+
+    def open(self, partition_id: int, epoch_id: int) -> bool:
+        return True
+
+    def process(self, row: Any) -> None:
+        """Nothing is kept."""
+
+    def close(self, error: BaseException | None) -> None:
+        """Nothing was kept."""
+
+
 def _identity(batches: Any) -> Any:
     yield from batches
 
@@ -151,6 +173,8 @@ def run_side(spark: Any, side: str, args: argparse.Namespace, workdir: Path) -> 
         df = df.mapInArrow(_identity, df.schema)
     sink = "dropping_sink" if side == "rate -> python sink" else args.sink
     writer = df.writeStream.format(sink).option("checkpointLocation", str(workdir / "ckpt"))
+    if side == "rate -> python foreach":
+        writer = df.writeStream.foreach(DroppingForeach()).option("checkpointLocation", str(workdir / "ckpt"))
     if sink == "parquet":
         writer = writer.option("path", str(workdir / "out"))
     query = writer.trigger(processingTime="0 seconds").start()
