@@ -62,6 +62,41 @@ def orders(orders):
 '''
 
 
+#: Spark's words for the state schema change, as the rollback's message quotes them.
+KEY_SCHEMA_CHANGE = (
+    "Existing key_schema=StructType(StructField(id,LongType,true)) and new key_schema="
+    "StructType(StructField(id,LongType,true),StructField(name,StringType,true))."
+)
+
+
+def _supervisor_state(folder: StatusFolder) -> dict[str, Any]:
+    return folder.read_json("supervisor.json") or {}
+
+
+def _version_1_ran_file_a(spark: Any, tmp_path: Path, folder: StatusFolder) -> tuple[str, set[int]]:
+    """Version 1 (deduplicated by id) started by the supervisor and file a in its table: its digest
+    and the ids landed."""
+    expected = write_json_landing_file(tmp_path / "landing", "a.json", 0, good=20, bad=0)
+    _supervise()
+    _landed(spark, tmp_path, expected, "file a in the table (version 1)")
+    assert (tmp_path / "checkpoints" / JOB / "state").is_dir(), "version 1 is a stateful query"
+    return _supervisor_state(folder)["fingerprint"]["digest"], expected
+
+
+def _stop_and_clean(folder: StatusFolder) -> None:
+    """Stop the job, kill what is left of its drivers and remove version 1's deployed copy."""
+    started = (_supervisor_state(folder).get("upgrade") or {}).get("before") or (
+        _supervisor_state(folder).get("fingerprint") or {}
+    ).get("digest")
+    try:
+        _supervise("stop")
+    finally:
+        _kill_drivers(folder)
+        if started:
+            for copy in Path(tempfile.gettempdir()).glob(f"hubflow-version-{started[:SHORT]}"):
+                shutil.rmtree(copy, ignore_errors=True)
+
+
 @pytest.mark.timeout(1800)
 def test_a_new_state_schema_is_rolled_back_naming_it_and_nothing_is_lost(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -73,15 +108,10 @@ def test_a_new_state_schema_is_rolled_back_naming_it_and_nothing_is_lost(
     checkpoint = tmp_path / "checkpoints" / JOB
 
     def state() -> dict[str, Any]:
-        return folder.read_json("supervisor.json") or {}
+        return _supervisor_state(folder)
 
-    v1 = ""
     try:
-        expected = write_json_landing_file(landing, "a.json", 0, good=20, bad=0)
-        _supervise()
-        v1 = state()["fingerprint"]["digest"]
-        _landed(spark, tmp_path, expected, "file a in the table (version 1)")
-        assert (checkpoint / "state").is_dir(), "version 1 is a stateful query"
+        v1, expected = _version_1_ran_file_a(spark, tmp_path, folder)
         first_pid = folder.status()["pid"]
 
         _deploy(tmp_path, DEDUPLICATED_BY_ID_AND_NAME)
@@ -115,10 +145,7 @@ def test_a_new_state_schema_is_rolled_back_naming_it_and_nothing_is_lost(
         [died] = record["history"]
         # What changed, in Spark's words: the state's key schema, the existing one and the new one.
         assert "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match" in died, died
-        assert (
-            "Existing key_schema=StructType(StructField(id,LongType,true)) and new key_schema="
-            "StructType(StructField(id,LongType,true),StructField(name,StringType,true))."
-        ) in died, died
+        assert KEY_SCHEMA_CHANGE in died, died
         assert died in text, "the run's message quotes it"
         assert not pid_alive(first_pid)
 
@@ -129,30 +156,7 @@ def test_a_new_state_schema_is_rolled_back_naming_it_and_nothing_is_lost(
         assert after["fingerprint"]["digest"] == v1, "version 1 runs again"
         assert log_ids(checkpoint / "commits")[-1] >= 1
     finally:
-        try:
-            _supervise("stop")
-        finally:
-            _kill_drivers(folder)
-            if v1:
-                for copy in Path(tempfile.gettempdir()).glob(f"hubflow-version-{v1[:SHORT]}"):
-                    shutil.rmtree(copy, ignore_errors=True)
-
-
-#: Spark's words for the state schema change, as the rollback's message quotes them.
-KEY_SCHEMA_CHANGE = (
-    "Existing key_schema=StructType(StructField(id,LongType,true)) and new key_schema="
-    "StructType(StructField(id,LongType,true),StructField(name,StringType,true))."
-)
-
-
-def _stop_and_clean(folder: StatusFolder, version: str) -> None:
-    try:
-        _supervise("stop")
-    finally:
-        _kill_drivers(folder)
-        if version:
-            for copy in Path(tempfile.gettempdir()).glob(f"hubflow-version-{version[:SHORT]}"):
-                shutil.rmtree(copy, ignore_errors=True)
+        _stop_and_clean(folder)
 
 
 @pytest.mark.timeout(1800)
@@ -166,14 +170,10 @@ def test_a_new_state_schema_deployed_while_no_data_arrives_is_rolled_back_at_its
     checkpoint = tmp_path / "checkpoints" / JOB
 
     def state() -> dict[str, Any]:
-        return folder.read_json("supervisor.json") or {}
+        return _supervisor_state(folder)
 
-    v1 = ""
     try:
-        expected = write_json_landing_file(landing, "a.json", 0, good=20, bad=0)
-        _supervise()
-        v1 = state()["fingerprint"]["digest"]
-        _landed(spark, tmp_path, expected, "file a in the table (version 1)")
+        v1, expected = _version_1_ran_file_a(spark, tmp_path, folder)
 
         # Nothing lands during the upgrade: the new version plans no batch, so Spark checks no state.
         _deploy(tmp_path, DEDUPLICATED_BY_ID_AND_NAME)
@@ -211,4 +211,4 @@ def test_a_new_state_schema_deployed_while_no_data_arrives_is_rolled_back_at_its
         assert log_ids(checkpoint / "commits")[-1] == int(planned.group(1)), "version 1 ran that batch"
         assert _supervise()["done"][-1] == f"job {JOB} keeps running version {v1[:SHORT]}"
     finally:
-        _stop_and_clean(folder, v1)
+        _stop_and_clean(folder)
