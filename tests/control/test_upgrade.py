@@ -29,6 +29,7 @@ from hubflow.registry import RegisteredJob, load_registry
 from hubflow.repository import PIPELINES_DIR_ENV
 from hubflow.status import HoldKind, StatusFolder
 from hubflow.supervision.detached_process import start_detached
+from hubflow.supervision.supervisor import job_fingerprint
 from hubflow.supervision.upgrades import deployed_file
 from tests.support.processes import wait_until
 
@@ -582,3 +583,77 @@ def test_the_probation_ends_with_the_first_committed_batch(job_dir: Path) -> Non
     restarted = _act(job_dir)
     assert restarted["done"][-1].startswith("started job clicks"), restarted
     assert _starts(job_dir)[-1] == "idle_then_commit -" and _state(job_dir)["upgrade"]["outcome"] == "ready"
+
+
+def _deployed_digest(base: Path) -> str:
+    job = _job(base)
+    return job_fingerprint(job.config_path(), job.application)["digest"]
+
+
+def test_a_version_deployed_during_a_probation_waits_and_a_death_rolls_back_to_the_stable_one(
+    job_dir: Path,
+) -> None:
+    """Version 3 deployed while version 2 is on probation: the supervisor does not judge version 3
+    against version 2 (a refusal would have replaced the probation's record) but waits; version 2
+    dying at its first batch is then rolled back to version 1 at once (version 2 is not deployed any
+    more, so it is not started again), and the next run upgrades version 1 to version 3."""
+    v1 = _started_v1(job_dir)
+    _deploy(job_dir, "idle_then_die", "version 2")
+    _act(job_dir)
+    v2 = _state(job_dir)["fingerprint"]["digest"]
+    _deploy(job_dir, "commit", "version 3")
+    _write_config(job_dir, audit={"kind": "parquet", "output_path": str(job_dir / "audit")})  # a new sink
+    v3 = _deployed_digest(job_dir)
+    waiting = (
+        f"version {v3[:12]} of job clicks waits: version {v2[:12]}, ready while idle, is on probation until "
+        "it commits its first batch (then the supervisor upgrades to the new one; if it dies first, it is "
+        "rolled back)"
+    )
+    assert _act(job_dir, dry_run=True)["done"] == [waiting]
+    assert _act(job_dir)["done"] == [waiting]
+    record = _state(job_dir)["upgrade"]
+    assert (record["after"], record["outcome"], record["first_batch_pending"]) == (v2, "ready", True), record
+    assert len(_starts(job_dir)) == 2
+
+    (job_dir / "landing" / "a.json").write_text('{"id": 1}\n', encoding="utf-8")  # data comes
+    wait_until(lambda: not _folder(job_dir).liveness(30).alive, 30, "version 2 dies at its first batch")
+    why = (
+        "the new version, ready while idle, died before committing its first batch, and version "
+        f"{v3[:12]} is deployed since: that version is not started again; the supervisor upgrades the "
+        "previous one to the deployed version next"
+    )
+    assert _act(job_dir, dry_run=True)["done"] == [
+        f"would roll back job clicks from version {v1[:12]} to {v2[:12]}: {why}"
+    ]
+    with pytest.raises(UpgradeRolledBack) as rolled:
+        _act(job_dir)
+    assert f"the upgrade from version {v1[:12]} to {v2[:12]} was rolled back because {why}" in str(
+        rolled.value
+    )
+    assert "kept the job's query batch 1" in str(rolled.value)
+    assert _starts(job_dir) == ["commit -", "idle_then_die -", "commit -"], "version 1 again, version 2 not"
+    wait_until(lambda: _batches(job_dir, "commits") == [0, 1], 30, "version 1 commits the planned batch 1")
+
+    # Next run: version 1 to version 3, judged against version 1's plan (version 3 adds a sink: refused).
+    with pytest.raises(OnCallRefused) as refused:
+        _act(job_dir)
+    assert f"from version {v1[:12]} to {v3[:12]}" in str(refused.value), refused.value
+    assert _state(job_dir)["fingerprint"]["digest"] == v1 and _folder(job_dir).liveness(30).alive
+
+
+def test_a_probation_that_ends_lets_the_version_deployed_meanwhile_upgrade(job_dir: Path) -> None:
+    v1 = _started_v1(job_dir)
+    _deploy(job_dir, "idle_then_commit", "version 2")
+    _act(job_dir)
+    v2 = _state(job_dir)["fingerprint"]["digest"]
+    _deploy(job_dir, "commit", "version 3")
+    v3 = _deployed_digest(job_dir)
+    assert _act(job_dir)["done"][0].startswith(f"version {v3[:12]} of job clicks waits: version {v2[:12]}")
+
+    (job_dir / "landing" / "a.json").write_text('{"id": 1}\n', encoding="utf-8")
+    wait_until(lambda: _batches(job_dir, "commits") == [0, 1], 30, "version 2 commits its first batch")
+    upgraded = _act(job_dir)  # the probation ends, and version 2 is upgraded to version 3 in the same run
+    assert upgraded["done"][-1].startswith(f"job clicks: upgraded from version {v2[:12]} to {v3[:12]}"), (
+        upgraded
+    )
+    assert _state(job_dir)["fingerprint"]["digest"] == v3 and v1 != v3

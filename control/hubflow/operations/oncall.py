@@ -215,10 +215,12 @@ class OnCall:
         if pending is not None and not self.request.dry_run:
             audit.wanted = True
             return self._locked_supervisor(lambda again: self._resume_upgrade(pending, again, fingerprint))
-        probation = on_probation(self.control.supervisor_state(), fingerprint["digest"])
+        # The running version's probation, judged first even when another version is deployed since.
+        probation = on_probation(self.control.supervisor_state(), self._started_digest())
         if probation is not None and live.hold is None:
+            upgrade = self._upgrade_of(fingerprint)
             if self.request.dry_run:
-                preview = self._upgrade_of(fingerprint).preview_probation(probation, alive=live.alive)
+                preview = upgrade.preview_probation(probation, alive=live.alive)
                 if preview is not None:
                     job, action = self.job.name, self.request.action
                     return {"job": job, "action": action, "dry_run": True, "done": preview}
@@ -226,7 +228,18 @@ class OnCall:
                 audit.wanted = True
                 return self._locked_supervisor(lambda again: self._probation(probation, again, fingerprint))
             else:
-                self._upgrade_of(fingerprint).judge_probation(probation, alive=True)
+                upgrade.judge_probation(probation, alive=True)
+                if upgrade.superseded(probation) and on_probation(
+                    self.control.supervisor_state(), probation.after
+                ):
+                    waiting = upgrade.waiting_text(probation)
+                    self.log("%s", waiting)
+                    return {
+                        "job": self.job.name,
+                        "action": "ensure_running",
+                        "dry_run": False,
+                        "done": [waiting],
+                    }
         self._forget_undeployed_failure(fingerprint)
         decision = self._decide(live, fingerprint)
         starts = Step.START in decision.steps and decision.refusal is None
@@ -269,6 +282,11 @@ class OnCall:
         }
 
     # Deciding and carrying out ---------------------------------------------------------------
+
+    def _started_digest(self) -> str | None:
+        """The digest of the version last started (supervisor.json), None before the first start."""
+        started = self.control.supervisor_state().get("fingerprint")
+        return started.get("digest") if isinstance(started, dict) else None
 
     def _fingerprint(self) -> dict:
         """What the job runs now: its config file and, for a pipeline, its module's source."""

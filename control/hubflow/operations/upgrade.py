@@ -207,13 +207,42 @@ class Upgrade:
         record = first_batch_failed(record, now=datetime.now(UTC), ready_within=self.job.ready_within_delta)
         self._record(record, previous)
         self.warn("job %s: %s", self.job.name, record.history[-1])
+        if self.superseded(record):
+            record.failures += 1
+            record.history.append(f"run {record.failures} died: {self._why_dead()}")
+            self._record(record, previous)
+            return self._roll_back(record, previous, self._superseded_why(record))
         return self._see_ready(record, previous, start=False)
+
+    def superseded(self, record: UpgradeRecord) -> bool:
+        """Whether another version than the one on probation is deployed now (the config changed)."""
+        return record.after != self.fingerprint["digest"]
+
+    def waiting_text(self, record: UpgradeRecord) -> str:
+        """Why a version deployed while another is on probation is not started yet."""
+        return (
+            f"version {self.fingerprint['digest'][:SHORT]} of job {self.job.name} waits: version "
+            f"{record.after[:SHORT]}, ready while idle, is on probation until it commits its first batch "
+            "(then the supervisor upgrades to the new one; if it dies first, it is rolled back)"
+        )
+
+    def _superseded_why(self, record: UpgradeRecord) -> str:
+        return (
+            "the new version, ready while idle, died before committing its first batch, and version "
+            f"{self.fingerprint['digest'][:SHORT]} is deployed since: that version is not started again; "
+            "the supervisor upgrades the previous one to the deployed version next"
+        )
 
     def preview_probation(self, record: UpgradeRecord, alive: bool) -> list[str] | None:
         """What :meth:`judge_probation` would do, said for a dry run (nothing changes); None when
         the job is left to the supervisor's usual rules."""
-        if alive or committed_since(record, _committed(self.job)):
+        if committed_since(record, _committed(self.job)):
             return None
+        if alive:
+            return [self.waiting_text(record)] if self.superseded(record) else None
+        if self.superseded(record):
+            why = self._superseded_why(record)
+            return [f"would roll back job {self.job.name} {record.versions_text()}: {why}"]
         failures, limit = record.failures + 1, self.job.max_upgrade_failures
         why = (
             "the new version, ready while idle, died before committing its first batch "
