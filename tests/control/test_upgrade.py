@@ -610,9 +610,15 @@ def test_a_version_deployed_during_a_probation_waits_and_a_death_rolls_back_to_t
         "rolled back)"
     )
     assert _act(job_dir, dry_run=True)["done"] == [waiting]
+    assert not _state(job_dir)["upgrade"].get("waiting"), "a dry run records nothing"
     assert _act(job_dir)["done"] == [waiting]
     record = _state(job_dir)["upgrade"]
     assert (record["after"], record["outcome"], record["first_batch_pending"]) == (v2, "ready", True), record
+    shown = job_version(str(job_dir / "status" / "clicks"))["text"]  # the status page, hubflow status
+    assert shown.endswith(
+        f"; upgrade from version {v1[:12]} to {v2[:12]}: ready while idle, on probation until its first "
+        f"batch; version {v3[:12]}, deployed since, waits for it"
+    ), shown
     assert len(_starts(job_dir)) == 2
 
     (job_dir / "landing" / "a.json").write_text('{"id": 1}\n', encoding="utf-8")  # data comes

@@ -232,7 +232,7 @@ class OnCall:
                 if upgrade.superseded(probation) and on_probation(
                     self.control.supervisor_state(), probation.after
                 ):
-                    waiting = upgrade.waiting_text(probation)
+                    waiting = upgrade.wait_for_probation(probation)
                     self.log("%s", waiting)
                     return {
                         "job": self.job.name,

@@ -218,6 +218,15 @@ class Upgrade:
         """Whether another version than the one on probation is deployed now (the config changed)."""
         return record.after != self.fingerprint["digest"]
 
+    def wait_for_probation(self, record: UpgradeRecord) -> str:
+        """Record that the deployed version waits for ``record``'s probation (for the status page);
+        the line that says so."""
+        if record.waiting != self.fingerprint["digest"]:
+            previous = (self.control.supervisor_state().get(UPGRADE_KEY) or {}).get("previous_fingerprint")
+            record.waiting = self.fingerprint["digest"]
+            self._record(record, previous)
+        return self.waiting_text(record)
+
     def waiting_text(self, record: UpgradeRecord) -> str:
         """Why a version deployed while another is on probation is not started yet."""
         return (

@@ -236,7 +236,7 @@ def job_version(status_dir: str) -> dict[str, Any] | None:
     from hubflow.status import StatusFolder
     from hubflow.status.names import SUPERVISOR_FILE
     from hubflow.supervision.upgrades import UPGRADE_KEY, UpgradeOutcome, UpgradeRecord
-    from hubflow.supervision.versions import version_text, versions
+    from hubflow.supervision.versions import SHORT, version_text, versions
 
     state = StatusFolder(status_dir).read_json(SUPERVISOR_FILE) or {}
     current, previous = versions(state)
@@ -248,6 +248,8 @@ def job_version(status_dir: str) -> dict[str, Any] | None:
         text += f"; upgrade {record.versions_text()}: {record.outcome} (since {record.started_at})"
     elif record is not None and record.first_batch_pending:
         text += f"; upgrade {record.versions_text()}: ready while idle, on probation until its first batch"
+        if record.waiting:
+            text += f"; version {record.waiting[:SHORT]}, deployed since, waits for it"
     return {
         "current": current.to_dict(),
         "previous": previous.to_dict() if previous is not None else None,

@@ -282,6 +282,8 @@ class UpgradeRecord:
     history: list[str] = field(default_factory=list)
     #: Ready while idle, no batch committed since the upgrade yet: a death is still its failure.
     first_batch_pending: bool = False
+    #: A version deployed since, waiting for the probation to end (its digest).
+    waiting: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
