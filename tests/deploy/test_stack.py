@@ -421,8 +421,8 @@ def every_environment(stack: ComposeStack, service: str) -> list[dict[str, Any]]
         pid, _, command = line.strip().partition(" ")
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except FileNotFoundError:
-            continue  # ended meanwhile
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # ended meanwhile (gone, or exiting: its /proc entry is there, its memory not)
         held = sorted(name for name, value in secrets.items() if value in environ)
         found.append({"pid": int(pid), "command": command.strip()[:300], "holds": held})
     return found
