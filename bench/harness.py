@@ -31,10 +31,11 @@ def start_emulator(workdir: Path, hubs: dict[str, int]) -> EmulatorProcess:
 
 def connector_spark(master: str, conf: dict[str, str] | None = None) -> Any:
     """A local SparkSession (UI and console progress off, log level ERROR) with ``format("eventhubs")``
-    and the Python worker settings every hubflow job gets (``PYTHON_WORKER_CONF``); ``conf`` wins."""
+    and the Python worker and checkpoint settings every hubflow job gets (``PYTHON_WORKER_CONF``,
+    ``CHECKPOINT_CONF``); ``conf`` wins."""
     from pyspark.sql import SparkSession
 
-    from hubflow_jobs.runtime.session import PYTHON_WORKER_CONF
+    from hubflow_jobs.runtime.session import CHECKPOINT_CONF, PYTHON_WORKER_CONF
     from pyspark_eventhubs import DefaultSource, register_data_source
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers run this interpreter
@@ -44,7 +45,7 @@ def connector_spark(master: str, conf: dict[str, str] | None = None) -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    for key, value in {**PYTHON_WORKER_CONF, **(conf or {})}.items():
+    for key, value in {**PYTHON_WORKER_CONF, **CHECKPOINT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

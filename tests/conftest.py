@@ -46,15 +46,16 @@ _BURNERS = pytest.StashKey[list]()
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    """A local[2] SparkSession (Delta enabled and Python workers on Unix domain sockets, like every
-    job's) with the UI off and every directory under a temporary folder."""
+    """A local[2] SparkSession (Delta enabled, Python workers on Unix domain sockets and checkpoints
+    written through the FileSystem API, like every job's) with the UI off and every directory under
+    a temporary folder."""
     from pyspark.sql import SparkSession
 
-    from hubflow_jobs.runtime.session import DELTA_CONF, PYTHON_WORKER_CONF
+    from hubflow_jobs.runtime.session import CHECKPOINT_CONF, DELTA_CONF, PYTHON_WORKER_CONF
 
     base = tmp_path_factory.mktemp("spark")
     builder = SparkSession.builder
-    for key, value in {**DELTA_CONF, **PYTHON_WORKER_CONF}.items():
+    for key, value in {**DELTA_CONF, **PYTHON_WORKER_CONF, **CHECKPOINT_CONF}.items():
         builder = builder.config(key, value)
     session = (
         builder.master("local[2]")

@@ -23,9 +23,23 @@ DELTA_CONF = {
 #: task". The sockets are files in the JVM's temp dir (docs/connector.md, "Installing").
 PYTHON_WORKER_CONF = {"spark.python.unix.domain.socket.enabled": "true"}
 
+#: Spark's checkpoint file manager over Hadoop's FileSystem API, not its default over FileContext.
+#: On a local or mounted disk, without Hadoop's native library (pyspark ships none), the default
+#: starts eight ``readlink`` processes for every file it renames into place (four for the file, four
+#: for its checksum file), beside the two ``chmod`` both start: a micro-batch's offset and commit log
+#: cost tens of milliseconds of process starts. This one writes the same way (a temporary file
+#: renamed into place, refused when the batch's file exists) with the same checksum files, and
+#: starts no ``readlink``; docs/benchmarks.md, "Checkpoint commits".
+CHECKPOINT_CONF = {
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    )
+}
+
 #: Defaults every job gets unless ``spark_conf`` overrides them.
 DEFAULT_CONF = {
     **PYTHON_WORKER_CONF,
+    **CHECKPOINT_CONF,
     # Dates such as ingest_date must not depend on the driver machine's time zone.
     "spark.sql.session.timeZone": "UTC",
     **DELTA_CONF,
