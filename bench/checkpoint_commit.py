@@ -5,10 +5,11 @@ Spark writes two files per micro-batch into the checkpoint: the offset log befor
 (``walCommit``) and the commit log after it (``commitOffsets``). Its default manager goes through
 Hadoop's FileContext, which on a local disk without Hadoop's native library starts ``readlink``
 processes for every file it renames into place; hubflow's goes through Hadoop's FileSystem API.
-Same session, one query per side: Spark's ``rate`` source (``--rate`` rows/s, one partition) into
-Spark's ``noop`` sink, ``processingTime="0 seconds"``, a fresh checkpoint folder under ``--folder``
-each time. The sides alternate (order rotated per repetition); the summary gives the median of
-Spark's own ``durationMs`` per side over the batches of the measured windows and hubflow's
+Same session, one query per side: Spark's ``rate`` source (``--rate`` rows/s, one partition; its
+offset moves once a second, so one batch a second) into Spark's ``noop`` sink,
+``processingTime="0 seconds"``, a fresh checkpoint folder under ``--folder`` each time. The sides
+alternate (order rotated per repetition); the summary gives the median of Spark's own
+``durationMs`` per side over the batches of the measured windows and hubflow's
 ``triggerExecution`` as a share of Spark's default.
 
 Usage: ``.venv/bin/python bench/checkpoint_commit.py [--rate 1000] [--seconds 20] [--warmup 5]``
@@ -70,10 +71,7 @@ def main() -> None:
     add_conf_argument(parser)
     args = parser.parse_args()
 
-    # a query keeps its last 100 progress reports by default: too few for a window at 10+ batches/s
-    spark = connector_spark(
-        "local[2]", {"spark.sql.streaming.numRecentProgressUpdates": "1000", **conf_from(args)}
-    )
+    spark = connector_spark("local[2]", conf_from(args))
     names = list(SIDES)
     batches: dict[str, list[Any]] = {name: [] for name in names}
     for rep in range(args.reps):
