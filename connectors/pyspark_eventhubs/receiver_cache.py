@@ -479,18 +479,22 @@ class ReadRetries:
 
     A link the service refused for its receiver quota (``resource-limit-exceeded``: receivers
     of other machines hold it, and close when idle) is retried every second for up to
-    ``eventhubs.receiverTimeout``; any other error is retried once, on a new receiver.
+    ``eventhubs.receiverTimeout``; any other error is retried once at a position, on a new
+    receiver: a failure after events arrived since the last one is a new fault, retried again.
     """
 
     def __init__(self, options: EventHubsOptions, partition_id: str) -> None:
         self.options = options
         self.partition_id = partition_id
         self.failures = 0
+        self.failed_at = -1
         self.refused_since: float | None = None
 
     def after(self, exc: Exception, expected: int) -> None:
         """Return to reconnect at ``expected``; raise :class:`EventHubsReadError` to give up."""
         options, partition_id = self.options, self.partition_id
+        if expected > self.failed_at:
+            self.failures = 0  # the read moved on since its last failure
         text = redact(f"{type(exc).__name__}: {exc}", options)
         refused = "resource-limit-exceeded" in text
         # The service asks for a retry (a partition being moved, a busy broker): keep reconnecting
@@ -520,6 +524,7 @@ class ReadRetries:
             ) from None
         else:
             self.failures += 1
+            self.failed_at = expected
             log.warning(
                 "Event hub %s partition %s: receiver failed (%s); reconnecting at %d",
                 options.description,

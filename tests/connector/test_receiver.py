@@ -304,3 +304,21 @@ def test_binary_property_values_are_written_as_the_scala_connector_writes_them(h
     batches = list(read_range(options, "2", 0, 1))
     props = dict(batches[0].column("properties").to_pylist()[0])
     assert props == {"text": "h\u00e9", "raw": "[104,-1,0]", "n": "7", "ok": "true"}
+
+
+def test_a_read_retries_a_failure_once_at_a_position_and_again_after_progress() -> None:
+    """A dropped link is retried once where the read stands; once events arrived since, a second
+    drop is a new fault (a long read through two transient disconnects finishes), while two
+    failures at one position give up, naming the position."""
+    options = parse_options(
+        {
+            "eventhubs.connectionString": "Endpoint=sb://127.0.0.1:5672/;SharedAccessKeyName=k;SharedAccessKey=s;EntityPath=hub1"
+        }
+    )
+    retries = receiver_cache.ReadRetries(options, "2")
+    dropped = ConnectionError("the broker closed the connection of partition 2")
+    retries.after(dropped, 0)
+    retries.after(dropped, 15)  # 15 events arrived after the first drop
+    retries.after(dropped, 40)
+    with pytest.raises(EventHubsReadError, match="partition 2: receiving from sequence number 40 failed"):
+        retries.after(dropped, 40)
