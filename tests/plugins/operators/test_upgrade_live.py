@@ -222,6 +222,17 @@ def test_an_upgrade_a_refusal_and_a_rollback_keep_every_record_once_in_delta(
         assert (backup / "commits").is_dir(), "the backup is a copy of version 1's checkpoint"
         assert state()["upgrade"]["outcome"] == "ready"
         _landed(spark, tmp_path, expected, "file b in the table")
+        # Version 2 commits a batch of its own: when version 1 read file b before its stop, version 2
+        # was ready while idle and stays on probation until its first commit, and a version deployed
+        # meanwhile waits for that instead of being checked (tests/control/test_upgrade.py).
+        expected |= write_json_landing_file(landing, "b2.json", 1500, good=20, bad=0)
+        _landed(spark, tmp_path, expected, "file b2 in the table (version 2's first batch)")
+        before = state()["upgrade"].get("committed_before")
+        wait_until(
+            lambda: (log_ids(tmp_path / "checkpoints" / JOB / "commits") or [-1])[-1] > (before or -1),
+            LANDED_WITHIN,
+            "version 2's first batch in the checkpoint's commit log",
+        )
 
         # 3. An incompatible change (a second sink) is refused; version 2 keeps running and landing.
         audit = tmp_path / "lake" / "audit"
