@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 
 from .admin import TOKEN_ENV, token_problem
 from .config import DEFAULT_KEY, TIERS, ConfigError, load_config
 from .server import Emulator, PortInUseError
+from .stop_signals import StopSignals
 from .tls import TlsSetupError
 
 
@@ -203,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    stop = StopSignals()  # before the ready lines: a SIGTERM after them is a clean stop
     print(f"Event Hubs emulator listening on {args.host}:{emulator.port} (AMQP, no TLS)", flush=True)
     ws_ports = [emulator.port] + ([emulator.websocket_port] if emulator.websocket_port is not None else [])
     print(
@@ -240,11 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     if config.key != DEFAULT_KEY:
         print(f"(SharedAccessKey: the one in {args.config}, not printed)", flush=True)
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(0.5):
-        pass
+    stop.wait()
     emulator.stop()
     print("Event Hubs emulator stopped", flush=True)
     return 0

@@ -8,11 +8,10 @@ variables; the header's secret is named by its file, never printed). Client secr
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from pathlib import Path
 
+from ..stop_signals import StopSignals
 from .authority import DEFAULT_AUDIENCES, ClientsFileError, RegisteredClient, load_clients
 from .keys import DEFAULT_LIFETIME, IDENTITY_HEADER_FILE, IssuerSetupError
 from .server import TokenIssuer
@@ -74,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     header_file = Path(args.dir) / IDENTITY_HEADER_FILE
+    stop = StopSignals()  # before the ready lines: a SIGTERM after them is a clean stop
     print(f"Token issuer {issuer.keys.issuer} listening on {issuer.url}", flush=True)
     print(f"export IDENTITY_ENDPOINT={issuer.url}", flush=True)
     print(f'export IDENTITY_HEADER="$(cat {header_file})"', flush=True)
@@ -85,11 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if tls_dir:
         print(f"CA: export REQUESTS_CA_BUNDLE={Path(tls_dir) / 'ca.pem'}", flush=True)
     print(f"Registered clients: {', '.join(c.client_id for c in clients) or 'none'}", flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(0.5):
-        pass
+    stop.wait()
     issuer.stop()
     return 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -21,26 +22,40 @@ log = logging.getLogger(__name__)
 
 
 class StopRequest:
-    """A one-way flag saying why the job should stop, settable from signal handlers and threads."""
+    """A one-way flag saying why the job should stop, settable from signal handlers and threads.
+
+    Setting it takes no lock: a Python signal handler runs on the main thread between two bytecodes,
+    possibly while that thread holds the lock a ``threading.Event`` would take to set itself (Python's
+    signal docs warn of that deadlock; a driver hung on SIGTERM in a retry's wait). Waiting polls it.
+    """
+
+    #: How often :meth:`wait` looks at the flag: a stop lets the running batch finish anyway.
+    POLL_SECONDS = 0.05
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._requested = False
         self.reason: str | None = None
 
     def request(self, reason: str) -> None:
         """Ask the job to stop; the first reason is kept."""
-        if not self._event.is_set():
+        if not self._requested:
             self.reason = reason
-            self._event.set()
+            self._requested = True
 
     @property
     def requested(self) -> bool:
         """Whether a stop was asked for."""
-        return self._event.is_set()
+        return self._requested
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``, less if a stop is asked for meanwhile; whether one was."""
-        return self._event.wait(seconds)
+        deadline = time.monotonic() + seconds
+        while not self._requested:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(self.POLL_SECONDS, left))
+        return self._requested
 
 
 class SignalHandlers:
