@@ -113,11 +113,16 @@ class Foreground:
         self.requests += 1
         with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
             if self.requests == 1:
-                self.say("stopping the job gracefully (the running batch finishes); Ctrl-C again to kill it")
                 os.kill(self.process.pid, signal.SIGTERM)
+                line = "stopping the job gracefully (the running batch finishes); Ctrl-C again to kill it"
             else:
-                self.say("killing the job (its unfinished batch is replayed from the checkpoint next time)")
                 os.killpg(self.process.pid, signal.SIGKILL)
+                line = "killing the job (its unfinished batch is replayed from the checkpoint next time)"
+            # Said after the signal is sent: a handler runs between two bytecodes of the main thread,
+            # and when that thread was printing, this print fails ("reentrant call"); the job still
+            # gets its signal, and the line is only what is being done.
+            with contextlib.suppress(RuntimeError):
+                self.say(line)
 
 
 def checked_job(name: str, registry: Path | None, command: str) -> tuple[RegisteredJob, Any] | None:
