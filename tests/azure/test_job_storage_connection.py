@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from hubflow.checkpoints.inspector import inspect_checkpoint
 from hubflow.invocation import JobInvocation
 from hubflow.registry import load_registry
-from hubflow.status import StatusFolder
+from hubflow.status import JobState, StatusFolder
 from hubflow.storage.azure import forget_accesses
 from hubflow_plugins.hooks.azure_storage import use_job_storage
 from hubflow_plugins.hooks.spark_submit import build_submit_hook, driver_secrets
@@ -150,7 +150,8 @@ def test_a_job_on_its_storage_connection_keeps_the_secret_out_of_sight(
         response = TestClient(create_app()).get("/api/jobs/blobjob")
         assert response.status_code == 200, response.text
         snapshot = response.json()
-        assert snapshot["error"] is None and snapshot["state"] == "running", snapshot
+        # running, or idle once its batch is done and nothing more landed (a loaded machine's pace)
+        assert snapshot["error"] is None and snapshot["state"] in (JobState.RUNNING, JobState.IDLE), snapshot
         assert snapshot["last_batch"] is not None
 
         raw_status = blobs.download_blob("_status/blobjob/status.json").readall().decode()

@@ -295,7 +295,13 @@ def test_a_version_that_never_commits_is_rolled_back_after_ready_within(job_dir:
     assert _state(job_dir)["fingerprint"]["digest"] == v1
 
 
+#: ``ready_within`` for the tests that count deaths: two starts of a stand-in driver on a loaded
+#: machine can outlast the 6 s of the default test registry, and then lateness decides first.
+COUNTED_READY_WITHIN = "5 minutes"
+
+
 def test_a_version_that_dies_is_retried_then_rolled_back(job_dir: Path) -> None:
+    _write_registry(job_dir, ready_within=COUNTED_READY_WITHIN)
     _started_v1(job_dir)
     _deploy(job_dir, "die", "version 2")
     with pytest.raises(UpgradeRolledBack) as rolled:
@@ -506,6 +512,7 @@ def test_a_version_ready_while_idle_that_dies_at_its_first_batch_is_rolled_back(
     (a state schema change, which Spark checks only when it plans a batch), and the next supervisor
     run judges the upgrade again instead of restarting that version by the backoff: started again
     (max_upgrade_failures), then rolled back, the planned batch kept and run by version 1."""
+    _write_registry(job_dir, ready_within=COUNTED_READY_WITHIN)
     v1 = _started_v1(job_dir)
     _deploy(job_dir, "idle_then_die", "version 2")
     upgraded = _act(job_dir)
