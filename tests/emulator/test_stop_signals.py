@@ -5,12 +5,12 @@ did, once in a while)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from eventhubs_emulator import EmulatorConfig
+from tests.support.processes import output_after_sigterm, piped_child
 
 #: The exit after SIGTERM: the servers' threads stop and the process returns.
 EXIT_WITHIN = 30
@@ -18,20 +18,14 @@ EXIT_WITHIN = 30
 
 def _stops_cleanly(command: list[str], ready: str, last_line: str | None, attempts: int = 1) -> None:
     for attempt in range(attempts):
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        try:
+        with piped_child(command) as process:
             assert process.stdout is not None
             lines: list[str] = []
             while not lines or not lines[-1].startswith(ready):
                 lines.append(process.stdout.readline())
                 assert lines[-1], f"it exited before saying {ready!r}: {lines}"
             time.sleep(attempt * 0.2)
-            process.terminate()
-            out, _ = process.communicate(timeout=EXIT_WITHIN)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            out = output_after_sigterm(process, EXIT_WITHIN)
         assert process.returncode == 0, f"attempt {attempt}: exit {process.returncode}"
         if last_line is not None:
             assert out.splitlines()[-1] == last_line, out

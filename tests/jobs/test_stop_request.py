@@ -8,12 +8,12 @@ that lock about half the time, so ten SIGTERMs find it almost surely.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import threading
 import time
 
 from hubflow_jobs.runtime.stop import StopRequest
+from tests.support.processes import output_after_sigterm, piped_child
 
 CHILD = """
 from hubflow_jobs.runtime.stop import SignalHandlers, StopRequest
@@ -32,16 +32,10 @@ EXIT_WITHIN = 30
 
 def test_a_sigterm_ends_a_driver_waiting_in_a_tight_loop_every_time() -> None:
     for attempt in range(10):
-        child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
-        try:
+        with piped_child([sys.executable, "-c", CHILD]) as child:
             assert child.stdout is not None and child.stdout.readline() == "ready\n"
             time.sleep(attempt * 0.003)  # at other points of the loop
-            child.terminate()
-            out, _ = child.communicate(timeout=EXIT_WITHIN)
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+            out = output_after_sigterm(child, EXIT_WITHIN)
         assert child.returncode == 0, f"attempt {attempt}: exit {child.returncode}"
         assert out == "stopped: SIGTERM received by the Python driver\n", out
 

@@ -10,7 +10,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,6 +59,29 @@ def stop_process(proc: subprocess.Popen, timeout: float = 15.0) -> None:
             except ProcessLookupError:
                 pass
             proc.wait(timeout=timeout)
+
+
+@contextmanager
+def piped_child(command: list[str]) -> Iterator[subprocess.Popen]:
+    """``command`` with its stdout piped as text, in this process group; killed on the way out if
+    it still runs."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def output_after_sigterm(process: subprocess.Popen, timeout: float) -> str:
+    """SIGTERM a :func:`piped_child` and return the rest of its output once it exited; the test fails
+    when it still runs ``timeout`` seconds later."""
+    process.terminate()
+    try:
+        return process.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"pid {process.pid} still ran {timeout:.0f} s after SIGTERM") from None
 
 
 def stop_processes(procs: list[subprocess.Popen], timeout: float = 15.0) -> None:
