@@ -30,6 +30,23 @@ field.dispatchEvent(new Event("input", {bubbles: true}));
 """
 
 
+#: Toast titles are recorded as they appear (a MutationObserver on the page), so a toast shown and
+#: dismissed between two polls of a loaded machine's WebDriver is still seen.
+RECORD_TOASTS = """
+window.__hubflowToasts = [];
+if (!window.__hubflowToastObserver) {
+  const seen = () => {
+    for (const element of document.querySelectorAll("[data-part='title'], [role='status']")) {
+      const text = element.textContent;
+      if (text && !window.__hubflowToasts.includes(text)) window.__hubflowToasts.push(text);
+    }
+  };
+  window.__hubflowToastObserver = new MutationObserver(seen);
+  window.__hubflowToastObserver.observe(document.body, {childList: true, subtree: true, characterData: true});
+}
+"""
+
+
 class AirflowUI:
     """One logged-in browser on one Airflow API server (``base``: its URL)."""
 
@@ -82,10 +99,20 @@ class AirflowUI:
         self.click(self.find("//button[normalize-space()='Trigger']", f"{dag_id}'s Trigger button"))
         return self._dialog()
 
+    def _record_toasts(self) -> None:
+        """Record the toasts from now on (before the click that makes one): see :meth:`_toast`."""
+        self.driver.execute_script(RECORD_TOASTS)
+
     def _toast(self, title: str) -> str:
-        """The text of the toast titled ``title``; a failure toast fails at once with its text."""
+        """The text of the toast titled ``title``, shown now or recorded since :meth:`_record_toasts`;
+        a failure toast fails at once with its text."""
 
         def shown(driver: Any) -> Any:
+            for text in driver.execute_script("return window.__hubflowToasts || []"):
+                if title in text:
+                    return text
+                if "Failed" in text or "Error" in text:
+                    raise AssertionError(f"the Airflow UI said: {text}")
             for element in driver.find_elements("xpath", "//*[@data-part='title' or @role='status']"):
                 text = element.text
                 if title in text:
@@ -123,6 +150,7 @@ class AirflowUI:
         said = affected.text
         button = self.find(".//button[normalize-space()='Run Backfill']", "Run Backfill", dialog)
         self._wait(lambda _: button.is_enabled(), "Run Backfill enabled")
+        self._record_toasts()
         self.click(button)
         self._toast("Backfill generated")
         return said
@@ -169,7 +197,9 @@ class AirflowUI:
                 self.driver.execute_script(SET_INPUT_VALUE, field, str(value))
                 self._wait(lambda _, f=field, v=value: f.get_attribute("value") == str(v), f"{name} typed")
         before = self.driver.current_url
-        self.click(self.find(".//button[normalize-space()='Trigger']", "the form's Trigger", dialog))
+        trigger = self.find(".//button[normalize-space()='Trigger']", "the form's Trigger", dialog)
+        self._record_toasts()
+        self.click(trigger)
         self._toast("Dag Run Triggered")
         self._wait(lambda driver: "/runs/" in driver.current_url and driver.current_url != before, "the run")
         return self.driver.current_url.rsplit("/runs/", 1)[1].split("/")[0]
