@@ -19,6 +19,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# The suite starts thousands of Python processes (drivers, Airflow's task and CLI processes, Spark's
+# Python workers) that import this repository's modules, which no install precompiled: an
+# environment that forbids bytecode caches would have every one of them compile those modules again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # The tests' Spark JVMs live seconds to minutes and process little data: with the C1 compiler alone
 # (no C2) a driver starts on half the CPU, which on 2 shared cores is most of the suite's time.
 # Drivers (spark-submit, PySpark's gateway) read SPARK_SUBMIT_OPTS and pass the executor option on
@@ -26,12 +30,19 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # SPARK_DAEMON_JAVA_OPTS. Test tuning only: the jobs' own settings are untouched.
 # Drivers also map the class archive ``make test-tools`` builds (tests/support/class_archive.py).
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# And they evaluate expressions interpreted, without generated code: a test's batches hold a few
+# rows, while Delta's log replay generates and compares the Java of a projection of its wide action
+# schema in every task (a profile of a one-hour backfill: a fifth of the driver's CPU in
+# CodeFormatter and Block.toString before the compiled-class cache is even asked); interpreted, the
+# same backfill takes about 20% less CPU (docs/benchmarks.md, "The test suite"). Spark runs its
+# own expression tests in both modes; the jobs' own settings, and the compose stack, keep codegen.
+TEST_SQL_OPTIONS = "-Dspark.sql.codegen.factoryMode=NO_CODEGEN -Dspark.sql.codegen.wholeStage=false"
 
 from tests.support import class_archive  # noqa: E402
 
 os.environ.setdefault(
     "SPARK_SUBMIT_OPTS",
-    f"{TEST_JVM_OPTIONS} {class_archive.driver_options()} "
+    f"{TEST_JVM_OPTIONS} {TEST_SQL_OPTIONS} {class_archive.driver_options()} "
     f"-Dspark.executor.defaultJavaOptions={TEST_JVM_OPTIONS}",
 )
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTIONS)

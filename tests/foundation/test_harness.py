@@ -43,6 +43,9 @@ def test_local_spark_session_runs_python_tasks(spark) -> None:
     assert df.rdd.map(lambda r: r.id * 2).sum() == 9900
     assert spark.sparkContext.master == "local[2]"
     assert spark.conf.get("spark.ui.enabled") == "false"
+    # The tests' drivers evaluate expressions interpreted (tests/conftest.py, TEST_SQL_OPTIONS).
+    assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"
 
 
 @pytest.mark.cluster
