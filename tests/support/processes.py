@@ -109,16 +109,27 @@ def stop_processes(procs: list[subprocess.Popen], timeout: float = 15.0) -> None
             proc.wait(timeout=timeout)
 
 
+#: A poll waits at least this many times as long as the predicate took before asking again, so a
+#: costly predicate (a Spark read of a lake table, an Airflow query) takes at most a third of the
+#: time it polls: on 2 shared cores a poll every 0.2 s of a Spark read kept a core from the very job
+#: it waited for.
+POLL_BACKOFF = 2.0
+
+
 def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
     """Poll ``predicate`` until it returns something true, and return that; fail naming ``what``
-    after ``timeout`` seconds."""
+    after ``timeout`` seconds. Between polls it sleeps ``interval``, or :data:`POLL_BACKOFF` times the
+    predicate's own time when that is longer (never past the deadline: the last poll is at it)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
+        started = time.monotonic()
         result = predicate()
         if result:
             return result
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        now = time.monotonic()
+        if now >= deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(min(max(interval, POLL_BACKOFF * (now - started)), deadline - now))
 
 
 def run_json_check(
