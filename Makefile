@@ -47,7 +47,7 @@ audit: venv
 # with the reason where Docker cannot run). Three pytest-xdist workers on 2 cores, whole files each:
 # one spends the proof's minutes of image building and waiting on it while the other two run the
 # rest (the suite waits on processes far more than it computes: with two workers the cores were
-# 30% idle). The 60 slowest tests are listed at the end, for keeping within the 45-minute target.
+# 30% idle). The 60 slowest tests are listed at the end, for keeping within the 40-minute target.
 test: test-tools lint check-locks
 	$(VENV)/bin/pytest -m "not slow" -n 3 --dist loadfile --no-loadscope-reorder --durations=60 $(PYTEST_ARGS)
 
